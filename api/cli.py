@@ -1,0 +1,28 @@
+"""The ``slaplan`` command line: one sub-command a module in ``api.commands``."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+# Each module defines ``register(subparsers)``, which adds its sub-command and sets
+# ``func(args) -> int`` as the parser default.
+COMMANDS = ("plan", "estimate", "calibrate")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="slaplan", description="SLA profiler and deployment planner for LLM serving")
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name in COMMANDS:
+        importlib.import_module(f"api.commands.{name}").register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

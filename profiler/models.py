@@ -1,0 +1,109 @@
+"""Model catalog: the architecture facts that set FLOPs, bytes and KV-cache size.
+
+Counts are per model (not per GPU). Parameter counts are in parameters, sizes in elements;
+bytes come from multiplying by a dtype's width (``profiler.precision``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Model:
+    """A transformer decoder's shape.
+
+    Attention is ``gqa`` (MHA and MQA are GQA with kv_heads = heads or 1) or ``mla``
+    (DeepSeek-style latent attention, cached as ``kv_lora_rank + qk_rope_head_dim`` per token
+    and layer). MoE layers route each token to ``experts_per_token`` of ``num_experts``
+    experts of width ``moe_intermediate_size`` plus ``shared_experts`` always-on experts;
+    the first ``dense_layers`` layers use a dense MLP of width ``intermediate_size``.
+    ``kv_layers`` is how many layers keep a full KV cache (hybrid models with linear or
+    sliding-window attention keep fewer); ``sliding_window`` bounds the cache of the others.
+    """
+
+    hf_id: str
+    num_layers: int
+    hidden_size: int
+    num_heads: int
+    num_kv_heads: int
+    head_dim: int
+    intermediate_size: int
+    vocab_size: int
+    native_precision: str = "bf16"
+    attention: str = "gqa"
+    kv_lora_rank: int = 0
+    q_lora_rank: int = 0
+    qk_rope_head_dim: int = 0
+    qk_nope_head_dim: int = 0
+    v_head_dim: int = 0
+    num_experts: int = 0
+    experts_per_token: int = 0
+    moe_intermediate_size: int = 0
+    shared_experts: int = 0
+    dense_layers: int = 0
+    kv_layers: int | None = None
+    sliding_window: int = 0
+    tie_embeddings: bool = False
+    aliases: tuple[str, ...] = field(default=())
+
+    @property
+    def is_moe(self) -> bool:
+        return self.num_experts > 0
+
+    @property
+    def moe_layers(self) -> int:
+        return self.num_layers - self.dense_layers if self.is_moe else 0
+
+    @property
+    def full_kv_layers(self) -> int:
+        """Layers whose KV cache grows with the whole context."""
+        return self.num_layers if self.kv_layers is None else self.kv_layers
+
+    def attention_params(self) -> int:
+        """Attention projection parameters of one layer."""
+        h = self.hidden_size
+        if self.attention == "mla":
+            qk_head = self.qk_nope_head_dim + self.qk_rope_head_dim
+            q = (h * self.q_lora_rank + self.q_lora_rank * self.num_heads * qk_head
+                 if self.q_lora_rank else h * self.num_heads * qk_head)
+            kv = h * (self.kv_lora_rank + self.qk_rope_head_dim) + self.kv_lora_rank * self.num_heads * (
+                self.qk_nope_head_dim + self.v_head_dim)
+            return q + kv + self.num_heads * self.v_head_dim * h
+        q_and_o = 2 * h * self.num_heads * self.head_dim
+        return q_and_o + 2 * h * self.num_kv_heads * self.head_dim
+
+    def expert_params(self) -> int:
+        """Parameters of one routed expert (gate, up and down projections)."""
+        return 3 * self.hidden_size * self.moe_intermediate_size
+
+    def dense_mlp_params(self) -> int:
+        return 3 * self.hidden_size * self.intermediate_size
+
+    def embedding_params(self) -> int:
+        return self.vocab_size * self.hidden_size * (1 if self.tie_embeddings else 2)
+
+    def total_params(self) -> int:
+        """All parameters, every expert included."""
+        mlp = self.dense_layers * self.dense_mlp_params() if self.is_moe else self.num_layers * self.dense_mlp_params()
+        moe = self.moe_layers * (self.num_experts + self.shared_experts) * self.expert_params()
+        return self.num_layers * self.attention_params() + mlp + moe + self.embedding_params()
+
+    def active_params(self) -> int:
+        """Parameters one token touches (routed experts counted ``experts_per_token`` times)."""
+        mlp = self.dense_layers * self.dense_mlp_params() if self.is_moe else self.num_layers * self.dense_mlp_params()
+        moe = self.moe_layers * (self.experts_per_token + self.shared_experts) * self.expert_params()
+        return self.num_layers * self.attention_params() + mlp + moe + self.embedding_params()
+
+    def kv_elements_per_token(self) -> int:
+        """KV-cache elements one token of context occupies across the full-attention layers."""
+        if self.attention == "mla":
+            return self.full_kv_layers * (self.kv_lora_rank + self.qk_rope_head_dim)
+        return self.full_kv_layers * 2 * self.num_kv_heads * self.head_dim
+
+    def attention_flops_per_token_pair(self) -> float:
+        """FLOPs of score and value products for one (query, key) pair summed over layers."""
+        if self.attention == "mla":
+            qk = self.qk_nope_head_dim + self.qk_rope_head_dim
+            return 2 * self.num_heads * (qk + self.v_head_dim) * self.full_kv_layers
+        return 4 * self.num_heads * self.head_dim * self.full_kv_layers
