@@ -1,0 +1,122 @@
+"""The planner's value types: a normalized request, engines, predictions and the plan.
+
+Times are milliseconds, rates per second. TTFT is the time from a request's arrival to its
+first output token; ITL (= TPOT) is the mean gap between output tokens after the first.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Backend = Literal["vllm", "sglang", "trtllm"]
+Mode = Literal["agg", "disagg"]
+Role = Literal["aggregated", "prefill", "decode"]
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class PlanRequest(_Frozen):
+    """What a DGDR asks for, normalized across its API versions."""
+
+    name: str
+    namespace: str = "default"
+    model: str = Field(description="Hugging Face id or catalog name")
+    backend: Backend = "vllm"
+    gpu: str
+    precision: str | None = Field(default=None, description="weights dtype; None = the model's own")
+    isl_tokens: int = Field(default=3000, gt=0)
+    osl_tokens: int = Field(default=500, gt=0)
+    ttft_ms: float = Field(gt=0)
+    itl_ms: float = Field(gt=0)
+    e2e_ms: float | None = Field(default=None, gt=0)
+    concurrency: int | None = Field(default=None, gt=0, description="closed-loop clients")
+    request_rate: float | None = Field(default=None, gt=0, description="Poisson requests/s")
+    min_gpus_per_engine: int = Field(default=1, gt=0)
+    max_gpus_per_engine: int = Field(default=8, gt=0)
+    gpus_per_node: int | None = Field(default=None, gt=0)
+    total_gpus: int | None = Field(default=None, gt=0, description="GPU budget of the whole deployment")
+    gpu_price_per_hour: float | None = Field(default=None, gt=0, description="$ per GPU-hour")
+    search_strategy: Literal["rapid", "thorough"] = "rapid"
+    online: bool = False
+    auto_apply: bool = False
+    deployment_name: str | None = None
+    deployment_namespace: str | None = None
+    labels: dict[str, str] = Field(default_factory=dict)
+    annotations: dict[str, str] = Field(default_factory=dict)
+    image: str | None = None
+
+
+class Engine(_Frozen):
+    """One engine role: its parallelism, size and how many copies run.
+
+    ``dp`` is attention data-parallelism inside one engine (MoE models); GPUs per engine
+    = tp × pp × dp. ``ep`` is the expert-parallel degree of the MoE layers (1 = none).
+    """
+
+    role: Role
+    tp: int = Field(gt=0)
+    pp: int = Field(default=1, gt=0)
+    dp: int = Field(default=1, gt=0)
+    ep: int = Field(default=1, gt=0)
+    replicas: int = Field(gt=0)
+    max_batch: int = Field(gt=0, description="max concurrent sequences per engine")
+    max_num_tokens: int | None = Field(default=None, gt=0, description="tokens per step (chunked prefill)")
+    gpus_per_node: int = Field(gt=0)
+
+    @property
+    def gpus(self) -> int:
+        """GPUs in one engine."""
+        return self.tp * self.pp * self.dp
+
+    @property
+    def nodes(self) -> int:
+        """Pods (nodes) one engine spans."""
+        return math.ceil(self.gpus / self.gpus_per_node)
+
+    @property
+    def gpus_per_pod(self) -> int:
+        return self.gpus // self.nodes
+
+    @property
+    def total_gpus(self) -> int:
+        return self.gpus * self.replicas
+
+
+class Prediction(_Frozen):
+    """What the performance model expects of a deployment under the stated load."""
+
+    ttft_ms: float
+    ttft_p90_ms: float
+    ttft_p99_ms: float
+    itl_ms: float
+    output_tok_s_per_gpu: float
+    tok_s_per_user: float
+    requests_per_s: float
+    concurrency: float = Field(description="requests in flight at this operating point")
+
+
+class Plan(_Frozen):
+    """A deployment: aggregated (one ``aggregated`` engine) or disaggregated (prefill + decode)."""
+
+    model: str
+    gpu: str
+    backend: Backend
+    precision: str
+    mode: Mode
+    engines: tuple[Engine, ...]
+    predicted: Prediction
+    feasible: bool = True
+    reason: str | None = None
+    cost_per_hour: float | None = None
+
+    def role(self, role: Role) -> Engine | None:
+        return next((e for e in self.engines if e.role == role), None)
+
+    @property
+    def total_gpus(self) -> int:
+        return sum(e.total_gpus for e in self.engines)
