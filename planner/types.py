@@ -120,3 +120,23 @@ class Plan(_Frozen):
     @property
     def total_gpus(self) -> int:
         return sum(e.total_gpus for e in self.engines)
+
+
+class PlanResult(_Frozen):
+    """The planner's answer: the chosen plan (or why none), and everything it evaluated.
+
+    ``candidates`` holds every evaluated configuration (feasible or not) for the Pareto
+    chart of output tokens/s per GPU against tokens/s per user; ``best_ttft_ms`` and
+    ``best_itl_ms`` are the lowest reachable anywhere in the space, reported when the SLA
+    cannot be met.
+    """
+
+    request: PlanRequest
+    feasible: bool
+    chosen: Plan | None
+    candidates: tuple[Plan, ...] = ()
+    reason: str | None = None
+    best_ttft_ms: float | None = None
+    best_itl_ms: float | None = None
+    assumptions: tuple[str, ...] = ()
+    evaluated: int = 0
