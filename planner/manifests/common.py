@@ -1,0 +1,325 @@
+"""Helpers shared by the manifest renderers: names, labels, images and engine arguments.
+
+Everything here is pure. Two runtimes run an engine:
+
+- ``"dynamo"``: the engine is wrapped by Dynamo's worker (``python3 -m dynamo.vllm`` …); the
+  operator wires multi-node engines itself, so no ``--nnodes``-style flags are emitted.
+- ``"standalone"``: the engine's own OpenAI server (OME, Kthena, KubeAI run it directly).
+
+Parallelism vocabulary (see ``planner.types.Engine``): GPUs per engine = tp × pp × dp, where
+``dp`` is attention data-parallelism inside one engine and ``ep`` the expert-parallel degree of
+the MoE layers. ``Engine.max_batch`` is engine-wide; vLLM and TRT-LLM take it per attention-DP
+rank, SGLang engine-wide. Backends spell parallelism differently:
+
+- vLLM: ``--tensor-parallel-size tp`` per data-parallel rank, ``--data-parallel-size dp``,
+  ``--enable-expert-parallel`` (vLLM then shards experts over tp × dp GPUs).
+- SGLang: ``--tp-size`` counts every GPU of a pipeline stage (tp × dp) and
+  ``--dp-size dp --enable-dp-attention`` splits attention; ``--ep-size ep``.
+- TRT-LLM: ``tensor_parallel_size`` is likewise tp × dp with ``enable_attention_dp``;
+  ``moe_expert_parallel_size`` = ep.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from typing import Literal
+
+from planner.types import Backend, Engine, Plan, PlanRequest
+
+Runtime = Literal["dynamo", "standalone"]
+ArgStyle = Literal["separate", "equals"]
+
+MANAGED_BY = "slaplan"
+GPU_RESOURCE = "nvidia.com/gpu"
+DEFAULT_PORT = 8000
+
+# Container images. Dynamo runtime images bundle the engine and Dynamo's worker; standalone
+# images are each engine's own release image.
+DYNAMO_VERSION = "0.6.1"
+DYNAMO_IMAGES: dict[str, str] = {
+    "vllm": f"nvcr.io/nvidia/ai-dynamo/vllm-runtime:{DYNAMO_VERSION}",
+    "sglang": f"nvcr.io/nvidia/ai-dynamo/sglang-runtime:{DYNAMO_VERSION}",
+    "trtllm": f"nvcr.io/nvidia/ai-dynamo/tensorrtllm-runtime:{DYNAMO_VERSION}",
+}
+STANDALONE_IMAGES: dict[str, str] = {
+    "vllm": "docker.io/vllm/vllm-openai:v0.11.0",
+    "sglang": "docker.io/lmsysorg/sglang:v0.5.5.post3",
+    "trtllm": "nvcr.io/nvidia/tensorrt-llm/release:1.0.0",
+}
+
+# KV transfer between prefill and decode engines (NIXL for both vLLM and SGLang).
+VLLM_KV_TRANSFER = {"kv_connector": "NixlConnector", "kv_role": "kv_both"}
+TRTLLM_CACHE_TRANSCEIVER = {"cache_transceiver_config": {"backend": "DEFAULT"}}
+
+
+class UnsupportedPlan(ValueError):
+    """The target cannot express this plan (e.g. disaggregation on KubeAI)."""
+
+
+# --------------------------------------------------------------------------- names
+
+_DNS_BAD = re.compile(r"[^a-z0-9-]+")
+
+
+def short_hash(text: str, length: int = 6) -> str:
+    """A stable hex digest prefix of ``text`` (for deterministic truncation)."""
+    return hashlib.sha256(text.encode()).hexdigest()[:length]
+
+
+def dns_name(text: str, max_len: int = 63) -> str:
+    """``text`` as a DNS-1123 label of at most ``max_len`` characters.
+
+    Lowercases, turns every run of other characters into ``-`` and trims dashes. Names that
+    would exceed ``max_len`` are cut and suffixed with ``-<hash of the full name>`` so that
+    different long names stay different and the result is deterministic.
+    """
+    base = _DNS_BAD.sub("-", text.lower()).strip("-") or "x"
+    if len(base) <= max_len:
+        return base
+    suffix = short_hash(text)
+    head = base[: max_len - len(suffix) - 1].rstrip("-")
+    return f"{head}-{suffix}" if head else suffix[:max_len]
+
+
+def model_slug(model: str, max_len: int = 63) -> str:
+    """A DNS-1123 name derived from a model id: ``meta-llama/Llama-3.1-8B`` → ``llama-3-1-8b``."""
+    return dns_name(model.rsplit("/", 1)[-1], max_len)
+
+
+def deployment_name(request: PlanRequest, max_len: int = 63) -> str:
+    """The deployed resource's name: ``deployment_name`` override, else the request's name."""
+    return dns_name(request.deployment_name or request.name, max_len)
+
+
+def deployment_namespace(request: PlanRequest) -> str:
+    return request.deployment_namespace or request.namespace
+
+
+def labels(request: PlanRequest, **extra: str) -> dict[str, str]:
+    """Labels for every rendered object: ours, then the request's own (theirs win)."""
+    out = {
+        "app.kubernetes.io/name": deployment_name(request),
+        "app.kubernetes.io/managed-by": MANAGED_BY,
+    }
+    out.update(extra)
+    out.update(request.labels)
+    return out
+
+
+def annotations(plan: Plan, request: PlanRequest, **extra: str) -> dict[str, str]:
+    """Annotations recording what the plan decided, plus the request's own."""
+    out = {
+        "slaplan.io/plan": plan_summary(plan),
+        "slaplan.io/model": plan.model,
+        "slaplan.io/gpu": plan.gpu,
+    }
+    out.update(extra)
+    out.update(request.annotations)
+    return out
+
+
+def plan_summary(plan: Plan) -> str:
+    """A one-line summary such as ``disagg sglang 2P(tp4) 1D(tp2dp4ep8)``."""
+    parts = []
+    for e in plan.engines:
+        tag = {"aggregated": "A", "prefill": "P", "decode": "D"}[e.role]
+        par = f"tp{e.tp}" + (f"pp{e.pp}" if e.pp > 1 else "") + (f"dp{e.dp}" if e.dp > 1 else "")
+        par += f"ep{e.ep}" if e.ep > 1 else ""
+        parts.append(f"{e.replicas}{tag}({par})")
+    return " ".join([plan.mode, plan.backend, *parts])
+
+
+def metadata(name: str, namespace: str, plan: Plan, request: PlanRequest, **extra_annotations: str) -> dict:
+    """An object's ``metadata`` block."""
+    return {
+        "name": name,
+        "namespace": namespace,
+        "labels": labels(request),
+        "annotations": annotations(plan, request, **extra_annotations),
+    }
+
+
+def image_for(request: PlanRequest, backend: Backend, runtime: Runtime = "standalone") -> str:
+    """The request's image if given, else the default for the backend and runtime."""
+    if request.image:
+        return request.image
+    return (DYNAMO_IMAGES if runtime == "dynamo" else STANDALONE_IMAGES)[backend]
+
+
+def engines_in_order(plan: Plan) -> list[Engine]:
+    """The plan's engines, validated against its mode: [aggregated] or [prefill, decode]."""
+    if plan.mode == "agg":
+        agg = plan.role("aggregated")
+        if agg is None:
+            raise UnsupportedPlan("aggregated plan has no 'aggregated' engine")
+        return [agg]
+    prefill, decode = plan.role("prefill"), plan.role("decode")
+    if prefill is None or decode is None:
+        raise UnsupportedPlan("disaggregated plan needs both a 'prefill' and a 'decode' engine")
+    return [prefill, decode]
+
+
+# --------------------------------------------------------------------------- commands
+
+def worker_command(backend: Backend) -> list[str]:
+    """Command of a Dynamo worker for ``backend``: ``python3 -m dynamo.<backend>``."""
+    return ["python3", "-m", f"dynamo.{backend}"]
+
+
+def server_command(backend: Backend) -> list[str]:
+    """Command of the engine's own OpenAI-compatible server (standalone runtime)."""
+    return {
+        "vllm": ["python3", "-m", "vllm.entrypoints.openai.api_server"],
+        "sglang": ["python3", "-m", "sglang.launch_server"],
+        "trtllm": ["trtllm-serve"],
+    }[backend]
+
+
+def model_args(backend: Backend, model_path: str, served_name: str | None = None,
+               runtime: Runtime = "dynamo") -> list[str]:
+    """Flags naming the model to load (and the name it is served under)."""
+    if backend == "trtllm" and runtime == "standalone":
+        head = [model_path]  # trtllm-serve takes the model positionally
+    elif backend == "vllm":
+        head = ["--model", model_path]
+    else:
+        head = ["--model-path", model_path]
+    if served_name:
+        flag = "--served_model_name" if backend == "trtllm" and runtime == "standalone" else "--served-model-name"
+        head += [flag, served_name]
+    return head
+
+
+def server_args(backend: Backend, port: int = DEFAULT_PORT) -> list[str]:
+    """Host/port flags of a standalone server."""
+    return ["--host", "0.0.0.0", "--port", str(port)]
+
+
+# --------------------------------------------------------------------------- engine arguments
+
+Flag = tuple[str, str | None]
+
+
+def _per_rank(total: int, dp: int) -> int:
+    """Split an engine-wide limit over its attention-DP ranks (vLLM and TRT-LLM schedule per rank)."""
+    return -(-total // dp)
+
+
+def _vllm_flags(plan: Plan, e: Engine, runtime: Runtime) -> list[Flag]:
+    flags: list[Flag] = [("--tensor-parallel-size", str(e.tp))]
+    if e.pp > 1:
+        flags.append(("--pipeline-parallel-size", str(e.pp)))
+    if e.dp > 1:
+        flags.append(("--data-parallel-size", str(e.dp)))
+    if e.ep > 1:
+        flags.append(("--enable-expert-parallel", None))
+    flags.append(("--max-num-seqs", str(_per_rank(e.max_batch, e.dp))))
+    if e.max_num_tokens:
+        flags.append(("--max-num-batched-tokens", str(_per_rank(e.max_num_tokens, e.dp))))
+    if e.role != "aggregated":
+        if runtime == "dynamo":
+            flags.append(("--disaggregation-mode", e.role))
+        flags.append(("--kv-transfer-config", json.dumps(VLLM_KV_TRANSFER, separators=(",", ":"))))
+    return flags
+
+
+def _sglang_flags(plan: Plan, e: Engine, runtime: Runtime) -> list[Flag]:
+    flags: list[Flag] = [("--tp-size", str(e.tp * e.dp))]
+    if e.pp > 1:
+        flags.append(("--pp-size", str(e.pp)))
+    if e.dp > 1:
+        flags += [("--dp-size", str(e.dp)), ("--enable-dp-attention", None)]
+    if e.ep > 1:
+        flags.append(("--ep-size", str(e.ep)))
+    flags.append(("--max-running-requests", str(e.max_batch)))
+    if e.max_num_tokens:
+        flags.append(("--chunked-prefill-size", str(e.max_num_tokens)))
+    if e.role != "aggregated":
+        flags += [("--disaggregation-mode", e.role), ("--disaggregation-transfer-backend", "nixl")]
+    return flags
+
+
+def _trtllm_flags(plan: Plan, e: Engine, runtime: Runtime) -> list[Flag]:
+    if runtime == "standalone":
+        if e.role != "aggregated":
+            raise UnsupportedPlan(
+                "TRT-LLM prefill/decode disaggregation outside Dynamo needs a disaggregated-server "
+                "configuration; render this plan for Dynamo or use vLLM/SGLang")
+        if e.dp > 1:
+            raise UnsupportedPlan(
+                "trtllm-serve has no flag for attention data-parallelism; render for Dynamo")
+        flags: list[Flag] = [("--tp_size", str(e.tp)), ("--pp_size", str(e.pp))]
+        if e.ep > 1:
+            flags.append(("--ep_size", str(e.ep)))
+        flags.append(("--max_batch_size", str(e.max_batch)))
+        if e.max_num_tokens:
+            flags.append(("--max_num_tokens", str(e.max_num_tokens)))
+        return flags
+    flags = [("--tensor-parallel-size", str(e.tp * e.dp))]
+    if e.pp > 1:
+        flags.append(("--pipeline-parallel-size", str(e.pp)))
+    if e.ep > 1:
+        flags.append(("--expert-parallel-size", str(e.ep)))
+    if e.dp > 1:
+        flags.append(("--enable-attention-dp", None))
+    flags.append(("--max-batch-size", str(_per_rank(e.max_batch, e.dp))))
+    if e.max_num_tokens:
+        flags.append(("--max-num-tokens", str(_per_rank(e.max_num_tokens, e.dp))))
+    if e.role != "aggregated":
+        flags += [("--disaggregation-mode", e.role),
+                  ("--override-engine-args", json.dumps(TRTLLM_CACHE_TRANSCEIVER, separators=(",", ":")))]
+    return flags
+
+
+_FLAG_BUILDERS = {"vllm": _vllm_flags, "sglang": _sglang_flags, "trtllm": _trtllm_flags}
+
+
+def engine_flags(plan: Plan, engine: Engine, *, runtime: Runtime = "dynamo") -> list[Flag]:
+    """(flag, value-or-None) pairs for one engine: parallelism, batch limits, disaggregation role.
+
+    The model to load is not included (see ``model_args``), nor multi-node wiring.
+    Raises ``UnsupportedPlan`` when the backend cannot express the engine in ``runtime``.
+    """
+    return _FLAG_BUILDERS[plan.backend](plan, engine, runtime)
+
+
+def engine_args(plan: Plan, engine: Engine, *, runtime: Runtime = "dynamo",
+                style: ArgStyle = "separate") -> list[str]:
+    """Command-line arguments of one engine of ``plan`` for its backend.
+
+    ``style="separate"`` gives ``["--tensor-parallel-size", "4"]`` (container args);
+    ``style="equals"`` gives ``["--tensor-parallel-size=4"]`` (KubeAI's convention).
+    """
+    out: list[str] = []
+    for flag, value in engine_flags(plan, engine, runtime=runtime):
+        if value is None:
+            out.append(flag)
+        elif style == "equals":
+            out.append(f"{flag}={value}")
+        else:
+            out += [flag, value]
+    return out
+
+
+def multinode_args(backend: Backend, *, leader: str, nnodes: str, rank: str,
+                   worker: bool = False, port: int = 5757) -> list[str]:
+    """Standalone multi-node wiring flags; arguments may be ``$(ENV)`` references.
+
+    ``leader`` is the leader pod's address, ``nnodes`` the pods per engine, ``rank`` this pod's
+    index (0 = leader), ``worker`` true for non-leader pods. vLLM uses its multiprocess
+    multi-node flags (workers run ``--headless``), SGLang ``--dist-init-addr``.
+    """
+    if backend == "vllm":
+        args = ["--nnodes", nnodes, "--node-rank", rank, "--master-addr", leader,
+                "--master-port", str(port)]
+        return args + (["--headless"] if worker else [])
+    if backend == "sglang":
+        return ["--dist-init-addr", f"{leader}:{port}", "--nnodes", nnodes, "--node-rank", rank]
+    raise UnsupportedPlan("multi-node TRT-LLM engines outside Dynamo need MPI wiring; render for Dynamo")
+
+
+def gpu_resources(gpus: int) -> dict:
+    """Container ``resources`` asking for ``gpus`` GPUs (requests = limits)."""
+    return {"limits": {GPU_RESOURCE: str(gpus)}, "requests": {GPU_RESOURCE: str(gpus)}}
