@@ -1,0 +1,59 @@
+"""Database engine and sessions, built from settings (never at import time)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from sqlalchemy import Engine, create_engine, event, text
+from sqlalchemy.orm import Session, sessionmaker
+
+from infra.settings import Settings
+
+SessionFactory = sessionmaker[Session]
+
+
+def make_engine(settings: Settings) -> Engine:
+    """An engine for ``settings.database_url``.
+
+    SQLite runs in WAL mode with a busy timeout so that the API threads and an embedded
+    worker can write the same file; PostgreSQL uses a small pre-pinged pool.
+    """
+    url = settings.database_url
+    if url.startswith("sqlite"):
+        engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
+        event.listen(engine, "connect", _sqlite_pragmas)
+        return engine
+    return create_engine(url, pool_pre_ping=True, pool_size=5, max_overflow=10)
+
+
+def _sqlite_pragmas(dbapi_connection, _record) -> None:
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA busy_timeout=30000")
+    cursor.execute("PRAGMA synchronous=NORMAL")
+    cursor.close()
+
+
+def make_session_factory(engine: Engine) -> SessionFactory:
+    return sessionmaker(bind=engine, expire_on_commit=False)
+
+
+@contextmanager
+def session_scope(factory: SessionFactory) -> Iterator[Session]:
+    """One unit of work: commit on success, roll back on error."""
+    session = factory()
+    try:
+        yield session
+        session.commit()
+    except BaseException:
+        session.rollback()
+        raise
+    finally:
+        session.close()
+
+
+def ping(engine: Engine) -> None:
+    """Raise if the database cannot answer a trivial query."""
+    with engine.connect() as connection:
+        connection.execute(text("SELECT 1"))

@@ -1,0 +1,272 @@
+"""The repository of stored custom resources. Returns frozen domain objects, never rows.
+
+Every write bumps ``resource_version``; writes given an ``expected_version`` succeed only if
+the stored object still has it (optimistic concurrency), else they raise ``Conflict``.
+Resource versions are integers that grow with time (microseconds since the epoch, and at
+least one more than the previous version of the same object), so the largest version in a
+list is a meaningful list version.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from datetime import UTC, datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+from sqlalchemy import delete, select, update
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from infra.labels import Requirement, matches
+from infra.tables import ResourceRow
+
+
+class ResourceError(Exception):
+    """Base of the repository's errors."""
+
+
+class AlreadyExists(ResourceError):
+    pass
+
+
+class NotFound(ResourceError):
+    pass
+
+
+class Conflict(ResourceError):
+    """The object changed since the caller read it (resource version mismatch)."""
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class ResourceKey(_Frozen):
+    """Where a resource lives: its API group, plural and namespaced name."""
+
+    group: str
+    plural: str
+    namespace: str
+    name: str
+
+
+class ResourceCreate(_Frozen):
+    """What a client submits (already validated by the API layer)."""
+
+    group: str
+    version: str
+    kind: str
+    plural: str
+    namespace: str
+    name: str
+    labels: dict[str, str] = Field(default_factory=dict)
+    annotations: dict[str, str] = Field(default_factory=dict)
+    spec: dict[str, Any] = Field(default_factory=dict)
+    status: dict[str, Any] = Field(default_factory=dict)
+
+
+class Resource(_Frozen):
+    """A stored resource as the rest of slaplan sees it."""
+
+    group: str
+    version: str
+    kind: str
+    plural: str
+    namespace: str
+    name: str
+    uid: str
+    generation: int
+    resource_version: int
+    labels: dict[str, str]
+    annotations: dict[str, str]
+    spec: dict[str, Any]
+    status: dict[str, Any]
+    created_at: datetime
+    updated_at: datetime
+
+    @property
+    def key(self) -> ResourceKey:
+        return ResourceKey(group=self.group, plural=self.plural, namespace=self.namespace, name=self.name)
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}"
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _next_version(previous: int = 0) -> int:
+    return max(previous + 1, time.time_ns() // 1000)
+
+
+def _aware(value: datetime) -> datetime:
+    # SQLite returns naive datetimes even for timezone-aware columns; they were stored as UTC.
+    return value if value.tzinfo else value.replace(tzinfo=UTC)
+
+
+def _to_domain(row: ResourceRow) -> Resource:
+    return Resource(
+        group=row.group,
+        version=row.version,
+        kind=row.kind,
+        plural=row.plural,
+        namespace=row.namespace,
+        name=row.name,
+        uid=row.uid,
+        generation=row.generation,
+        resource_version=row.resource_version,
+        labels=dict(row.labels or {}),
+        annotations=dict(row.annotations or {}),
+        spec=dict(row.spec or {}),
+        status=dict(row.status or {}),
+        created_at=_aware(row.created_at),
+        updated_at=_aware(row.updated_at),
+    )
+
+
+def _select_key(key: ResourceKey):
+    return select(ResourceRow).where(
+        ResourceRow.group == key.group,
+        ResourceRow.plural == key.plural,
+        ResourceRow.namespace == key.namespace,
+        ResourceRow.name == key.name,
+    )
+
+
+def create_resource(session: Session, new: ResourceCreate) -> Resource:
+    """Insert a new resource; ``AlreadyExists`` (after rolling the session back) if its key is taken."""
+    now = _now()
+    row = ResourceRow(
+        **new.model_dump(),
+        uid=str(uuid.uuid4()),
+        generation=1,
+        resource_version=_next_version(),
+        created_at=now,
+        updated_at=now,
+    )
+    session.add(row)
+    try:
+        session.flush()
+    except IntegrityError as exc:
+        session.rollback()
+        raise AlreadyExists(f'{new.plural} "{new.name}" already exists') from exc
+    return _to_domain(row)
+
+
+def get_resource(session: Session, key: ResourceKey) -> Resource | None:
+    row = session.scalars(_select_key(key)).one_or_none()
+    return _to_domain(row) if row else None
+
+
+def get_resource_by_uid(session: Session, uid: str) -> Resource | None:
+    row = session.scalars(select(ResourceRow).where(ResourceRow.uid == uid)).one_or_none()
+    return _to_domain(row) if row else None
+
+
+def list_resources(
+    session: Session,
+    group: str,
+    plural: str,
+    namespace: str | None = None,
+    selector: tuple[Requirement, ...] = (),
+) -> list[Resource]:
+    """Resources of one kind, in one namespace or all, filtered by a parsed label selector,
+    ordered by namespace and name."""
+    query = select(ResourceRow).where(ResourceRow.group == group, ResourceRow.plural == plural)
+    if namespace is not None:
+        query = query.where(ResourceRow.namespace == namespace)
+    query = query.order_by(ResourceRow.namespace, ResourceRow.name)
+    rows = session.scalars(query).all()
+    return [_to_domain(r) for r in rows if matches(selector, r.labels or {})]
+
+
+def list_version(session: Session, group: str, plural: str) -> int:
+    """The list resource version of a kind: the newest object version (0 when empty)."""
+    query = select(ResourceRow.resource_version).where(ResourceRow.group == group, ResourceRow.plural == plural)
+    versions = session.scalars(query.order_by(ResourceRow.resource_version.desc()).limit(1)).all()
+    return versions[0] if versions else 0
+
+
+def delete_resource(session: Session, key: ResourceKey) -> Resource:
+    """Delete a resource and return what it was; ``NotFound`` if absent."""
+    row = session.scalars(_select_key(key)).one_or_none()
+    if row is None:
+        raise NotFound(f'{key.plural} "{key.name}" not found')
+    gone = _to_domain(row)
+    session.execute(delete(ResourceRow).where(ResourceRow.id == row.id))
+    return gone
+
+
+def _write(session: Session, key: ResourceKey | None, uid: str | None, expected_version: int | None, **values) -> Resource:
+    """Conditional update of one row, by key or uid; returns the new state."""
+    query = _select_key(key) if key is not None else select(ResourceRow).where(ResourceRow.uid == uid)
+    row = session.scalars(query).one_or_none()
+    if row is None:
+        raise NotFound(f'{key.plural if key else "resource"} "{key.name if key else uid}" not found')
+    if expected_version is not None and row.resource_version != expected_version:
+        raise Conflict(
+            f'the object "{row.name}" has been modified; please apply your changes to the latest version and try again'
+        )
+    current = row.resource_version
+    values["resource_version"] = _next_version(current)
+    values["updated_at"] = _now()
+    if "spec" in values and values["spec"] != row.spec:
+        values["generation"] = row.generation + 1
+    result = session.execute(
+        update(ResourceRow)
+        .where(ResourceRow.id == row.id, ResourceRow.resource_version == current)
+        .values(**values)
+        .execution_options(synchronize_session=False)
+    )
+    if result.rowcount != 1:
+        raise Conflict(f'the object "{row.name}" has been modified concurrently; try again')
+    session.expire(row)
+    return _to_domain(session.get(ResourceRow, row.id))
+
+
+def patch_metadata(
+    session: Session,
+    key: ResourceKey,
+    *,
+    labels: dict[str, str],
+    annotations: dict[str, str],
+    expected_version: int | None = None,
+) -> Resource:
+    """Replace labels and annotations (the caller merges)."""
+    return _write(session, key, None, expected_version, labels=labels, annotations=annotations)
+
+
+def update_spec(
+    session: Session,
+    key: ResourceKey,
+    spec: dict[str, Any],
+    *,
+    labels: dict[str, str] | None = None,
+    annotations: dict[str, str] | None = None,
+    expected_version: int | None = None,
+) -> Resource:
+    """Replace the spec (and, when given, labels and annotations); bumps generation if the spec changed."""
+    values: dict[str, Any] = {"spec": spec}
+    if labels is not None:
+        values["labels"] = labels
+    if annotations is not None:
+        values["annotations"] = annotations
+    return _write(session, key, None, expected_version, **values)
+
+
+def update_status(
+    session: Session,
+    status: dict[str, Any],
+    *,
+    key: ResourceKey | None = None,
+    uid: str | None = None,
+    expected_version: int | None = None,
+) -> Resource:
+    """Replace the status of the resource named by ``key`` or ``uid``."""
+    if (key is None) == (uid is None):
+        raise ValueError("give exactly one of key or uid")
+    return _write(session, key, uid, expected_version, status=status)

@@ -1,0 +1,45 @@
+"""SQLAlchemy tables. Rows stay inside ``infra``; repositories return domain objects."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import JSON, BigInteger, DateTime, Index, Integer, String, UniqueConstraint
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+class ResourceRow(Base):
+    """One stored custom resource (a DGDR, a BenchmarkJob, ...), Kubernetes-style.
+
+    ``resource_version`` is bumped on every write and checked on conditional writes
+    (optimistic concurrency); ``generation`` is bumped only when the spec changes.
+    """
+
+    __tablename__ = "slaplan_resources"
+    __table_args__ = (
+        UniqueConstraint("group", "plural", "namespace", "name", name="uq_slaplan_resources_identity"),
+        UniqueConstraint("uid", name="uq_slaplan_resources_uid"),
+        Index("ix_slaplan_resources_kind_ns", "group", "plural", "namespace"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    group: Mapped[str] = mapped_column(String(253))
+    version: Mapped[str] = mapped_column(String(63))
+    kind: Mapped[str] = mapped_column(String(63))
+    plural: Mapped[str] = mapped_column(String(63))
+    namespace: Mapped[str] = mapped_column(String(63))
+    name: Mapped[str] = mapped_column(String(253))
+    uid: Mapped[str] = mapped_column(String(36))
+    generation: Mapped[int] = mapped_column(Integer, default=1)
+    resource_version: Mapped[int] = mapped_column(BigInteger, default=1)
+    labels: Mapped[dict] = mapped_column(JSON, default=dict)
+    annotations: Mapped[dict] = mapped_column(JSON, default=dict)
+    spec: Mapped[dict] = mapped_column(JSON, default=dict)
+    status: Mapped[dict] = mapped_column(JSON, default=dict)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    deleted_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
