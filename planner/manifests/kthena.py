@@ -1,0 +1,115 @@
+"""Render a plan as a Volcano Kthena ``ModelServing`` (``v1alpha1``).
+
+One serving group (``spec.replicas = 1``) holds the roles: ``prefill`` (x replicas) and
+``decode`` (y replicas) for an xPyD plan, or a single role for an aggregated plan. An engine
+spanning several nodes gets ``workerReplicas = nodes - 1`` and a ``workerTemplate``; Kthena
+gives worker pods ``ENTRY_ADDRESS`` (the entry pod's address) and ``WORKER_INDEX``.
+
+Two API groups exist: the seed's ``workload.volcano.sh`` (gang settings under
+``template.gangSchedule{minRoleReplicas, networkTopology}``) and the current
+``workload.serving.volcano.sh`` (``template.gangPolicy{minRoleReplicas}`` and
+``template.networkTopology``).
+"""
+
+from __future__ import annotations
+
+from planner.manifests import common
+from planner.types import Engine, Plan, PlanRequest
+
+KIND = "ModelServing"
+LEGACY_GROUP = "workload.volcano.sh"
+CURRENT_GROUP = "workload.serving.volcano.sh"
+ROLE_NAMES = {"aggregated": "server", "prefill": "prefill", "decode": "decode"}
+SHM_VOLUME = "dshm"
+
+
+def _shm() -> dict:
+    """A memory-backed /dev/shm volume (NCCL needs more than the default 64 MiB)."""
+    return {"name": SHM_VOLUME, "emptyDir": {"medium": "Memory"}}
+
+
+def _container(plan: Plan, request: PlanRequest, engine: Engine, *, rank: str | None) -> dict:
+    """One engine container; ``rank`` is None (single node), "0" (entry) or a worker's index."""
+    args = common.model_args(plan.backend, plan.model, plan.model, runtime="standalone")
+    args += common.server_args(plan.backend)
+    args += common.engine_args(plan, engine, runtime="standalone")
+    env = []
+    if rank is not None:
+        entry = rank == "0"
+        args += common.multinode_args(
+            plan.backend, leader="$(POD_IP)" if entry else "$(ENTRY_ADDRESS)",
+            nnodes=str(engine.nodes), rank=rank, worker=not entry)
+        if entry:
+            env.append({"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}})
+    container = {
+        "name": "engine",
+        "image": common.image_for(request, plan.backend),
+        "command": common.server_command(plan.backend),
+        "args": args,
+        "resources": common.gpu_resources(engine.gpus_per_pod),
+        "volumeMounts": [{"name": SHM_VOLUME, "mountPath": "/dev/shm"}],
+    }
+    if rank in (None, "0"):
+        container["ports"] = [{"name": "http", "containerPort": common.DEFAULT_PORT}]
+        container["readinessProbe"] = {"httpGet": {"path": "/health", "port": common.DEFAULT_PORT},
+                                       "periodSeconds": 10}
+    if env:
+        container["env"] = env
+    return container
+
+
+def _pod(plan: Plan, request: PlanRequest, engine: Engine, *, rank: str | None) -> dict:
+    role = ROLE_NAMES[engine.role]
+    return {
+        "metadata": {"labels": common.labels(request, **{"slaplan.io/role": role})},
+        "spec": {"containers": [_container(plan, request, engine, rank=rank)], "volumes": [_shm()]},
+    }
+
+
+def _role(plan: Plan, request: PlanRequest, engine: Engine) -> dict:
+    multinode = engine.nodes > 1
+    role = {
+        "name": ROLE_NAMES[engine.role],
+        "replicas": engine.replicas,
+        "entryTemplate": _pod(plan, request, engine, rank="0" if multinode else None),
+        "workerReplicas": engine.nodes - 1,
+    }
+    if multinode:
+        role["workerTemplate"] = _pod(plan, request, engine, rank="$(WORKER_INDEX)")
+    return role
+
+
+def render_kthena(plan: Plan, request: PlanRequest, *, api_group: str = LEGACY_GROUP,
+                  recovery_policy: str = "RoleRecreate", gang_all_replicas: bool = False,
+                  network_topology: dict | None = None,
+                  scheduler_name: str = "volcano") -> list[dict]:
+    """The ModelServing for ``plan``.
+
+    Gang scheduling asks for one replica of every role (the least that can serve) or, with
+    ``gang_all_replicas``, every planned replica at once. ``network_topology`` (a
+    NetworkTopologySpec, e.g. ``{"rolePolicy": {"mode": "hard", "highestTierAllowed": 1}}``) is
+    passed through to keep an engine's pods close in clusters with HyperNodes.
+    """
+    if api_group not in (LEGACY_GROUP, CURRENT_GROUP):
+        raise ValueError(f"unknown Kthena API group {api_group!r}")
+    engines = common.engines_in_order(plan)
+    roles = [_role(plan, request, e) for e in engines]
+    min_roles = {r["name"]: (r["replicas"] if gang_all_replicas else 1) for r in roles}
+    template: dict = {"roles": roles}
+    if api_group == LEGACY_GROUP:
+        template["gangSchedule"] = {"minRoleReplicas": min_roles}
+        if network_topology:
+            template["gangSchedule"]["networkTopology"] = network_topology
+    else:
+        template["gangPolicy"] = {"minRoleReplicas": min_roles}
+        if network_topology:
+            template["networkTopology"] = network_topology
+    spec = {
+        "schedulerName": scheduler_name,
+        "replicas": 1,
+        "recoveryPolicy": recovery_policy,
+        "template": template,
+    }
+    name = common.deployment_name(request)
+    meta = common.metadata(name, common.deployment_namespace(request), plan, request)
+    return [{"apiVersion": f"{api_group}/v1alpha1", "kind": KIND, "metadata": meta, "spec": spec}]

@@ -1,0 +1,95 @@
+"""Render an aggregated plan as a KubeAI ``Model`` (``kubeai.org/v1``).
+
+KubeAI runs one engine per pod from a Hugging Face (or other) URL, sized by a resource profile
+``<profile>:<GPUs>`` that the cluster's KubeAI configuration defines. It has no prefill/decode
+disaggregation and no multi-node engines; its engines are VLLM, OLlama, FasterWhisper and
+Infinity, so SGLang and TRT-LLM plans are rendered for vLLM with the same parallelism (and an
+annotation saying so). Model names are limited to 40 characters.
+"""
+
+from __future__ import annotations
+
+import re
+
+from planner.manifests import common
+from planner.types import Plan, PlanRequest
+
+API_VERSION = "kubeai.org/v1"
+MAX_NAME = 40
+
+# GPU → resource profile, from the resourceProfiles of KubeAI's own Helm chart (v0.22.1).
+# Keys are normalized (lowercase, no '-', '_' or spaces).
+DEFAULT_PROFILES: dict[str, str] = {
+    "h100": "nvidia-gpu-h100", "h100sxm": "nvidia-gpu-h100",
+    "a10080gb": "nvidia-gpu-a100-80gb", "a100sxm": "nvidia-gpu-a100-80gb", "a100": "nvidia-gpu-a100-80gb",
+    "a10040gb": "nvidia-gpu-a100-40gb",
+    "gh200": "nvidia-gpu-gh200",
+    "l40s": "nvidia-gpu-l40s",
+    "l4": "nvidia-gpu-l4",
+    "t4": "nvidia-gpu-t4",
+    "a16": "nvidia-gpu-a16",
+    "rtx40708gb": "nvidia-gpu-rtx4070-8gb",
+    "mi300x": "amd-gpu-mi300x",
+}
+
+
+def _key(name: str) -> str:
+    return re.sub(r"[\s_\-]+", "", name.strip().lower())
+
+
+def resource_profile(gpu: str, profiles: dict[str, str] | None = None) -> str:
+    """The KubeAI resource profile for ``gpu``: ``profiles`` first, then the chart's defaults.
+
+    A GPU the chart does not know (H200, B200, …) maps to ``nvidia-gpu-<gpu>`` (without the
+    ``_sxm`` suffix); that profile must then be added to the cluster's KubeAI configuration.
+    """
+    table = {**DEFAULT_PROFILES, **{_key(k): v for k, v in (profiles or {}).items()}}
+    key = _key(gpu)
+    if key in table:
+        return table[key]
+    if key.endswith("sxm") and key[:-3] in table:
+        return table[key[:-3]]
+    return "nvidia-gpu-" + common.dns_name(re.sub(r"[_-]sxm\d*$", "", gpu.lower()))
+
+
+def render_kubeai(plan: Plan, request: PlanRequest, *, profiles: dict[str, str] | None = None,
+                  max_replicas: int | None = None, target_requests: int | None = None) -> list[dict]:
+    """The Model for an aggregated ``plan``.
+
+    Replicas are fixed at the plan's count unless ``max_replicas`` allows autoscaling above it;
+    ``target_requests`` (requests in flight per replica that KubeAI's autoscaler aims for)
+    defaults to the engine's batch size. Raises ``UnsupportedPlan`` for a disaggregated plan or
+    an engine spanning several nodes.
+    """
+    if plan.mode != "agg":
+        raise common.UnsupportedPlan(
+            "KubeAI has no prefill/decode disaggregation; use an aggregated plan")
+    engine = common.engines_in_order(plan)[0]
+    if engine.nodes > 1:
+        raise common.UnsupportedPlan(
+            f"KubeAI runs one engine per pod; this engine needs {engine.gpus} GPUs on "
+            f"{engine.nodes} nodes of {engine.gpus_per_node}")
+    notes = {}
+    vllm_plan = plan
+    if plan.backend != "vllm":
+        vllm_plan = plan.model_copy(update={"backend": "vllm"})
+        notes["slaplan.io/note"] = (
+            f"planned for {plan.backend}; KubeAI has no {plan.backend} engine, rendered for VLLM "
+            "with the same parallelism (the prediction assumed the other engine)")
+    replicas = engine.replicas
+    spec = {
+        "features": ["TextGeneration"],
+        "url": f"hf://{plan.model}",
+        "engine": "VLLM",
+        "args": common.engine_args(vllm_plan, engine, runtime="standalone", style="equals"),
+        "resourceProfile": f"{resource_profile(plan.gpu, profiles)}:{engine.gpus}",
+        "replicas": replicas,
+        "minReplicas": replicas,
+        "maxReplicas": max(replicas, max_replicas or replicas),
+        "targetRequests": target_requests or engine.max_batch,
+    }
+    if request.image:
+        spec["image"] = request.image
+    name = common.deployment_name(request, MAX_NAME)
+    meta = common.metadata(name, common.deployment_namespace(request), plan, request, **notes)
+    return [{"apiVersion": API_VERSION, "kind": "Model", "metadata": meta, "spec": spec}]

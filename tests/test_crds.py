@@ -1,0 +1,192 @@
+"""Offline CRD validation: schema conversion, defaults, CEL checks, real examples and CRDs."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import pytest
+import yaml
+
+from infra import crds
+
+SHARED = Path(__file__).resolve().parents[1].parent / "shared"
+CRD_DIR = SHARED / "crds"
+EXAMPLES = SHARED / "examples"
+
+needs_shared = pytest.mark.skipif(
+    not CRD_DIR.is_dir(), reason="../shared/crds (real CRD schemas) is not beside the repository")
+
+
+def _example_docs() -> list[tuple[str, int, dict]]:
+    if not EXAMPLES.is_dir():
+        return []
+    out = []
+    for path in sorted(EXAMPLES.glob("*/*.yaml")):
+        with open(path, encoding="utf-8") as fh:
+            for i, doc in enumerate(yaml.safe_load_all(fh)):
+                if isinstance(doc, dict) and doc.get("apiVersion") and doc.get("kind"):
+                    out.append((f"{path.parent.name}/{path.name}", i, doc))
+    return out
+
+
+def _example(name: str) -> dict:
+    with open(EXAMPLES / name, encoding="utf-8") as fh:
+        return next(d for d in yaml.safe_load_all(fh) if d and d.get("kind") not in (None, "Namespace"))
+
+
+# ---------------------------------------------------------------- pure conversion (no files)
+
+def _check(schema: dict, obj) -> list[str]:
+    import jsonschema
+
+    return [e.message for e in jsonschema.Draft7Validator(crds.convert_schema(schema)).iter_errors(obj)]
+
+
+def test_objects_with_properties_are_closed_unless_preserving_unknown_fields():
+    closed = {"type": "object", "properties": {"a": {"type": "string"}}}
+    assert _check(closed, {"a": "x"}) == []
+    assert _check(closed, {"a": "x", "b": 1})
+    open_ = dict(closed, **{"x-kubernetes-preserve-unknown-fields": True})
+    assert _check(open_, {"a": "x", "b": 1}) == []
+    mapping = {"type": "object", "additionalProperties": {"type": "integer"}}
+    assert _check(mapping, {"k": 1}) == [] and _check(mapping, {"k": "v"})
+
+
+def test_nullable_int_or_string_and_exclusive_bounds():
+    assert _check({"type": "string", "nullable": True}, None) == []
+    assert _check({"type": "string"}, None)
+    ios = {"anyOf": [{"type": "integer"}, {"type": "string"}], "x-kubernetes-int-or-string": True}
+    assert _check(ios, 3) == [] and _check(ios, "50%") == [] and _check(ios, 1.5)
+    excl = {"type": "integer", "minimum": 0, "exclusiveMinimum": True}
+    assert _check(excl, 1) == [] and _check(excl, 0)
+
+
+def test_apply_defaults_fills_required_defaults_without_mutating():
+    schema = {"type": "object", "properties": {
+        "spec": {"type": "object", "required": ["n"], "properties": {
+            "n": {"type": "integer", "default": 100},
+            "items": {"type": "array", "items": {"type": "object", "properties": {
+                "mode": {"type": "string", "default": "hard"}}}}}}}}
+    obj = {"spec": {"items": [{}, {"mode": "soft"}]}}
+    out = crds.apply_defaults(obj, schema)
+    assert out == {"spec": {"n": 100, "items": [{"mode": "hard"}, {"mode": "soft"}]}}
+    assert obj == {"spec": {"items": [{}, {"mode": "soft"}]}}
+    assert crds.apply_defaults({}, schema) == {}  # no parent, no nested default
+
+
+def test_format_path():
+    assert crds.format_path(["spec", "roles", 0, "name"]) == "spec.roles[0].name"
+
+
+# ---------------------------------------------------------------- real CRDs and examples
+
+@needs_shared
+@pytest.mark.parametrize("name,index,doc", _example_docs(),
+                         ids=[f"{n}#{i}" for n, i, _ in _example_docs()])
+def test_upstream_examples_validate(name, index, doc):
+    if not crds.find_crds(doc["apiVersion"], doc["kind"], CRD_DIR):
+        pytest.skip(f"no CRD for {doc['kind']} {doc['apiVersion']} in ../shared/crds")
+    assert crds.validate(doc, CRD_DIR) == []
+
+
+@needs_shared
+def test_legacy_kthena_group_has_no_crd():
+    with pytest.raises(crds.CRDNotFound):
+        crds.validate({"apiVersion": "workload.volcano.sh/v1alpha1", "kind": "ModelServing",
+                       "metadata": {"name": "x"}, "spec": {}}, CRD_DIR)
+
+
+@needs_shared
+def test_default_dir_is_found_beside_the_repository():
+    assert crds.default_crd_dir().resolve() == CRD_DIR.resolve()
+
+
+@needs_shared
+def test_every_version_file_is_checked_and_named():
+    doc = _example("kthena/modelserving_multi-node_TP8xPP2.yaml")
+    assert len(crds.find_crds(doc["apiVersion"], doc["kind"], CRD_DIR)) >= 2
+    doc = copy.deepcopy(doc)
+    doc["spec"]["replicas"] = "one"
+    errors = crds.validate(doc, CRD_DIR)
+    assert any(e.startswith("kthena-v1.0.0_") and "spec.replicas" in e for e in errors)
+    assert any(e.startswith("kthena-main-") and "spec.replicas" in e for e in errors)
+
+
+def _errors(doc: dict) -> str:
+    return "\n".join(crds.validate(doc, CRD_DIR))
+
+
+@needs_shared
+def test_wrong_type_is_rejected_with_its_path():
+    doc = copy.deepcopy(_example("ome/isvc_kimi-k2-pd.yaml"))
+    doc["spec"]["decoder"]["minReplicas"] = "one"
+    assert "spec.decoder.minReplicas:" in _errors(doc)
+
+
+@needs_shared
+def test_unknown_field_in_closed_object_is_rejected():
+    doc = copy.deepcopy(_example("kubeai/model_llama-3.1-70b-instruct-fp8-h100_tp2.yaml"))
+    doc["spec"]["tensorParallel"] = 2
+    assert "spec.tensorParallel: unknown field" in _errors(doc)
+    doc = copy.deepcopy(_example("kthena/modelserving_multi-node_TP8xPP2.yaml"))
+    doc["spec"]["template"]["roles"][0]["tp"] = 8
+    assert "spec.template.roles[0].tp: unknown field" in _errors(doc)
+
+
+@needs_shared
+def test_missing_required_field_is_rejected():
+    doc = copy.deepcopy(_example("kthena/modelserving_multi-node_TP8xPP2.yaml"))
+    del doc["spec"]["template"]["roles"][0]["workerReplicas"]
+    assert "spec.template.roles[0].workerReplicas: required field missing" in _errors(doc)
+    doc = copy.deepcopy(_example("kubeai/model_llama-3.1-70b-instruct-fp8-h100_tp2.yaml"))
+    del doc["spec"]["url"]
+    assert "spec.url: required field missing" in _errors(doc)
+
+
+@needs_shared
+def test_kubeai_target_requests_default_is_applied():
+    doc = copy.deepcopy(_example("kubeai/model_llama-3.1-70b-instruct-fp8-h100_tp2.yaml"))
+    del doc["spec"]["targetRequests"]
+    assert crds.validate(doc, CRD_DIR) == []
+
+
+@needs_shared
+def test_kubeai_cel_rules():
+    doc = copy.deepcopy(_example("kubeai/model_llama-3.1-70b-instruct-fp8-h100_tp2.yaml"))
+    doc["metadata"]["name"] = "a" * 41
+    assert "metadata.name: name must not exceed 40 characters" in _errors(doc)
+    doc["metadata"]["name"] = "a" * 40
+    assert crds.validate(doc, CRD_DIR) == []
+    doc["spec"]["url"] = "https://huggingface.co/x"
+    assert "spec.url: url must start with" in _errors(doc)
+    doc["spec"]["url"] = "gs://bucket/model"
+    assert "only supported when using a cacheProfile" in _errors(doc)
+    doc["spec"]["url"] = "hf://x/y"
+    doc["spec"]["minReplicas"], doc["spec"]["maxReplicas"] = 3, 2
+    assert "minReplicas should be less than or equal to maxReplicas" in _errors(doc)
+
+
+@needs_shared
+def test_kthena_role_rules():
+    base = _example("kthena/modelserving_gpu-pd-disaggregation_1P1D.yaml")
+    doc = copy.deepcopy(base)
+    doc["spec"]["template"]["roles"][1]["name"] = "prefill"
+    assert "spec.template.roles: roles name must be unique" in _errors(doc)
+    doc = copy.deepcopy(base)
+    doc["spec"]["template"]["roles"][0]["name"] = "prefill-long-x"  # 14 > 12
+    assert "spec.template.roles[0].name:" in _errors(doc)
+    doc = copy.deepcopy(base)
+    roles = doc["spec"]["template"]["roles"]
+    for i in range(3):
+        extra = copy.deepcopy(roles[0])
+        extra["name"] = f"extra{i}"
+        roles.append(extra)
+    assert "spec.template.roles:" in _errors(doc)  # 5 roles > 4
+
+
+@needs_shared
+def test_invalid_metadata_name_is_rejected():
+    doc = copy.deepcopy(_example("ome/isvc_kimi-k2-pd.yaml"))
+    doc["metadata"]["name"] = "Kimi_K2"
+    assert "metadata.name:" in _errors(doc)

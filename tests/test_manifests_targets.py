@@ -1,0 +1,265 @@
+"""OME, Kthena and KubeAI renderers: structure, and validity against the real CRDs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from planner.manifests import common
+from planner.manifests.kthena import render_kthena
+from planner.manifests.kubeai import render_kubeai, resource_profile
+from planner.manifests.ome import render_ome
+from planner.types import Engine, Plan, PlanRequest, Prediction
+
+CRD_DIR = Path(__file__).resolve().parents[1].parent / "shared" / "crds"
+needs_crds = pytest.mark.skipif(
+    not CRD_DIR.is_dir(), reason="../shared/crds (real CRD schemas) is not beside the repository")
+
+PRED = Prediction(ttft_ms=200, ttft_p90_ms=300, ttft_p99_ms=400, itl_ms=20,
+                  output_tok_s_per_gpu=1000, tok_s_per_user=50, requests_per_s=5, concurrency=64)
+
+
+def _request(**kw) -> PlanRequest:
+    base = dict(name="llm-sla", namespace="serving", model="Qwen/Qwen3-32B", gpu="h100_sxm",
+                ttft_ms=500, itl_ms=30, labels={"team": "search"},
+                annotations={"owner": "ml-platform"})
+    return PlanRequest(**{**base, **kw})
+
+
+def _engine(role, tp, replicas, *, pp=1, dp=1, ep=1, per_node=8, batch=64, tokens=None) -> Engine:
+    return Engine(role=role, tp=tp, pp=pp, dp=dp, ep=ep, replicas=replicas, max_batch=batch,
+                  max_num_tokens=tokens, gpus_per_node=per_node)
+
+
+def _plan(mode, backend, *engines, model="Qwen/Qwen3-32B", gpu="h100_sxm") -> Plan:
+    return Plan(model=model, gpu=gpu, backend=backend, precision="bf16", mode=mode,
+                engines=tuple(engines), predicted=PRED)
+
+
+DENSE_AGG = _engine("aggregated", 2, 3)
+DENSE_P = _engine("prefill", 4, 2, tokens=8192)
+DENSE_D = _engine("decode", 2, 3, batch=256)
+BIG_P = _engine("prefill", 16, 1)  # tp16 on 8-GPU nodes: 2 pods per engine
+MOE_P = _engine("prefill", 8, 1, ep=8)
+MOE_D = _engine("decode", 2, 2, dp=8, ep=16, batch=512)  # 16 GPUs: 2 pods
+MOE = "deepseek-ai/DeepSeek-V3"
+
+# (id, plan) over modes, backends, dense/MoE, single/multi-node engines.
+PLANS = [
+    ("vllm-agg-dense", _plan("agg", "vllm", DENSE_AGG)),
+    ("sglang-agg-dense", _plan("agg", "sglang", DENSE_AGG)),
+    ("trtllm-agg-dense", _plan("agg", "trtllm", DENSE_AGG)),
+    ("vllm-agg-tp8pp2", _plan("agg", "vllm", _engine("aggregated", 8, 1, pp=2))),
+    ("vllm-disagg-dense", _plan("disagg", "vllm", DENSE_P, DENSE_D)),
+    ("sglang-disagg-dense", _plan("disagg", "sglang", DENSE_P, DENSE_D)),
+    ("sglang-disagg-tp16", _plan("disagg", "sglang", BIG_P, DENSE_D)),
+    ("vllm-disagg-moe-multinode", _plan("disagg", "vllm", MOE_P, MOE_D, model=MOE)),
+    ("sglang-disagg-moe-multinode", _plan("disagg", "sglang", MOE_P, MOE_D, model=MOE)),
+    ("sglang-agg-moe", _plan("agg", "sglang", _engine("aggregated", 1, 2, dp=8, ep=8), model=MOE)),
+]
+
+
+def _validate(obj: dict) -> list[str]:
+    from infra.crds import validate
+
+    return validate(obj, CRD_DIR)
+
+
+def _gpus(container: dict) -> int:
+    return int(container["resources"]["limits"][common.GPU_RESOURCE])
+
+
+def _tp_arg(plan: Plan, engine: Engine) -> tuple[str, str]:
+    """The flag and value that must carry the engine's tensor parallelism."""
+    if plan.backend == "sglang":
+        return "--tp-size", str(engine.tp * engine.dp)
+    if plan.backend == "trtllm":
+        return "--tp_size", str(engine.tp)
+    return "--tensor-parallel-size", str(engine.tp)
+
+
+def _has_pair(args: list[str], flag: str, value: str) -> bool:
+    return any(a == flag and b == value for a, b in zip(args, args[1:])) or f"{flag}={value}" in args
+
+
+# ---------------------------------------------------------------- common
+
+def test_engine_args_per_backend():
+    vllm = _plan("disagg", "vllm", MOE_P, MOE_D, model=MOE)
+    args = common.engine_args(vllm, MOE_D)
+    assert _has_pair(args, "--tensor-parallel-size", "2") and _has_pair(args, "--data-parallel-size", "8")
+    assert "--enable-expert-parallel" in args and _has_pair(args, "--disaggregation-mode", "decode")
+    assert _has_pair(args, "--max-num-seqs", "64")  # 512 per engine over 8 DP ranks
+    standalone = common.engine_args(vllm, MOE_D, runtime="standalone")
+    assert "--disaggregation-mode" not in standalone and "--kv-transfer-config" in standalone
+    sgl = common.engine_args(_plan("disagg", "sglang", MOE_P, MOE_D, model=MOE), MOE_D)
+    assert _has_pair(sgl, "--tp-size", "16") and _has_pair(sgl, "--dp-size", "8")
+    assert "--enable-dp-attention" in sgl and _has_pair(sgl, "--ep-size", "16")
+    assert _has_pair(sgl, "--max-running-requests", "512")
+    trt = common.engine_args(_plan("disagg", "trtllm", MOE_P, MOE_D, model=MOE), MOE_D)
+    assert _has_pair(trt, "--tensor-parallel-size", "16") and "--enable-attention-dp" in trt
+    assert common.engine_args(_plan("agg", "vllm", DENSE_AGG), DENSE_AGG, style="equals")[0] == \
+        "--tensor-parallel-size=2"
+    assert common.worker_command("sglang") == ["python3", "-m", "dynamo.sglang"]
+
+
+def test_names_are_dns_labels_and_deterministic():
+    long = "My_Very.Long/Deployment Name " * 4
+    a, b = common.dns_name(long, 40), common.dns_name(long, 40)
+    assert a == b and len(a) <= 40 and a[0].isalnum() and a[-1].isalnum()
+    assert common.dns_name(long + "x", 40) != a
+    assert common.model_slug("meta-llama/Llama-3.1-8B-Instruct") == "llama-3-1-8b-instruct"
+
+
+def test_trtllm_disagg_outside_dynamo_is_unsupported():
+    plan = _plan("disagg", "trtllm", DENSE_P, DENSE_D)
+    with pytest.raises(common.UnsupportedPlan):
+        render_ome(plan, _request())
+    with pytest.raises(common.UnsupportedPlan):
+        render_kthena(plan, _request())
+
+
+# ---------------------------------------------------------------- OME
+
+@pytest.mark.parametrize("pid,plan", PLANS, ids=[p for p, _ in PLANS])
+def test_ome_structure(pid, plan):
+    (isvc,) = render_ome(plan, _request(), runtime_ref="srt-custom")
+    spec = isvc["spec"]
+    assert isvc["metadata"]["namespace"] == "serving" and isvc["metadata"]["labels"]["team"] == "search"
+    assert spec["model"] == {"name": common.model_slug(plan.model), "kind": "ClusterBaseModel"}
+    assert spec["runtime"]["name"] == "srt-custom"
+    blocks = [("engine", plan.engines[0])]
+    if plan.mode == "disagg":
+        blocks.append(("decoder", plan.role("decode")))
+        assert spec["router"] == {"minReplicas": 1, "maxReplicas": 1}
+        assert plan.engines[0].role == "prefill"
+    else:
+        assert "decoder" not in spec and "router" not in spec
+    for key, engine in blocks:
+        block = spec[key]
+        assert block["minReplicas"] == block["maxReplicas"] == engine.replicas
+        if engine.nodes > 1:
+            assert "runner" not in block and block["worker"]["size"] == engine.nodes - 1
+            runners = [block["leader"]["runner"], block["worker"]["runner"]]
+        else:
+            assert "leader" not in block and "worker" not in block
+            runners = [block["runner"]]
+        for runner in runners:
+            assert _gpus(runner) == engine.gpus_per_pod
+            assert _has_pair(runner["args"], *_tp_arg(plan, engine))
+        # Invariant: GPUs per pod × pods per engine = TP × PP × DP.
+        assert _gpus(runners[0]) * engine.nodes == engine.tp * engine.pp * engine.dp
+
+
+@needs_crds
+@pytest.mark.parametrize("pid,plan", PLANS, ids=[p for p, _ in PLANS])
+def test_ome_validates(pid, plan):
+    for obj in render_ome(plan, _request()):
+        assert _validate(obj) == []
+
+
+def test_ome_model_ref_override_and_default_runtime():
+    (isvc,) = render_ome(_plan("agg", "vllm", DENSE_AGG), _request(), model_ref="qwen3-32b-fp8")
+    assert isvc["spec"]["model"]["name"] == "qwen3-32b-fp8" and "runtime" not in isvc["spec"]
+
+
+# ---------------------------------------------------------------- Kthena
+
+@pytest.mark.parametrize("group", ["workload.volcano.sh", "workload.serving.volcano.sh"])
+@pytest.mark.parametrize("pid,plan", PLANS, ids=[p for p, _ in PLANS])
+def test_kthena_structure(pid, plan, group):
+    (ms,) = render_kthena(plan, _request(), api_group=group)
+    assert ms["apiVersion"] == f"{group}/v1alpha1" and ms["kind"] == "ModelServing"
+    spec = ms["spec"]
+    assert spec["replicas"] == 1 and spec["recoveryPolicy"]
+    roles = spec["template"]["roles"]
+    expected = ["prefill", "decode"] if plan.mode == "disagg" else ["server"]
+    assert [r["name"] for r in roles] == expected
+    gang = spec["template"]["gangSchedule" if group == "workload.volcano.sh" else "gangPolicy"]
+    assert set(gang["minRoleReplicas"]) == set(expected)
+    other = "gangPolicy" if group == "workload.volcano.sh" else "gangSchedule"
+    assert other not in spec["template"]
+    for role, engine in zip(roles, common.engines_in_order(plan)):
+        assert role["replicas"] == engine.replicas
+        assert role["workerReplicas"] == engine.nodes - 1
+        assert ("workerTemplate" in role) == (engine.nodes > 1)
+        pods = [role["entryTemplate"]] + ([role["workerTemplate"]] if engine.nodes > 1 else [])
+        for pod in pods:
+            (container,) = pod["spec"]["containers"]
+            assert _gpus(container) == engine.gpus_per_pod
+            assert _has_pair(container["args"], *_tp_arg(plan, engine))
+            if engine.nodes > 1:
+                assert _has_pair(container["args"], "--nnodes", str(engine.nodes))
+
+
+def test_kthena_network_topology_placement_per_group():
+    topo = {"rolePolicy": {"mode": "hard", "highestTierAllowed": 1}}
+    plan = _plan("disagg", "sglang", BIG_P, DENSE_D)
+    (old,) = render_kthena(plan, _request(), network_topology=topo)
+    assert old["spec"]["template"]["gangSchedule"]["networkTopology"] == topo
+    (new,) = render_kthena(plan, _request(), api_group="workload.serving.volcano.sh",
+                           network_topology=topo)
+    assert new["spec"]["template"]["networkTopology"] == topo
+
+
+@needs_crds
+@pytest.mark.parametrize("pid,plan", PLANS, ids=[p for p, _ in PLANS])
+def test_kthena_validates(pid, plan):
+    topo = {"rolePolicy": {"mode": "hard", "highestTierAllowed": 1}}
+    for obj in render_kthena(plan, _request(), api_group="workload.serving.volcano.sh",
+                             network_topology=topo, gang_all_replicas=True):
+        assert _validate(obj) == []
+
+
+# ---------------------------------------------------------------- KubeAI
+
+AGG_PLANS = [(i, p) for i, p in PLANS if p.mode == "agg" and p.engines[0].nodes == 1]
+
+
+@pytest.mark.parametrize("pid,plan", AGG_PLANS, ids=[p for p, _ in AGG_PLANS])
+def test_kubeai_structure(pid, plan):
+    (model,) = render_kubeai(plan, _request())
+    engine = plan.engines[0]
+    spec = model["spec"]
+    assert spec["url"] == f"hf://{plan.model}" and spec["engine"] == "VLLM"
+    assert spec["features"] == ["TextGeneration"]
+    assert spec["resourceProfile"] == f"nvidia-gpu-h100:{engine.gpus}"
+    assert spec["replicas"] == spec["minReplicas"] == spec["maxReplicas"] == engine.replicas
+    assert f"--tensor-parallel-size={engine.tp}" in spec["args"]
+    assert ("slaplan.io/note" in model["metadata"]["annotations"]) == (plan.backend != "vllm")
+
+
+@needs_crds
+@pytest.mark.parametrize("pid,plan", AGG_PLANS, ids=[p for p, _ in AGG_PLANS])
+def test_kubeai_validates(pid, plan):
+    for obj in render_kubeai(plan, _request()):
+        assert _validate(obj) == []
+
+
+@needs_crds
+def test_kubeai_long_names_are_truncated_to_40():
+    plan = _plan("agg", "vllm", DENSE_AGG)
+    (model,) = render_kubeai(plan, _request(name="a-very-long-deployment-name-for-qwen3-32b-h100"))
+    name = model["metadata"]["name"]
+    assert len(name) <= 40 and name == render_kubeai(plan, _request(
+        name="a-very-long-deployment-name-for-qwen3-32b-h100"))[0]["metadata"]["name"]
+    assert _validate(model) == []
+
+
+def test_kubeai_rejects_disaggregated_and_multinode_plans():
+    with pytest.raises(common.UnsupportedPlan, match="no prefill/decode disaggregation"):
+        render_kubeai(_plan("disagg", "vllm", DENSE_P, DENSE_D), _request())
+    with pytest.raises(common.UnsupportedPlan, match="one engine per pod"):
+        render_kubeai(_plan("agg", "vllm", _engine("aggregated", 16, 1)), _request())
+
+
+def test_kubeai_profiles_default_and_override():
+    assert resource_profile("h100_sxm") == "nvidia-gpu-h100"
+    assert resource_profile("a100_sxm") == "nvidia-gpu-a100-80gb"
+    assert resource_profile("l40s") == "nvidia-gpu-l40s"
+    assert resource_profile("h200_sxm") == "nvidia-gpu-h200"
+    assert resource_profile("h200_sxm", {"h200_sxm": "gpu-h200-141g"}) == "gpu-h200-141g"
+    plan = _plan("agg", "vllm", DENSE_AGG, gpu="h200_sxm")
+    (model,) = render_kubeai(plan, _request(), profiles={"h200_sxm": "my-h200"})
+    assert model["spec"]["resourceProfile"] == "my-h200:2"
