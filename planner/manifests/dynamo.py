@@ -1,0 +1,200 @@
+"""Render a plan as an NVIDIA Dynamo ``DynamoGraphDeployment`` (DGD).
+
+Two API versions:
+
+- ``v1alpha1``: ``spec.services.<Name>``, each with ``componentType`` (frontend | worker),
+  ``subComponentType`` (prefill | decode, disaggregated workers only), ``replicas`` (engines),
+  ``resources.limits.gpu`` (a string: GPUs per *pod*), ``multinode.nodeCount`` (pods per engine,
+  only when an engine spans nodes; GPUs per engine = nodeCount × gpu) and
+  ``extraPodSpec.mainContainer{image, workingDir, command, args}``.
+- ``v1beta1``: ``spec.components[]`` with ``name``, ``type`` (frontend | worker | prefill |
+  decode), ``replicas``, ``multinode.nodeCount`` and a pod template whose ``main`` container
+  asks for ``nvidia.com/gpu`` per pod.
+
+Service names follow upstream: disaggregated vLLM ``VllmPrefillWorker``/``VllmDecodeWorker``,
+SGLang ``prefill``/``decode``, TRT-LLM ``TRTLLMPrefillWorker``/``TRTLLMDecodeWorker``; the
+aggregated worker is ``VllmDecodeWorker`` / ``decode`` / ``TRTLLMWorker`` as in upstream's
+aggregated templates. Parallelism and disaggregation are the backend's own engine flags; the
+operator wires multi-node engines itself.
+
+The DGD carries the labels ``dgdr.nvidia.com/name``, ``dgdr.nvidia.com/namespace`` and
+``nvidia.com/managed-by: slaplan`` (plus the shared ``app.kubernetes.io/*`` ones and the
+request's own), and no ownerReference: it outlives the request that produced it.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from planner.manifests.common import (
+    MANAGED_BY,
+    annotations,
+    deployment_name,
+    dns_name,
+    deployment_namespace,
+    engine_args,
+    engines_in_order,
+    image_for,
+    labels,
+    model_args,
+    worker_command,
+)
+from planner.types import Backend, Engine, Plan, PlanRequest, Role
+
+__all__ = ["DGD_KIND", "HF_TOKEN_SECRET", "dgd_labels", "render_dgd", "service_name"]
+
+DGD_KIND = "DynamoGraphDeployment"
+HF_TOKEN_SECRET = "hf-token-secret"  # upstream convention: a Secret holding HF_TOKEN
+
+_SERVICE_NAMES: dict[Backend, dict[Role, str]] = {
+    "vllm": {"aggregated": "VllmDecodeWorker", "prefill": "VllmPrefillWorker", "decode": "VllmDecodeWorker"},
+    "sglang": {"aggregated": "decode", "prefill": "prefill", "decode": "decode"},
+    "trtllm": {"aggregated": "TRTLLMWorker", "prefill": "TRTLLMPrefillWorker", "decode": "TRTLLMDecodeWorker"},
+}
+
+# Working directories of upstream's runtime images (where their example configs live).
+_WORKING_DIRS: dict[Backend, str] = {
+    "vllm": "/workspace/examples/backends/vllm",
+    "sglang": "/workspace/examples/backends/sglang",
+    "trtllm": "/workspace/",
+}
+
+
+def service_name(backend: Backend, role: Role) -> str:
+    """The DGD service (v1alpha1) / component (v1beta1) name of an engine role."""
+    return _SERVICE_NAMES[backend][role]
+
+
+def dgd_labels(request: PlanRequest) -> dict[str, str]:
+    """Labels of a DGD created from ``request``: the DGDR's identity and who manages it."""
+    return labels(
+        request,
+        **{
+            "dgdr.nvidia.com/name": _label_value(request.name),
+            "dgdr.nvidia.com/namespace": request.namespace,
+            "nvidia.com/managed-by": MANAGED_BY,
+        },
+    )
+
+
+def _label_value(text: str) -> str:
+    """``text`` if it fits a label value (63 characters), else a shortened stable form."""
+    return text if len(text) <= 63 else dns_name(text)
+
+
+def _pods(engine: Engine) -> tuple[int, int]:
+    """(GPUs per pod, pods per engine); an engine must split evenly over its pods."""
+    nodes, per_pod = engine.nodes, engine.gpus_per_pod
+    if per_pod * nodes != engine.gpus:
+        raise ValueError(
+            f"{engine.role} engine of {engine.gpus} GPUs does not split evenly over {nodes} pods "
+            f"of at most {engine.gpus_per_node} GPUs"
+        )
+    return per_pod, nodes
+
+
+def _args(plan: Plan, engine: Engine) -> list[str]:
+    return model_args(plan.backend, plan.model, plan.model, runtime="dynamo") + engine_args(
+        plan, engine, runtime="dynamo"
+    )
+
+
+def _worker_v1alpha1(plan: Plan, engine: Engine, image: str) -> dict[str, Any]:
+    per_pod, nodes = _pods(engine)
+    svc: dict[str, Any] = {"envFromSecret": HF_TOKEN_SECRET, "componentType": "worker"}
+    if engine.role != "aggregated":
+        svc["subComponentType"] = engine.role
+    svc["replicas"] = engine.replicas
+    svc["resources"] = {"limits": {"gpu": str(per_pod)}}
+    if nodes > 1:
+        svc["multinode"] = {"nodeCount": nodes}
+    svc["extraPodSpec"] = {
+        "mainContainer": {
+            "image": image,
+            "workingDir": _WORKING_DIRS[plan.backend],
+            "command": worker_command(plan.backend),
+            "args": _args(plan, engine),
+        }
+    }
+    return svc
+
+
+def _spec_v1alpha1(plan: Plan, engines: list[Engine], image: str) -> dict[str, Any]:
+    services: dict[str, Any] = {
+        "Frontend": {
+            "envFromSecret": HF_TOKEN_SECRET,
+            "componentType": "frontend",
+            "replicas": 1,
+            "extraPodSpec": {"mainContainer": {"image": image}},
+        }
+    }
+    for engine in engines:
+        services[service_name(plan.backend, engine.role)] = _worker_v1alpha1(plan, engine, image)
+    return {"backendFramework": plan.backend, "services": services}
+
+
+def _secret_env() -> list[dict[str, Any]]:
+    return [{"secretRef": {"name": HF_TOKEN_SECRET, "optional": True}}]
+
+
+def _worker_v1beta1(plan: Plan, engine: Engine, image: str) -> dict[str, Any]:
+    per_pod, nodes = _pods(engine)
+    container = {
+        "name": "main",
+        "image": image,
+        "workingDir": _WORKING_DIRS[plan.backend],
+        "command": worker_command(plan.backend),
+        "args": _args(plan, engine),
+        "envFrom": _secret_env(),
+        "resources": {"limits": {"nvidia.com/gpu": str(per_pod)}},
+    }
+    comp: dict[str, Any] = {
+        "name": service_name(plan.backend, engine.role),
+        "type": "worker" if engine.role == "aggregated" else engine.role,
+        "replicas": engine.replicas,
+    }
+    if nodes > 1:
+        comp["multinode"] = {"nodeCount": nodes}
+    comp["podTemplate"] = {"spec": {"containers": [container]}}
+    return comp
+
+
+def _spec_v1beta1(plan: Plan, engines: list[Engine], image: str) -> dict[str, Any]:
+    frontend = {
+        "name": "Frontend",
+        "type": "frontend",
+        "replicas": 1,
+        "podTemplate": {"spec": {"containers": [{"name": "main", "image": image, "envFrom": _secret_env()}]}},
+    }
+    return {
+        "backendFramework": plan.backend,
+        "components": [frontend, *(_worker_v1beta1(plan, e, image) for e in engines)],
+    }
+
+
+def render_dgd(
+    plan: Plan, request: PlanRequest, *, api_version: Literal["v1alpha1", "v1beta1"] = "v1alpha1"
+) -> dict[str, Any]:
+    """The DynamoGraphDeployment serving ``plan`` for ``request`` (``nvidia.com/<api_version>``).
+
+    Name and namespace come from the request's deployment overrides, else the DGDR's own.
+    Image: the request's (``deploymentOverrides.workersImage``), else the Dynamo runtime image
+    of the backend. Raises ``ValueError`` (``UnsupportedPlan``) for a plan whose engines do not
+    match its mode or do not split evenly over their pods, and for an unknown ``api_version``.
+    """
+    if api_version not in ("v1alpha1", "v1beta1"):
+        raise ValueError(f"api_version must be v1alpha1 or v1beta1, not {api_version!r}")
+    engines = engines_in_order(plan)
+    image = image_for(request, plan.backend, runtime="dynamo")
+    build = _spec_v1alpha1 if api_version == "v1alpha1" else _spec_v1beta1
+    return {
+        "apiVersion": f"nvidia.com/{api_version}",
+        "kind": DGD_KIND,
+        "metadata": {
+            "name": deployment_name(request),
+            "namespace": deployment_namespace(request),
+            "labels": dgd_labels(request),
+            "annotations": annotations(plan, request),
+        },
+        "spec": build(plan, engines, image),
+    }

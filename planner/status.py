@@ -1,0 +1,354 @@
+"""The status of a DynamoGraphDeploymentRequest (``nvidia.com/v1alpha1``), built from a plan.
+
+Shape (the seed API reference and the upstream CRDs)::
+
+    status:
+      state: Pending | Profiling | Deploying | Ready | DeploymentDeleted | Failed
+      observedGeneration: 3
+      backend: vllm
+      conditions: [{type, status, reason, message, lastTransitionTime, observedGeneration}]
+        # types: Validation, Profiling, SpecGenerated, DeploymentReady
+      profilingResults: "<string>"
+      generatedDeployment: {apiVersion, kind, metadata, spec}   # the full DGD
+      deployment: {name, namespace, state, created}              # autoApply only
+
+Where the structured results go. In v1alpha1 ``profilingResults`` is a *string* (upstream
+stores a reference, ``"configmap/<name>"``, to a ConfigMap holding the profiler's output). A
+plan's results — the chosen configuration, its predicted TTFT/ITL/throughput and GPUs, the
+Pareto set of candidates, the assumptions, and the reason when the SLA cannot be met — are a
+structured document, so:
+
+- by default ``profilingResults`` holds that document itself, serialized as compact JSON (a
+  valid string under both the seed and the CRDs, readable with ``json.loads``, and needing no
+  other object in the cluster);
+- when the caller stores the document elsewhere (e.g. a ConfigMap built from
+  :func:`profiling_results`), ``results_ref="configmap/<name>"`` puts that reference there
+  instead, as upstream does.
+
+The Pareto set is capped at :data:`MAX_PARETO` points to keep the status object small
+(Kubernetes objects must stay well under ~1.5 MB).
+
+Units: times in ms (``...Ms``), throughputs in output tokens/s per GPU and tokens/s per user,
+request rates in requests/s, cost in $ per hour.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+from planner.types import Plan, PlanResult
+
+__all__ = [
+    "CONDITION_TYPES",
+    "MAX_PARETO",
+    "STATES",
+    "dgdr_status",
+    "pareto_front",
+    "profiling_results",
+    "validation_failed_status",
+]
+
+STATES = ("Pending", "Profiling", "Deploying", "Ready", "DeploymentDeleted", "Failed")
+CONDITION_TYPES = ("Validation", "Profiling", "SpecGenerated", "DeploymentReady")
+MAX_PARETO = 64
+_MAX_MESSAGE = 32768  # the Condition schema's maxLength
+
+
+# --------------------------------------------------------------------------- results document
+
+
+def _num(x: float) -> float | None:
+    """A JSON-safe number: None for infinities and NaN (e.g. an unreachable prediction)."""
+    return x if math.isfinite(x) else None
+
+
+def _plan_doc(plan: Plan) -> dict[str, Any]:
+    """One configuration: engines, GPUs, prediction (camelCase keys, units in the names)."""
+    p = plan.predicted
+    engines = []
+    for e in plan.engines:
+        eng: dict[str, Any] = {
+            "role": e.role,
+            "tp": e.tp,
+            "pp": e.pp,
+            "dp": e.dp,
+            "ep": e.ep,
+            "replicas": e.replicas,
+            "gpusPerEngine": e.gpus,
+            "nodesPerEngine": e.nodes,
+            "maxBatch": e.max_batch,
+        }
+        if e.max_num_tokens is not None:
+            eng["maxNumTokens"] = e.max_num_tokens
+        engines.append(eng)
+    doc: dict[str, Any] = {
+        "mode": plan.mode,
+        "backend": plan.backend,
+        "gpu": plan.gpu,
+        "precision": plan.precision,
+        "totalGpus": plan.total_gpus,
+        "engines": engines,
+        "predicted": {
+            "ttftMs": _num(p.ttft_ms),
+            "ttftP90Ms": _num(p.ttft_p90_ms),
+            "ttftP99Ms": _num(p.ttft_p99_ms),
+            "itlMs": _num(p.itl_ms),
+            "outputTokPerSecPerGpu": _num(p.output_tok_s_per_gpu),
+            "tokPerSecPerUser": _num(p.tok_s_per_user),
+            "requestsPerSec": _num(p.requests_per_s),
+            "concurrency": _num(p.concurrency),
+        },
+        "feasible": plan.feasible,
+    }
+    if plan.cost_per_hour is not None:
+        doc["costPerHour"] = plan.cost_per_hour
+    if plan.reason:
+        doc["reason"] = plan.reason
+    return doc
+
+
+def pareto_front(plans: tuple[Plan, ...] | list[Plan], *, limit: int = MAX_PARETO) -> list[Plan]:
+    """Plans not dominated on (tokens/s per user, output tokens/s per GPU), both maximized.
+
+    Sorted by tokens/s per user, highest first. When more than ``limit`` remain, an evenly
+    spaced subset (always keeping both ends) is returned.
+    """
+    finite = [
+        p for p in plans if math.isfinite(p.predicted.tok_s_per_user) and math.isfinite(p.predicted.output_tok_s_per_gpu)
+    ]
+    ordered = sorted(
+        finite, key=lambda p: (-p.predicted.tok_s_per_user, -p.predicted.output_tok_s_per_gpu)
+    )
+    front: list[Plan] = []
+    best_per_gpu = float("-inf")
+    for plan in ordered:
+        if plan.predicted.output_tok_s_per_gpu > best_per_gpu:
+            front.append(plan)
+            best_per_gpu = plan.predicted.output_tok_s_per_gpu
+    if len(front) <= limit:
+        return front
+    if limit < 2:
+        return front[: max(limit, 0)]
+    step = (len(front) - 1) / (limit - 1)
+    return [front[round(i * step)] for i in range(limit)]
+
+
+def profiling_results(result: PlanResult) -> dict[str, Any]:
+    """The structured profiling results of ``result`` (what ``profilingResults`` carries)."""
+    req = result.request
+    sla: dict[str, Any] = {
+        "ttftMs": req.ttft_ms,
+        "itlMs": req.itl_ms,
+        "islTokens": req.isl_tokens,
+        "oslTokens": req.osl_tokens,
+    }
+    if req.e2e_ms is not None:
+        sla["e2eMs"] = req.e2e_ms
+    if req.request_rate is not None:
+        sla["requestRate"] = req.request_rate
+    if req.concurrency is not None:
+        sla["concurrency"] = req.concurrency
+    doc: dict[str, Any] = {
+        "feasible": result.feasible,
+        "model": req.model,
+        "gpu": req.gpu,
+        "backend": req.backend,
+        "sla": sla,
+        "chosen": _plan_doc(result.chosen) if result.chosen is not None else None,
+    }
+    if result.reason:
+        doc["reason"] = result.reason
+    if result.best_ttft_ms is not None:
+        doc["bestTtftMs"] = _num(result.best_ttft_ms)
+    if result.best_itl_ms is not None:
+        doc["bestItlMs"] = _num(result.best_itl_ms)
+    doc["pareto"] = [_plan_doc(p) for p in pareto_front(result.candidates)]
+    doc["assumptions"] = list(result.assumptions)
+    doc["evaluated"] = result.evaluated
+    return doc
+
+
+# --------------------------------------------------------------------------- conditions
+
+
+def _condition(ctype: str, status: str, reason: str, message: str, now: str, generation: int) -> dict[str, Any]:
+    if len(message) > _MAX_MESSAGE:
+        message = message[: _MAX_MESSAGE - 3] + "..."
+    return {
+        "type": ctype,
+        "status": status,
+        "reason": reason,
+        "message": message,
+        "lastTransitionTime": now,
+        "observedGeneration": generation,
+    }
+
+
+def _keep_transition_times(conditions: list[dict[str, Any]], previous: dict[str, Any] | None) -> None:
+    """Keep ``lastTransitionTime`` of conditions whose status did not change (Kubernetes rule)."""
+    before = {c.get("type"): c for c in (previous or {}).get("conditions") or [] if isinstance(c, dict)}
+    for cond in conditions:
+        old = before.get(cond["type"])
+        if old is not None and old.get("status") == cond["status"] and old.get("lastTransitionTime"):
+            cond["lastTransitionTime"] = old["lastTransitionTime"]
+
+
+def _infeasible_message(result: PlanResult) -> str:
+    parts = [result.reason or "no configuration meets the SLA"]
+    best = []
+    if result.best_ttft_ms is not None:
+        best.append(f"TTFT {result.best_ttft_ms:.1f} ms")
+    if result.best_itl_ms is not None:
+        best.append(f"ITL {result.best_itl_ms:.2f} ms")
+    if best:
+        parts.append("best reachable: " + ", ".join(best))
+    return "; ".join(parts)
+
+
+def _chosen_message(plan: Plan) -> str:
+    p = plan.predicted
+    engines = ", ".join(
+        f"{e.replicas}x {e.role} (tp{e.tp}" + (f" pp{e.pp}" if e.pp > 1 else "") + (f" dp{e.dp}" if e.dp > 1 else "")
+        + (f" ep{e.ep}" if e.ep > 1 else "") + ")"
+        for e in plan.engines
+    )
+    return (
+        f"{plan.mode} {plan.backend} on {plan.total_gpus} {plan.gpu} GPUs: {engines}; predicted TTFT "
+        f"{p.ttft_ms:.1f} ms, ITL {p.itl_ms:.2f} ms, {p.output_tok_s_per_gpu:.0f} output tok/s/GPU"
+    )
+
+
+def _conditions(
+    result: PlanResult | None, dgd: dict | None, state: str, error: str | None
+) -> list[tuple[str, str, str, str]]:
+    """(type, status, reason, message) of the four conditions for ``state``."""
+    pending = ("Unknown", "NotStarted", "waiting for an earlier step")
+    validation = ("True", "SpecValid", "the request is valid")
+    profiling, generated, ready = pending, pending, pending
+    feasible = result is not None and result.feasible and result.chosen is not None
+    auto_apply = result is not None and result.request.auto_apply
+
+    if state == "Pending":
+        pass
+    elif state == "Profiling":
+        profiling = ("False", "ProfilingRunning", "searching for the cheapest configuration that meets the SLA")
+    elif result is not None and not feasible:
+        profiling = ("False", "SLAInfeasible", _infeasible_message(result))
+        generated = ("False", "SLAInfeasible", "no deployment generated: the SLA cannot be met")
+        ready = ("False", "NoDeployment", "no deployment generated")
+    elif result is None and state == "Failed":
+        profiling = ("False", "ProfilingFailed", error or "profiling failed")
+    elif result is not None:
+        profiling = ("True", "ProfilingCompleted", _chosen_message(result.chosen))
+        if dgd is not None:
+            generated = ("True", "SpecGenerated", "the deployment is in status.generatedDeployment")
+        elif state == "Failed":
+            generated = ("False", "SpecGenerationFailed", error or "the deployment could not be generated")
+        if state == "Ready":
+            ready = (
+                ("True", "DeploymentReady", "the deployment is ready")
+                if auto_apply
+                else ("False", "AutoApplyDisabled", "autoApply is false: apply status.generatedDeployment yourself")
+            )
+        elif state == "Deploying":
+            ready = ("False", "DeploymentInProgress", "waiting for the deployment to become ready")
+        elif state == "DeploymentDeleted":
+            ready = ("False", "DeploymentDeleted", "the deployment was deleted; it is not recreated")
+        elif state == "Failed":
+            ready = ("False", "DeploymentFailed", error or "the deployment failed")
+    return [
+        ("Validation", *validation),
+        ("Profiling", *profiling),
+        ("SpecGenerated", *generated),
+        ("DeploymentReady", *ready),
+    ]
+
+
+def _check_state(result: PlanResult | None, dgd: dict | None, state: str) -> None:
+    if state not in STATES:
+        raise ValueError(f"state must be one of {', '.join(STATES)}, not {state!r}")
+    if state in ("Deploying", "Ready", "DeploymentDeleted"):
+        if result is None or not result.feasible or result.chosen is None or dgd is None:
+            raise ValueError(f"state {state} needs a feasible result and its generated deployment")
+    if state in ("Deploying", "DeploymentDeleted") and not result.request.auto_apply:
+        raise ValueError(f"state {state} only happens with autoApply")
+
+
+def _deployment(dgd: dict, state: str) -> dict[str, Any]:
+    """``status.deployment``: the applied DGD; its state mirrors the DGD's own when known."""
+    meta = dgd.get("metadata") or {}
+    out: dict[str, Any] = {"name": meta.get("name"), "namespace": meta.get("namespace"), "created": True}
+    live = (dgd.get("status") or {}).get("state")
+    if live:
+        out["state"] = live
+    elif state == "Ready":
+        out["state"] = "successful"
+    elif state == "Deploying":
+        out["state"] = "pending"
+    return out
+
+
+def _generated(dgd: dict) -> dict[str, Any]:
+    """The DGD as stored in ``status.generatedDeployment``: spec and metadata, no live status."""
+    return {k: v for k, v in dgd.items() if k != "status"}
+
+
+def dgdr_status(
+    result: PlanResult | None,
+    dgd: dict | None,
+    *,
+    observed_generation: int,
+    state: str,
+    now: str,
+    error: str | None = None,
+    results_ref: str | None = None,
+    previous: dict | None = None,
+) -> dict[str, Any]:
+    """The DGDR ``status`` for ``state``, given the plan result and the generated DGD.
+
+    ``result`` may be None while Pending/Profiling or when profiling crashed (then ``error``
+    says why and ``state`` is Failed). An infeasible result belongs to state Failed, with the
+    reason and the best reachable TTFT/ITL in the Profiling condition. ``now`` is an RFC 3339
+    timestamp used as ``lastTransitionTime`` of conditions that changed since ``previous``
+    (the prior status, if any). ``results_ref``: see the module docstring. Raises
+    ``ValueError`` for a state the inputs cannot be in (e.g. Ready without a deployment).
+    """
+    _check_state(result, dgd, state)
+    conditions = [
+        _condition(t, s, r, m, now, observed_generation) for t, s, r, m in _conditions(result, dgd, state, error)
+    ]
+    _keep_transition_times(conditions, previous)
+    status: dict[str, Any] = {"state": state, "observedGeneration": observed_generation}
+    if result is not None:
+        status["backend"] = result.request.backend
+    status["conditions"] = conditions
+    if result is not None and state != "Profiling":
+        status["profilingResults"] = results_ref or json.dumps(
+            profiling_results(result), separators=(",", ":"), allow_nan=False
+        )
+    if dgd is not None and state != "Profiling":
+        status["generatedDeployment"] = _generated(dgd)
+    if dgd is not None and result is not None and result.request.auto_apply and state in (
+        "Deploying",
+        "Ready",
+        "DeploymentDeleted",
+    ):
+        status["deployment"] = _deployment(dgd, state)
+    return status
+
+
+def validation_failed_status(messages: list[str], *, observed_generation: int, now: str) -> dict[str, Any]:
+    """The status of a request rejected before planning (state Failed, Validation False).
+
+    ``messages``: one line per problem, e.g. ``"spec.sla.ttft: must be greater than 0"``.
+    """
+    not_run = ("Unknown", "NotStarted", "the request failed validation")
+    rows = [("Validation", "False", "ValidationFailed", "; ".join(messages) or "the request is invalid")]
+    rows += [(t, *not_run) for t in CONDITION_TYPES[1:]]
+    return {
+        "state": "Failed",
+        "observedGeneration": observed_generation,
+        "conditions": [_condition(t, s, r, m, now, observed_generation) for t, s, r, m in rows],
+    }
