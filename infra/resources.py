@@ -270,3 +270,32 @@ def update_status(
     if (key is None) == (uid is None):
         raise ValueError("give exactly one of key or uid")
     return _write(session, key, uid, expected_version, status=status)
+
+
+def to_object(resource: Resource, version: str | None = None) -> dict[str, Any]:
+    """The resource as a Kubernetes object (apiVersion, kind, metadata, spec, status).
+
+    Served at the version it was stored with unless ``version`` is given: there is no
+    conversion between versions, each object keeps the shape it was written in.
+    """
+    metadata: dict[str, Any] = {
+        "name": resource.name,
+        "namespace": resource.namespace,
+        "uid": resource.uid,
+        "generation": resource.generation,
+        "resourceVersion": str(resource.resource_version),
+        "creationTimestamp": resource.created_at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+    }
+    if resource.labels:
+        metadata["labels"] = dict(resource.labels)
+    if resource.annotations:
+        metadata["annotations"] = dict(resource.annotations)
+    body: dict[str, Any] = {
+        "apiVersion": f"{resource.group}/{version or resource.version}",
+        "kind": resource.kind,
+        "metadata": metadata,
+        "spec": resource.spec,
+    }
+    if resource.status:
+        body["status"] = resource.status
+    return body

@@ -1,0 +1,52 @@
+"""The FastAPI application factory."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import FastAPI
+
+from api.errors import install_error_handlers
+from api.guards import guarded
+from api.metrics import make_metrics
+from api.routes import discovery, health, resources
+from infra.db import make_engine, make_session_factory
+from infra.settings import Settings, load_settings
+
+
+def create_app(settings: Settings | None = None, *, celery: Any = None) -> FastAPI:
+    """Build the API. ``celery`` is the Celery app requests are enqueued on (default: one built
+    from ``settings``); pass the same app an embedded worker runs so that both share a broker."""
+    settings = settings or load_settings()
+    engine = make_engine(settings)
+    if celery is None:
+        from workers.celery_app import make_celery
+
+        celery = make_celery(settings)
+    app = FastAPI(
+        title="slaplan",
+        description="SLA profiler and deployment planner: DynamoGraphDeploymentRequests and BenchmarkJobs, "
+        "served as a Kubernetes API server serves custom resources.",
+        version="0.1.0",
+    )
+    app.state.settings = settings
+    app.state.engine = engine
+    app.state.sessions = make_session_factory(engine)
+    app.state.celery = celery
+    app.state.enqueue = _enqueuer(celery)
+    app.state.metrics = make_metrics(app.state.sessions)
+    install_error_handlers(app)
+    app.include_router(health.router)
+    app.include_router(discovery.router)
+    app.include_router(resources.router)
+    app.add_middleware(guarded, settings=settings, metrics=app.state.metrics)
+    return app
+
+
+def _enqueuer(celery):
+    from workers.celery_app import enqueue
+
+    def enqueue_kind(kind, uid: str) -> None:
+        enqueue(celery, kind.task, uid, kind.queue)
+
+    return enqueue_kind

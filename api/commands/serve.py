@@ -1,0 +1,76 @@
+"""``slaplan serve``: the API; with no broker configured, also a worker, in one process."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import threading
+from datetime import timedelta
+
+log = logging.getLogger(__name__)
+
+SWEEP_EVERY_S = 60.0
+STALE_AFTER = timedelta(minutes=10)
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "serve", help="serve the API (and, with no SLAPLAN_BROKER_URL, a worker in the same process)"
+    )
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8080)
+    parser.add_argument("--concurrency", type=int, default=2, help="tasks the embedded worker runs at once")
+    parser.add_argument(
+        "--worker", choices=("auto", "yes", "no"), default="auto",
+        help="run a worker in this process: auto = only when no broker is configured",
+    )
+    parser.add_argument("--no-migrate", action="store_true", help="do not migrate the database at start")
+    parser.add_argument("--log-level", default="info")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from api.app import create_app
+    from infra import migrate
+    from infra.settings import load_settings
+    from workers.celery_app import enqueue, make_celery
+    from workers.embedded import start_embedded_worker, stop_embedded_worker
+    from workers.recovery import requeue_unfinished
+
+    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    settings = load_settings()
+    if not args.no_migrate:
+        migrate.upgrade(settings)
+    celery = make_celery(settings)
+    app = create_app(settings, celery=celery)
+    with_worker = args.worker == "yes" or (args.worker == "auto" and settings.embedded)
+    worker = start_embedded_worker(celery, concurrency=args.concurrency) if with_worker else None
+
+    def send(task: str, uid: str, queue: str) -> None:
+        enqueue(celery, task, uid, queue)
+
+    stop = threading.Event()
+
+    def sweep() -> None:
+        # At start every unfinished request is enqueued again (in-process queues are empty after a
+        # restart); afterwards only those that have not moved for a while (a lost task).
+        n = requeue_unfinished(app.state.sessions, send)
+        if n:
+            log.info("re-enqueued %d unfinished request(s)", n)
+        while not stop.wait(SWEEP_EVERY_S):
+            n = requeue_unfinished(app.state.sessions, send, idle_for=STALE_AFTER)
+            if n:
+                log.info("re-enqueued %d stale request(s)", n)
+
+    sweeper = threading.Thread(target=sweep, name="slaplan-recovery", daemon=True)
+    sweeper.start()
+    try:
+        uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level.lower())
+    finally:
+        stop.set()
+        if worker is not None:
+            stop_embedded_worker(worker)
+        app.state.engine.dispose()
+    return 0

@@ -1,0 +1,41 @@
+"""``slaplan worker``: a Celery worker pulling requests from the broker (SLAPLAN_BROKER_URL)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser("worker", help="run a worker for the plan and bench queues (needs SLAPLAN_BROKER_URL)")
+    parser.add_argument("--queues", default="plan,bench", help="comma-separated queues to consume (default: plan,bench)")
+    parser.add_argument("--concurrency", type=int, default=None, help="tasks run at once (default: the number of CPUs)")
+    parser.add_argument("--pool", default="prefork", choices=("prefork", "threads", "solo"), help="execution pool")
+    parser.add_argument("--loglevel", default="INFO")
+    parser.add_argument("--hostname", default=None, help="worker node name (default: slaplan-<pid>@<host>)")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from infra.settings import load_settings
+    from workers.celery_app import QUEUES, make_celery
+
+    settings = load_settings()
+    if settings.embedded:
+        print(
+            "slaplan worker needs a broker shared with the API: set SLAPLAN_BROKER_URL (e.g. redis://host:6379/0); "
+            "without one, `slaplan serve` runs its own worker",
+            file=sys.stderr,
+        )
+        return 2
+    queues = [q.strip() for q in args.queues.split(",") if q.strip()]
+    unknown = sorted(set(queues) - set(QUEUES))
+    if unknown or not queues:
+        print(f"unknown queue(s) {unknown}; known: {', '.join(QUEUES)}", file=sys.stderr)
+        return 2
+    argv = ["worker", "--queues", ",".join(queues), "--pool", args.pool, "--loglevel", args.loglevel]
+    argv += ["--hostname", args.hostname or "slaplan-%p@%h", "--without-gossip", "--without-mingle"]
+    if args.concurrency:
+        argv += ["--concurrency", str(args.concurrency)]
+    make_celery(settings).worker_main(argv)
+    return 0

@@ -1,0 +1,111 @@
+"""The custom resources slaplan serves, and how each is validated, initialised and queued."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from workers import lifecycle
+
+DGDR_GROUP = "nvidia.com"
+BENCH_GROUP = "ome.io"
+
+
+class InvalidSpec(ValueError):
+    """A spec that failed validation; ``causes`` are ``(field_path, message)`` pairs."""
+
+    def __init__(self, causes: list[tuple[str, str]]):
+        self.causes = causes
+        super().__init__("; ".join(f"{f}: {m}" for f, m in causes))
+
+
+@dataclass(frozen=True)
+class ServedKind:
+    group: str
+    versions: tuple[str, ...]
+    kind: str
+    plural: str
+    singular: str
+    short_names: tuple[str, ...]
+    queue: str
+    task: str
+    validate: Callable[[dict[str, Any]], None]
+    initial_status: Callable[[int, datetime], dict[str, Any]]
+    unfinished_states: frozenset[str]
+    # States in which the spec may still change (before work starts).
+    editable_states: frozenset[str]
+
+    @property
+    def list_kind(self) -> str:
+        return f"{self.kind}List"
+
+
+def _validate_dgdr(obj: dict[str, Any]) -> None:
+    if not isinstance(obj.get("spec"), dict):
+        raise InvalidSpec([("spec", "Required value: spec must be an object")])
+    try:
+        from planner.request import RequestError, parse_dgdr
+    except ImportError:  # the request parser is not part of this checkout yet
+        return
+    try:
+        parse_dgdr(obj)
+    except RequestError as exc:
+        causes = [(str(f), str(m)) for f, m in (getattr(exc, "causes", None) or [("spec", str(exc))])]
+        raise InvalidSpec(causes) from None
+
+
+def _validate_benchmarkjob(obj: dict[str, Any]) -> None:
+    from planner.benchmarkjob import BenchmarkJobError, parse_benchmarkjob
+
+    try:
+        parse_benchmarkjob(obj)
+    except BenchmarkJobError as exc:
+        raise InvalidSpec(exc.causes) from None
+
+
+DGDR = ServedKind(
+    group=DGDR_GROUP,
+    versions=("v1alpha1", "v1beta1"),
+    kind="DynamoGraphDeploymentRequest",
+    plural="dynamographdeploymentrequests",
+    singular="dynamographdeploymentrequest",
+    short_names=("dgdr",),
+    queue="plan",
+    task="slaplan.plan_dgdr",
+    validate=_validate_dgdr,
+    initial_status=lifecycle.dgdr_pending,
+    unfinished_states=lifecycle.DGDR_UNFINISHED,
+    editable_states=frozenset({"", "Pending"}),
+)
+
+BENCHMARKJOB = ServedKind(
+    group=BENCH_GROUP,
+    versions=("v1beta1",),
+    kind="BenchmarkJob",
+    plural="benchmarkjobs",
+    singular="benchmarkjob",
+    short_names=(),
+    queue="bench",
+    task="slaplan.run_benchmarkjob",
+    validate=_validate_benchmarkjob,
+    initial_status=lambda _generation, _now: lifecycle.bench_pending(),
+    unfinished_states=lifecycle.BENCH_UNFINISHED,
+    editable_states=frozenset({"", "Pending"}),
+)
+
+SERVED: tuple[ServedKind, ...] = (DGDR, BENCHMARKJOB)
+
+
+def find_kind(group: str, version: str, plural: str) -> ServedKind | None:
+    return next((k for k in SERVED if k.group == group and k.plural == plural and version in k.versions), None)
+
+
+def groups() -> dict[str, list[str]]:
+    """API group → served versions (preferred first: the first listed)."""
+    out: dict[str, list[str]] = {}
+    for k in SERVED:
+        versions = out.setdefault(k.group, [])
+        versions.extend(v for v in k.versions if v not in versions)
+    return out

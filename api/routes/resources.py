@@ -1,0 +1,338 @@
+"""Custom-resource endpoints, served as kube-apiserver serves CRDs.
+
+``/apis/{group}/{version}/namespaces/{namespace}/{plural}[/{name}[/status]]`` and the
+all-namespaces list ``/apis/{group}/{version}/{plural}``. The status subresource is the only
+way to change ``status``; the main resource ignores status in bodies.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import UTC, datetime
+from typing import Any
+
+from fastapi import APIRouter, Query, Request
+from fastapi.responses import JSONResponse
+from sqlalchemy.orm import Session
+
+from api import errors
+from api.deps import BodyDep, EnqueueDep, OptionalBodyDep, SessionDep
+from api.errors import ApiError
+from api.kinds import InvalidSpec, ServedKind, find_kind
+from api.objects import generate_name, is_label, merge_patch, metadata_causes, render
+from infra import resources as repo
+from infra.labels import SelectorError, parse_selector
+
+log = logging.getLogger(__name__)
+router = APIRouter(tags=["resources"])
+
+NS = "/apis/{group}/{version}/namespaces/{namespace}/{plural}"
+MERGE_TYPES = ("application/merge-patch+json", "application/strategic-merge-patch+json", "application/json")
+
+
+def _kind(group: str, version: str, plural: str) -> ServedKind:
+    kind = find_kind(group, version, plural)
+    if kind is None:
+        raise ApiError(404, "the server could not find the requested resource")
+    return kind
+
+
+def _key(kind: ServedKind, namespace: str, name: str) -> repo.ResourceKey:
+    return repo.ResourceKey(group=kind.group, plural=kind.plural, namespace=namespace, name=name)
+
+
+def _load(session: Session, kind: ServedKind, namespace: str, name: str) -> repo.Resource:
+    found = repo.get_resource(session, _key(kind, namespace, name))
+    if found is None:
+        raise errors.not_found(kind.plural, name, kind.group)
+    return found
+
+
+def _list(session: Session, kind: ServedKind, version: str, namespace: str | None, selector: str | None, watch: bool):
+    if watch:
+        raise ApiError(400, "watch is not supported by this server; poll the list instead")
+    try:
+        requirements = parse_selector(selector)
+    except SelectorError as exc:
+        raise ApiError(400, f"unable to parse requirement: {exc}") from None
+    items = repo.list_resources(session, kind.group, kind.plural, namespace, requirements)
+    return {
+        "apiVersion": f"{kind.group}/{version}",
+        "kind": kind.list_kind,
+        "metadata": {"resourceVersion": str(repo.list_version(session, kind.group, kind.plural))},
+        "items": [render(r) for r in items],
+    }
+
+
+@router.get("/apis/{group}/{version}/{plural}", summary="List a kind in all namespaces")
+def list_all(
+    group: str,
+    version: str,
+    plural: str,
+    session: SessionDep,
+    labelSelector: str | None = Query(default=None),  # noqa: N803 (Kubernetes' parameter name)
+    watch: bool = False,
+) -> dict[str, Any]:
+    return _list(session, _kind(group, version, plural), version, None, labelSelector, watch)
+
+
+@router.get(NS, summary="List a kind in one namespace")
+def list_namespaced(
+    group: str,
+    version: str,
+    namespace: str,
+    plural: str,
+    session: SessionDep,
+    labelSelector: str | None = Query(default=None),  # noqa: N803
+    watch: bool = False,
+) -> dict[str, Any]:
+    return _list(session, _kind(group, version, plural), version, namespace, labelSelector, watch)
+
+
+@router.post(NS, status_code=201, summary="Create (JSON or YAML body)")
+def create(
+    group: str, version: str, namespace: str, plural: str, body: BodyDep, session: SessionDep, enqueue: EnqueueDep
+) -> JSONResponse:
+    kind = _kind(group, version, plural)
+    _check_type(body, kind, group, version)
+    if not is_label(namespace):
+        raise ApiError(400, f'namespace "{namespace}" is not a valid RFC 1123 label')
+    metadata = body.get("metadata") or {}
+    if not isinstance(metadata, dict):
+        raise ApiError(400, "metadata must be an object")
+    if metadata.get("namespace") not in (None, "", namespace):
+        raise ApiError(400, "the namespace of the provided object does not match the namespace sent on the request")
+    name = metadata.get("name") or (generate_name(metadata["generateName"]) if metadata.get("generateName") else "")
+    metadata = {**metadata, "name": name}
+    causes = metadata_causes(metadata)
+    spec = body.get("spec")
+    obj = {
+        "apiVersion": f"{group}/{version}",
+        "kind": kind.kind,
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "labels": metadata.get("labels") or {},
+            "annotations": metadata.get("annotations") or {},
+        },
+        "spec": spec,
+    }
+    causes += _spec_causes(kind, obj)
+    if causes:
+        raise errors.invalid(kind.kind, group, name or "", causes)
+    new = repo.ResourceCreate(
+        group=group,
+        version=version,
+        kind=kind.kind,
+        plural=plural,
+        namespace=namespace,
+        name=name,
+        labels=obj["metadata"]["labels"],
+        annotations=obj["metadata"]["annotations"],
+        spec=spec,
+        status=kind.initial_status(1, datetime.now(UTC)),
+    )
+    try:
+        stored = repo.create_resource(session, new)
+    except repo.AlreadyExists:
+        raise errors.already_exists(plural, name, group) from None
+    session.commit()  # committed before it is enqueued: nothing is lost if the broker is down
+    _enqueue(enqueue, kind, stored)
+    return JSONResponse(render(stored), status_code=201)
+
+
+@router.get(NS + "/{name}", summary="Get")
+def get(group: str, version: str, namespace: str, plural: str, name: str, session: SessionDep) -> dict[str, Any]:
+    return render(_load(session, _kind(group, version, plural), namespace, name))
+
+
+@router.get(NS + "/{name}/status", summary="Get (status subresource)")
+def get_status(group: str, version: str, namespace: str, plural: str, name: str, session: SessionDep) -> dict[str, Any]:
+    return render(_load(session, _kind(group, version, plural), namespace, name))
+
+
+@router.delete(NS + "/{name}", summary="Delete (what a DGDR deployed is kept)")
+def delete(
+    group: str, version: str, namespace: str, plural: str, name: str, options: OptionalBodyDep, session: SessionDep
+) -> dict[str, Any]:
+    kind = _kind(group, version, plural)
+    current = _load(session, kind, namespace, name)
+    preconditions = options.get("preconditions") or {}  # DeleteOptions
+    if preconditions.get("uid") not in (None, current.uid):
+        raise errors.conflict(plural, name, group, "Precondition failed: UID does not match")
+    if preconditions.get("resourceVersion") not in (None, str(current.resource_version)):
+        raise errors.conflict(plural, name, group, "Precondition failed: resourceVersion does not match")
+    repo.delete_resource(session, current.key)
+    session.commit()
+    return {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Success",
+        "details": {"name": name, "group": group, "kind": plural, "uid": current.uid},
+    }
+
+
+@router.patch(NS + "/{name}", summary="Merge-patch metadata (and spec before work starts)")
+def patch(
+    request: Request,
+    group: str,
+    version: str,
+    namespace: str,
+    plural: str,
+    name: str,
+    body: BodyDep,
+    session: SessionDep,
+    enqueue: EnqueueDep,
+) -> dict[str, Any]:
+    kind = _kind(group, version, plural)
+    _check_merge_type(request)
+    current = _load(session, kind, namespace, name)
+    desired = merge_patch(render(current), body)
+    return _update(session, enqueue, kind, current, desired, require_version=False)
+
+
+@router.put(NS + "/{name}", summary="Replace (metadata.resourceVersion required)")
+def replace(
+    group: str, version: str, namespace: str, plural: str, name: str, body: BodyDep, session: SessionDep, enqueue: EnqueueDep
+) -> dict[str, Any]:
+    kind = _kind(group, version, plural)
+    _check_type(body, kind, group, version)
+    current = _load(session, kind, namespace, name)
+    return _update(session, enqueue, kind, current, body, require_version=True)
+
+
+@router.patch(NS + "/{name}/status", summary="Merge-patch status")
+def patch_status(
+    request: Request, group: str, version: str, namespace: str, plural: str, name: str, body: BodyDep, session: SessionDep
+) -> dict[str, Any]:
+    kind = _kind(group, version, plural)
+    _check_merge_type(request)
+    current = _load(session, kind, namespace, name)
+    status = merge_patch(current.status, body.get("status") or {})
+    return _write_status(session, kind, current, status, _given_version(body))
+
+
+@router.put(NS + "/{name}/status", summary="Replace status (metadata.resourceVersion required)")
+def replace_status(
+    group: str, version: str, namespace: str, plural: str, name: str, body: BodyDep, session: SessionDep
+) -> dict[str, Any]:
+    kind = _kind(group, version, plural)
+    current = _load(session, kind, namespace, name)
+    given = _given_version(body)
+    if given is None:
+        raise errors.invalid(kind.kind, group, name, [("metadata.resourceVersion", "Invalid value: must be specified for an update")])
+    status = body.get("status") or {}
+    if not isinstance(status, dict):
+        raise errors.invalid(kind.kind, group, name, [("status", "Invalid value: must be an object")])
+    return _write_status(session, kind, current, status, given)
+
+
+def _check_type(body: dict[str, Any], kind: ServedKind, group: str, version: str) -> None:
+    api_version = body.get("apiVersion")
+    if api_version not in (None, f"{group}/{version}"):
+        raise ApiError(400, f"the API version in the data ({api_version}) does not match the expected API version ({group}/{version})")
+    if body.get("kind") not in (None, kind.kind):
+        raise ApiError(400, f"the kind in the data ({body.get('kind')}) does not match the expected kind ({kind.kind})")
+
+
+def _check_merge_type(request: Request) -> None:
+    ctype = (request.headers.get("content-type") or "").split(";")[0].strip().lower()
+    if ctype not in MERGE_TYPES:
+        raise ApiError(415, f'the patch type "{ctype}" is not supported; use application/merge-patch+json')
+
+
+def _spec_causes(kind: ServedKind, obj: dict[str, Any]) -> list[tuple[str, str]]:
+    if not isinstance(obj.get("spec"), dict):
+        return [("spec", "Required value: spec must be an object")]
+    try:
+        kind.validate(obj)
+    except InvalidSpec as exc:
+        return exc.causes
+    return []
+
+
+def _given_version(body: dict[str, Any]) -> int | None:
+    value = (body.get("metadata") or {}).get("resourceVersion")
+    if value in (None, ""):
+        return None
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return -1  # never matches: a conflict, as for any stale version
+
+
+def _update(
+    session: Session, enqueue, kind: ServedKind, current: repo.Resource, desired: dict[str, Any], *, require_version: bool
+) -> dict[str, Any]:
+    metadata = desired.get("metadata") or {}
+    if not isinstance(metadata, dict):
+        raise ApiError(400, "metadata must be an object")
+    if metadata.get("name", current.name) != current.name:
+        raise ApiError(400, f'the name of the object ({metadata.get("name")}) does not match the name on the URL ({current.name})')
+    if metadata.get("namespace", current.namespace) != current.namespace:
+        raise ApiError(400, "the namespace of the provided object does not match the namespace sent on the request")
+    if metadata.get("uid") not in (None, current.uid):
+        raise errors.conflict(kind.plural, current.name, kind.group, "Precondition failed: UID does not match")
+    given = _given_version(desired)
+    if require_version and given is None:
+        raise errors.invalid(kind.kind, kind.group, current.name, [("metadata.resourceVersion", "Invalid value: must be specified for an update")])
+    labels = metadata.get("labels") or {}
+    annotations = metadata.get("annotations") or {}
+    causes = metadata_causes({"name": current.name, "labels": labels, "annotations": annotations})
+    spec = desired.get("spec")
+    spec_changed = spec != current.spec
+    state = current.status.get("state") or ""
+    if spec_changed:
+        if state not in kind.editable_states:
+            causes.append(("spec", f"Forbidden: the spec cannot change once work has started (state {state})"))
+        else:
+            obj = {
+                "apiVersion": current.api_version,
+                "kind": kind.kind,
+                "metadata": {"name": current.name, "namespace": current.namespace, "labels": labels, "annotations": annotations},
+                "spec": spec,
+            }
+            causes += _spec_causes(kind, obj)
+    if causes:
+        raise errors.invalid(kind.kind, kind.group, current.name, causes)
+    try:
+        updated = repo.update_spec(
+            session,
+            current.key,
+            spec if spec_changed else current.spec,
+            labels=labels,
+            annotations=annotations,
+            expected_version=given if given is not None else current.resource_version,
+        )
+        if spec_changed:
+            status = kind.initial_status(updated.generation, datetime.now(UTC))
+            updated = repo.update_status(session, status, key=current.key, expected_version=updated.resource_version)
+    except repo.Conflict as exc:
+        session.rollback()
+        raise errors.conflict(kind.plural, current.name, kind.group, str(exc)) from None
+    session.commit()
+    if spec_changed:
+        _enqueue(enqueue, kind, updated)
+    return render(updated)
+
+
+def _write_status(session: Session, kind: ServedKind, current: repo.Resource, status: dict[str, Any], given: int | None):
+    try:
+        updated = repo.update_status(
+            session, status, key=current.key, expected_version=given if given is not None else current.resource_version
+        )
+    except repo.Conflict as exc:
+        session.rollback()
+        raise errors.conflict(kind.plural, current.name, kind.group, str(exc)) from None
+    session.commit()
+    return render(updated)
+
+
+def _enqueue(enqueue, kind: ServedKind, resource: repo.Resource) -> None:
+    try:
+        enqueue(kind, resource.uid)
+    except Exception:  # the request is stored; the recovery sweep enqueues it again
+        log.warning("could not enqueue %s %s/%s; it stays %s until re-enqueued",
+                    kind.kind, resource.namespace, resource.name, resource.status.get("state"), exc_info=True)
+

@@ -1,0 +1,46 @@
+"""A Celery worker inside the current process (``slaplan serve`` with no broker configured)."""
+
+from __future__ import annotations
+
+import threading
+from typing import NamedTuple
+
+from celery import Celery
+from celery.utils.nodenames import anon_nodename
+from celery.worker import WorkController
+
+from workers.celery_app import QUEUES
+
+
+class EmbeddedWorker(NamedTuple):
+    controller: WorkController
+    thread: threading.Thread
+
+
+def start_embedded_worker(app: Celery, *, queues: tuple[str, ...] = QUEUES, concurrency: int = 2) -> EmbeddedWorker:
+    """Start a thread-pool worker consuming ``queues`` in a daemon thread; returns once it is consuming."""
+    ready = threading.Event()
+    app.finalize()
+    controller = WorkController(
+        app=app,
+        hostname=anon_nodename(),
+        pool="threads",
+        concurrency=concurrency,
+        queues=list(queues),
+        loglevel="WARNING",
+        ready_callback=lambda *_: ready.set(),
+        without_heartbeat=True,
+        without_mingle=True,
+        without_gossip=True,
+    )
+    thread = threading.Thread(target=controller.start, name="slaplan-embedded-worker", daemon=True)
+    thread.start()
+    if not ready.wait(30):
+        raise RuntimeError("the embedded worker did not start within 30 s")
+    return EmbeddedWorker(controller, thread)
+
+
+def stop_embedded_worker(worker: EmbeddedWorker, timeout_s: float = 10.0) -> None:
+    """Stop consuming, let running tasks finish (up to ``timeout_s``)."""
+    worker.controller.stop(in_sighandler=False, exitcode=0)
+    worker.thread.join(timeout_s)

@@ -1,0 +1,206 @@
+"""Thin tasks: load by uid → skip if already done → call the pure core → save.
+
+Each task is idempotent. A DGDR is claimed by writing ``Profiling`` conditionally on the
+resource version it was read at, and its result is saved conditionally on the version of that
+claim: when a task is redelivered while another worker still runs it, only the last claimer
+can save, so a request never gets two results; a task arriving after the result was saved
+finds it done and does nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy.exc import OperationalError
+
+from infra.db import SessionFactory, session_scope
+from infra.resources import Conflict, NotFound, Resource, get_resource_by_uid, to_object, update_status
+from workers import lifecycle
+
+log = logging.getLogger(__name__)
+
+PLAN_TASK = "slaplan.plan_dgdr"
+BENCH_TASK = "slaplan.run_benchmarkjob"
+
+Clock = Callable[[], datetime]
+
+
+def _utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class PlannerUnavailable(RuntimeError):
+    pass
+
+
+def _planner() -> tuple[Callable[..., Any], Any, Any, Callable[..., Any]]:
+    """plan, the request module, the status module and render_dgd, imported when first needed."""
+    try:
+        from planner import plan
+    except ImportError as exc:
+        raise PlannerUnavailable("planner.plan not available") from exc
+    from planner import request as request_module
+    from planner import status as status_module
+    from planner.manifests.dynamo import render_dgd
+
+    return plan, request_module, status_module, render_dgd
+
+
+def _status_fn(status_module) -> Callable[..., dict[str, Any]]:
+    return getattr(status_module, "dgdr_status", None) or status_module.dgd_status
+
+
+def _save(sessions: SessionFactory, resource: Resource, status: dict[str, Any]) -> Resource:
+    with session_scope(sessions) as session:
+        return update_status(session, status, uid=resource.uid, expected_version=resource.resource_version)
+
+
+def _load(sessions: SessionFactory, uid: str) -> Resource | None:
+    with session_scope(sessions) as session:
+        return get_resource_by_uid(session, uid)
+
+
+def process_dgdr(sessions: SessionFactory, uid: str, *, clock: Clock = _utcnow) -> str:
+    """Plan one DGDR. Returns the outcome: ``ready``, ``failed``, ``done`` (already had a result),
+    ``gone`` (deleted), ``superseded`` (changed or claimed by another worker meanwhile) or
+    ``planner-unavailable`` (left Pending, to be planned once a planner is installed)."""
+    resource = _load(sessions, uid)
+    if resource is None:
+        return "gone"
+    status = resource.status
+    if status.get("state") in lifecycle.DGDR_TERMINAL and status.get("observedGeneration") == resource.generation:
+        return "done"
+    try:
+        plan, request_module, status_module, render_dgd = _planner()
+    except PlannerUnavailable:
+        log.warning("DGDR %s/%s stays Pending: planner.plan not available", resource.namespace, resource.name)
+        return "planner-unavailable"
+    make_status = _status_fn(status_module)
+    generation = resource.generation
+    stamp = lambda: lifecycle.timestamp(clock())  # noqa: E731
+
+    try:
+        request = request_module.parse_dgdr(to_object(resource))
+    except request_module.RequestError as exc:
+        messages = [f"{path}: {message}" if path else message for path, message in exc.causes]
+        failed = status_module.validation_failed_status(messages, observed_generation=generation, now=stamp())
+        return _finish(sessions, resource, failed, "failed")
+
+    try:
+        claimed = _save(
+            sessions, resource, make_status(None, None, observed_generation=generation, state="Profiling", now=stamp(), previous=status)
+        )
+    except (Conflict, NotFound):
+        return "superseded"
+
+    try:
+        result = plan(request)
+    except Exception as exc:  # a bug or a model the catalog cannot size: the request fails, visibly
+        log.exception("planning DGDR %s/%s failed", resource.namespace, resource.name)
+        failed = make_status(
+            None, None, observed_generation=generation, state="Failed", now=stamp(),
+            error=f"profiling error: {type(exc).__name__}: {exc}", previous=claimed.status,
+        )
+        return _finish(sessions, claimed, failed, "failed")
+
+    if not result.feasible or result.chosen is None:
+        failed = make_status(result, None, observed_generation=generation, state="Failed", now=stamp(), previous=claimed.status)
+        return _finish(sessions, claimed, failed, "failed")
+
+    try:
+        dgd = render_dgd(result.chosen, request, api_version=resource.version if resource.version == "v1beta1" else "v1alpha1")
+    except ValueError as exc:
+        failed = make_status(
+            result, None, observed_generation=generation, state="Failed", now=stamp(),
+            error=f"the deployment could not be generated: {exc}", previous=claimed.status,
+        )
+        return _finish(sessions, claimed, failed, "failed")
+
+    ready = make_status(result, dgd, observed_generation=generation, state="Ready", now=stamp(), previous=claimed.status)
+    if request.auto_apply:
+        ready = _nothing_applied(ready, generation, clock())
+    return _finish(sessions, claimed, ready, "ready")
+
+
+def _nothing_applied(status: dict[str, Any], generation: int, now: datetime) -> dict[str, Any]:
+    """autoApply without a configured cluster: Ready, and DeploymentReady says nothing was applied."""
+    status = {k: v for k, v in status.items() if k != "deployment"}
+    return lifecycle.with_condition(
+        status,
+        lifecycle.condition(
+            "DeploymentReady",
+            False,
+            "NoClusterConfigured",
+            "autoApply is set but no cluster is configured: nothing was applied; apply status.generatedDeployment yourself",
+            generation,
+            now,
+        ),
+    )
+
+
+def _finish(sessions: SessionFactory, claimed: Resource, status: dict[str, Any], outcome: str) -> str:
+    try:
+        _save(sessions, claimed, status)
+    except (Conflict, NotFound):
+        return "superseded"
+    return outcome
+
+
+def process_benchmarkjob(sessions: SessionFactory, uid: str, *, clock: Clock = _utcnow) -> str:
+    """Take one BenchmarkJob. Running benchmarks is not part of this version: the job stays
+    Pending with ``status.details`` saying it waits for a benchmark runner (it is enqueued
+    again at the next service start). Returns ``waiting``, ``done`` or ``gone``."""
+    resource = _load(sessions, uid)
+    if resource is None:
+        return "gone"
+    if resource.status.get("state") in lifecycle.BENCH_TERMINAL:
+        return "done"
+    details = "queued; waiting for a benchmark runner, which this version of slaplan does not include"
+    if resource.status.get("state") == "Pending" and resource.status.get("details") == details:
+        return "waiting"  # already says so: no write, so that sweeps do not churn the object
+    waiting = {**resource.status, "state": "Pending", "lastReconcileTime": lifecycle.timestamp(clock()), "details": details}
+    try:
+        _save(sessions, resource, waiting)
+    except (Conflict, NotFound):
+        return "superseded"
+    return "waiting"
+
+
+def _measured(name: str, run: Callable[[], str]) -> str:
+    from workers.metrics import task_metrics
+
+    metrics = task_metrics()
+    started = time.perf_counter()
+    outcome = "error"
+    try:
+        outcome = run()
+        return outcome
+    finally:
+        metrics.runs.labels(name, outcome).inc()
+        metrics.seconds.labels(name).observe(time.perf_counter() - started)
+
+
+def register_tasks(app) -> None:
+    """Define the tasks on a Celery ``app`` (called by ``make_celery``)."""
+    from workers.celery_app import sessions_for
+
+    common = {
+        "bind": True,
+        "acks_late": True,
+        "reject_on_worker_lost": True,
+        "autoretry_for": (OperationalError,),  # the database went away for a moment
+        "retry_backoff": True,
+        "max_retries": 5,
+    }
+
+    @app.task(name=PLAN_TASK, **common)
+    def plan_dgdr(self, uid: str) -> str:
+        return _measured(PLAN_TASK, lambda: process_dgdr(sessions_for(self.app), uid))
+
+    @app.task(name=BENCH_TASK, **common)
+    def run_benchmarkjob(self, uid: str) -> str:
+        return _measured(BENCH_TASK, lambda: process_benchmarkjob(sessions_for(self.app), uid))
