@@ -1,0 +1,117 @@
+"""Fitting the model's free parameters to measured serving data, and judging the fit.
+
+Pure: rows come in as dicts. The loss is the soft-L1 (robust) norm of log(pred/measured)
+for TTFT and TPOT together, so a 2× error counts the same at 50 ms and at 5 s, and a few
+wild rows cannot dominate. Judged only by grouped cross-validation: every fold holds out a
+whole model family or a whole GPU type, the parameters are refitted without it, and the
+errors are measured on it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.optimize import least_squares
+
+from profiler.dataset import row_config
+from profiler.errors import ModelError
+from profiler.estimate import Batch, evaluate, prepare, stack_prepared
+from profiler.model_catalog import resolve_model
+from profiler.params import PARAMS, default_params
+
+TTFT_WEIGHT = 1.0
+TPOT_WEIGHT = 1.0
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """The rows that could be predicted, stacked, with their measurements and labels."""
+
+    index: np.ndarray  # positions in the input
+    batch: Batch
+    ttft_ms: np.ndarray
+    tpot_ms: np.ndarray
+    labels: dict[str, np.ndarray]  # model family, gpu, backend, mode per row
+    errors: dict[int, str]  # input position -> why it cannot be predicted
+
+
+def family(model_id: str) -> str:
+    """Group key for cross-validation: the architecture, so variants of one model stay together."""
+    try:
+        return resolve_model(model_id)[0].hf_id
+    except ModelError:
+        return model_id
+
+
+def prepare_rows(rows: list[dict]) -> Prepared:
+    """Prepare every row; rows that fail are recorded in ``errors``, never raised."""
+    keep, preps, errors = [], [], {}
+    for i, row in enumerate(rows):
+        try:
+            model, _ = resolve_model(str(row.get("model") or ""))
+            config, _ = row_config(row, model.num_heads, model.is_moe)
+            preps.append(prepare(config))
+            keep.append(i)
+        except (ModelError, ValueError) as exc:
+            errors[i] = str(exc).splitlines()[0]
+    take = lambda key: np.array([float(rows[i].get(key) or "nan") for i in keep])  # noqa: E731
+    labels = {k: np.array([str(rows[i].get(k)) for i in keep]) for k in ("gpu", "backend", "mode")}
+    labels["family"] = np.array([family(str(rows[i].get("model"))) for i in keep])
+    return Prepared(np.array(keep, dtype=int), stack_prepared(preps) if preps else None,
+                    take("ttft_ms"), take("tpot_ms"), labels, errors)
+
+
+def _subset(data: Prepared, mask: np.ndarray) -> Prepared:
+    b = data.batch
+    pick = lambda d: {k: v[mask] for k, v in d.items()}  # noqa: E731
+    return Prepared(data.index[mask], Batch(pick(b.decode), pick(b.prefill), pick(b.load), b.gpus[mask]),
+                    data.ttft_ms[mask], data.tpot_ms[mask], pick(data.labels), {})
+
+
+def fit(data: Prepared, start: dict[str, float] | None = None, names: tuple[str, ...] = tuple(PARAMS),
+        max_evals: int = 400) -> dict[str, float]:
+    """Least-squares fit of ``names`` (others stay at ``start``) in log-parameter space."""
+    base = dict(start or default_params())
+    lo = np.log([PARAMS[n][1] if PARAMS[n][1] > 0 else 1e-3 for n in names])
+    hi = np.log([PARAMS[n][2] for n in names])
+    x0 = np.clip(np.log([max(base[n], 1e-3) for n in names]), lo + 1e-9, hi - 1e-9)
+    ok = np.isfinite(data.ttft_ms) & np.isfinite(data.tpot_ms)
+    log_ttft, log_tpot = np.log(data.ttft_ms), np.log(data.tpot_ms)
+
+    def residuals(x):
+        p = dict(base, **dict(zip(names, np.exp(x))))
+        out = evaluate(data.batch, p)
+        r1 = np.where(ok, np.log(np.maximum(out["ttft_ms"], 1e-3)) - log_ttft, 0.0)
+        r2 = np.where(ok, np.log(np.maximum(out["itl_ms"], 1e-3)) - log_tpot, 0.0)
+        r1 = np.where(np.isfinite(r1), r1, 5.0)
+        r2 = np.where(np.isfinite(r2), r2, 5.0)
+        return np.concatenate([TTFT_WEIGHT * r1, TPOT_WEIGHT * r2])
+
+    res = least_squares(residuals, x0, bounds=(lo, hi), loss="soft_l1", f_scale=0.2, max_nfev=max_evals,
+                        x_scale=1.0, diff_step=1e-3)
+    return dict(base, **{n: float(v) for n, v in zip(names, np.exp(res.x))})
+
+
+def ape(pred: np.ndarray, measured: np.ndarray) -> np.ndarray:
+    """Absolute percentage errors."""
+    return np.abs(pred - measured) / measured * 100.0
+
+
+def cross_validate(data: Prepared, start: dict[str, float] | None = None, max_evals: int = 200) -> dict[str, np.ndarray]:
+    """Grouped CV: one fold per model family and one per GPU type.
+
+    Returns held-out predictions for each scheme (``family`` and ``gpu``): every row is
+    predicted by parameters fitted without its group.
+    """
+    result = {}
+    for scheme in ("family", "gpu"):
+        ttft = np.full(len(data.index), np.nan)
+        tpot = np.full(len(data.index), np.nan)
+        for group in np.unique(data.labels[scheme]):
+            held = data.labels[scheme] == group
+            params = fit(_subset(data, ~held), start, max_evals=max_evals)
+            out = evaluate(_subset(data, held).batch, params)
+            ttft[held], tpot[held] = out["ttft_ms"], out["itl_ms"]
+        result[scheme] = np.stack([ttft, tpot])
+    return result

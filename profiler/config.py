@@ -1,0 +1,110 @@
+"""The performance model's public input and output types (frozen, ``extra="forbid"``).
+
+Times are milliseconds, memory GiB, throughputs per second. A load is either closed-loop
+client ``concurrency`` (each client sends its next request when the last one finishes) or
+a Poisson ``request_rate``; both count the whole deployment, not one engine.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+Backend = Literal["vllm", "sglang", "trtllm"]
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Parallel(_Frozen):
+    """Parallelism of one engine.
+
+    GPUs per engine = tp × pp × dp, where ``dp`` is attention data-parallelism (each rank
+    holds its own sequences and KV cache). MoE layers spread experts over the same GPUs:
+    ``moe_tp`` × ``moe_ep`` = tp × dp (``moe_ep`` defaults to 1, ``moe_tp`` to the rest).
+    """
+
+    tp: int = Field(default=1, gt=0)
+    pp: int = Field(default=1, gt=0)
+    dp: int = Field(default=1, gt=0)
+    moe_ep: int = Field(default=1, gt=0)
+    moe_tp: int | None = Field(default=None, gt=0)
+
+    @property
+    def gpus(self) -> int:
+        return self.tp * self.pp * self.dp
+
+    @property
+    def expert_tp(self) -> int:
+        return self.moe_tp if self.moe_tp is not None else max(1, self.tp * self.dp // self.moe_ep)
+
+
+class ServingConfig(_Frozen):
+    """One deployment under one load.
+
+    Aggregated: ``replicas`` copies of ``engine``. Disaggregated: ``prefill_workers``
+    copies of ``prefill`` and ``decode_workers`` copies of ``decode``. ``max_batch`` caps
+    concurrent sequences per (decode or aggregated) engine; None = what KV memory allows.
+    """
+
+    model: str
+    gpu: str
+    backend: Backend = "vllm"
+    precision: str | None = None
+    kv_dtype: str | None = None
+    mode: Literal["agg", "disagg"] = "agg"
+    engine: Parallel | None = None
+    replicas: int = Field(default=1, gt=0)
+    prefill: Parallel | None = None
+    decode: Parallel | None = None
+    prefill_workers: int = Field(default=1, gt=0)
+    decode_workers: int = Field(default=1, gt=0)
+    max_batch: int | None = Field(default=None, gt=0)
+    max_num_tokens: int | None = Field(default=None, gt=0, description="prefill chunk, tokens per step")
+    isl_tokens: int = Field(gt=0)
+    osl_tokens: int = Field(gt=0)
+    concurrency: float | None = Field(default=None, gt=0)
+    request_rate: float | None = Field(default=None, gt=0)
+
+    @model_validator(mode="after")
+    def _check(self) -> "ServingConfig":
+        if self.concurrency is not None and self.request_rate is not None:
+            raise ValueError("give concurrency or request_rate, not both")
+        if self.mode == "agg" and self.engine is None:
+            raise ValueError("engine: required for mode 'agg'")
+        if self.mode == "disagg" and (self.prefill is None or self.decode is None):
+            raise ValueError("prefill and decode: required for mode 'disagg'")
+        return self
+
+
+class Memory(_Frozen):
+    """Per-GPU memory of one engine role (GiB) and what the KV cache holds per engine."""
+
+    weights_gib: float
+    kv_cache_gib: float
+    activations_gib: float
+    kv_capacity_tokens: int
+    max_sequences: int
+
+
+class Estimate(_Frozen):
+    """Predicted behaviour at the stated load (or at concurrency 1 when none is given).
+
+    ``saturated`` is true when the load exceeds what the deployment can serve: for a
+    closed loop the extra clients queue (TTFT grows), for a Poisson rate the queue grows
+    without bound and the TTFT figures are those at the limit.
+    """
+
+    ttft_ms: float
+    ttft_p90_ms: float
+    ttft_p99_ms: float
+    itl_ms: float
+    output_tok_s_per_gpu: float
+    tok_s_per_user: float
+    requests_per_s: float
+    total_gpus: int
+    decode_batch: float = Field(description="mean sequences decoding per decode engine")
+    saturated: bool
+    memory: dict[str, Memory]

@@ -1,0 +1,86 @@
+"""Rows of measured serving data (the calibration CSV's columns) as ServingConfigs.
+
+Pure: takes rows already read (dicts of strings or numbers). Conventions of the data:
+- ``concurrency`` is closed-loop client concurrency across the whole deployment;
+- a MoE engine whose TP does not divide the attention heads (e.g. TP 48 for 128 heads) can
+  only run attention data-parallel, so it is read as dp = tp, tp = 1;
+- a ``moe_ep`` of 0 means no expert parallelism;
+- disaggregated rows without worker counts are read as a deployment sized for its load:
+  enough decode workers for ``UNRECORDED_BATCH_PER_RANK`` sequences per attention rank,
+  and prefill GPUs in the ratio ``UNRECORDED_DECODE_PER_PREFILL_GPU`` (recorded in the
+  assumptions).
+"""
+
+from __future__ import annotations
+
+import math
+
+from profiler.config import Parallel, ServingConfig
+from profiler.errors import ModelError
+
+UNRECORDED_BATCH_PER_RANK = 256
+UNRECORDED_DECODE_PER_PREFILL_GPU = 2.0
+
+INPUT_COLUMNS = ("model", "gpu", "backend", "precision", "mode", "isl", "osl", "concurrency", "tp", "pp",
+                 "attn_dp", "moe_tp", "moe_ep", "p_workers", "p_tp", "p_pp", "p_attn_dp", "p_moe_ep", "p_bs",
+                 "d_workers", "d_tp", "d_pp", "d_attn_dp", "d_moe_ep", "d_bs", "num_gpus")
+
+
+def _num(row: dict, key: str) -> float | None:
+    value = row.get(key)
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    try:
+        x = float(value)
+    except (TypeError, ValueError) as exc:
+        raise ModelError(key, f"not a number: {value!r}") from exc
+    return None if math.isnan(x) else x
+
+
+def _int(row: dict, key: str, default: int | None = None) -> int:
+    x = _num(row, key)
+    if x is None:
+        if default is None:
+            raise ModelError(key, "missing")
+        return default
+    if x != int(x) or x < 0:
+        raise ModelError(key, f"must be a non-negative integer, got {row.get(key)!r}")
+    return int(x)
+
+
+def _parallel(row: dict, prefix: str, heads: int | None, moe: bool) -> Parallel:
+    tp = _int(row, f"{prefix}tp", 1) or 1
+    dp = _int(row, f"{prefix}attn_dp", 1) or 1
+    ep = (_int(row, f"{prefix}moe_ep", 1) or 1) if moe else 1
+    if moe and heads and heads % tp and dp == 1:
+        tp, dp = 1, tp
+    if not moe:
+        dp = 1
+    if moe and (tp * dp) % ep:
+        ep = 1
+    return Parallel(tp=tp, pp=_int(row, f"{prefix}pp", 1) or 1, dp=dp, moe_ep=ep)
+
+
+def row_config(row: dict, heads: int | None = None, moe: bool = False) -> tuple[ServingConfig, tuple[str, ...]]:
+    """The ServingConfig a measured row describes, and the assumptions made reading it."""
+    notes: list[str] = []
+    mode = str(row.get("mode") or "agg").strip()
+    if mode not in ("agg", "disagg"):
+        raise ModelError("mode", f"must be agg or disagg, got {mode!r}")
+    conc = _num(row, "concurrency")
+    if conc is None or conc <= 0:
+        raise ModelError("concurrency", f"must be > 0, got {row.get('concurrency')!r}")
+    common = dict(model=str(row.get("model") or ""), gpu=str(row.get("gpu") or ""),
+                  backend=str(row.get("backend") or "vllm").strip(),
+                  precision=(str(row["precision"]).strip() or None) if row.get("precision") else None,
+                  mode=mode, isl_tokens=_int(row, "isl"), osl_tokens=_int(row, "osl"), concurrency=conc)
+    if mode == "agg":
+        return ServingConfig(engine=_parallel(row, "", heads, moe), **common), ()
+    prefill, decode = _parallel(row, "p_", heads, moe), _parallel(row, "d_", heads, moe)
+    pw, dw = _num(row, "p_workers"), _num(row, "d_workers")
+    if pw is None or dw is None:
+        dw = math.ceil(conc / (decode.dp * UNRECORDED_BATCH_PER_RANK))
+        pw = max(1, round(dw * decode.gpus / prefill.gpus / UNRECORDED_DECODE_PER_PREFILL_GPU))
+        notes.append(f"worker counts missing: read as {pw} prefill + {dw} decode workers")
+    return ServingConfig(prefill=prefill, decode=decode, prefill_workers=int(pw), decode_workers=int(dw),
+                         **common), tuple(notes)

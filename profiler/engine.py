@@ -1,0 +1,182 @@
+"""Per-GPU work of one engine: FLOPs and bytes per token, memory, and KV capacity.
+
+Everything here depends only on the configuration (not on fitted parameters), so it is
+computed once per configuration and then reused by the timing model for any batch size.
+Units: FLOPs, bytes, GB/s; memory reported in GiB.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from profiler.config import Memory, Parallel
+from profiler.errors import Infeasible, ModelError
+from profiler.gpus import Gpu
+from profiler.models import Model
+from profiler.precision import (
+    KV_BYTES,
+    WEIGHT_BYTES,
+    attention_weight_precision,
+    mlp_compute_dtype,
+)
+
+# Fraction of GPU memory each backend lets weights + KV + activations use.
+MEMORY_FRACTION = {"vllm": 0.90, "sglang": 0.88, "trtllm": 0.90}
+MAX_MEMORY_FRACTION = 0.96
+# Memory outside the engine's pool: CUDA context, NCCL buffers, CUDA graphs (GiB).
+RESERVED_GIB = 2.0
+ACT_BYTES = 2.0  # activations travel in bf16
+DEFAULT_MAX_NUM_TOKENS = {"vllm": 8192, "sglang": 8192, "trtllm": 8192}
+MAX_BATCH_CAP = 1024  # engines' own ceiling on running sequences per attention rank
+
+
+@dataclass(frozen=True)
+class EngineShape:
+    """Per-GPU quantities of one engine role; per token means per token on one attention rank."""
+
+    gpus: int
+    tp: int
+    pp: int
+    dp: int
+    moe_ep: int
+    num_layers: int
+    flops_dense_tok: float  # GEMM FLOPs per token on one GPU outside the routed experts
+    flops_moe_tok: float  # routed-expert FLOPs per token per GPU (experts spread over all GPUs)
+    attn_pair_flops: float  # attention FLOPs per (query, key) pair per GPU
+    mla_decode_flops: float  # extra FLOPs per (query, cached token) of absorbed MLA decode
+    weight_bytes_dense: float  # bytes of non-expert weights per GPU
+    weight_bytes_experts: float  # bytes of all local routed experts per GPU
+    num_experts: int
+    experts_per_token: int
+    kv_bytes_tok: float  # KV-cache bytes per context token per GPU
+    kv_bytes_tok_total: float  # KV bytes per token of the whole model (what prefill hands to decode)
+    allreduce_bytes_tok: float  # bytes per token per all-reduce
+    allreduces: int  # all-reduces per forward pass
+    alltoall_bytes_tok: float  # bytes per token per all-to-all
+    alltoalls: int  # all-to-alls per forward pass
+    peak_dense_flops: float  # FLOP/s of the attention / dense GEMMs
+    peak_moe_flops: float  # FLOP/s of the expert GEMMs
+    peak_attn_flops: float  # FLOP/s of attention math (bf16)
+    hbm_bytes_s: float
+    link_bytes_s: float  # one direction, per GPU, of the slowest link the engine's collectives cross
+    internode: bool
+    kv_transfer_bytes_s: float  # bandwidth available to ship a prefilled KV cache to decode
+    compute_dtype: str
+    memory: Memory
+    kv_tokens_per_rank: int
+
+
+def _dense_flops_per_token(model: Model) -> float:
+    """Non-expert GEMM FLOPs per token for the whole model (2 FLOPs per multiply-add)."""
+    dense_mlp_layers = model.dense_layers if model.is_moe else model.num_layers
+    shared = model.moe_layers * model.shared_experts * model.expert_params()
+    lm_head = model.vocab_size * model.hidden_size
+    return 2.0 * (model.all_attention_params() + dense_mlp_layers * model.dense_mlp_params()
+                  + shared + lm_head)
+
+
+def kv_elements_per_token(model: Model, context_tokens: float) -> float:
+    """KV elements per context token, sliding-window layers prorated at a mean context (tokens)."""
+    full = model.kv_elements_per_token()
+    sliding_layers = model.softmax_attention_layers - model.full_kv_layers if model.sliding_window else 0
+    per_layer = 2 * model.num_kv_heads * model.head_dim
+    return full + sliding_layers * per_layer * min(1.0, model.sliding_window / max(context_tokens, 1.0))
+
+
+def _check_divisibility(model: Model, par: Parallel, role: str) -> None:
+    heads = model.num_heads
+    if heads % par.tp:
+        raise ModelError(f"{role}.tp", f"tp={par.tp} does not divide the {heads} attention heads of {model.hf_id}")
+    if model.num_layers < par.pp:
+        raise ModelError(f"{role}.pp", f"pp={par.pp} exceeds the {model.num_layers} layers of {model.hf_id}")
+    if model.is_moe:
+        if model.num_experts % par.moe_ep:
+            raise ModelError(f"{role}.moe_ep", f"moe_ep={par.moe_ep} does not divide the {model.num_experts} experts")
+        if par.expert_tp * par.moe_ep != par.tp * par.dp:
+            raise ModelError(f"{role}.moe_ep", f"moe_tp × moe_ep = {par.expert_tp}×{par.moe_ep} must equal tp × dp = {par.tp * par.dp}")
+    elif par.dp > 1:
+        raise ModelError(f"{role}.dp", "attention data-parallelism applies to MoE models only; use replicas")
+
+
+def engine_shape(model: Model, gpu: Gpu, backend: str, precision: str, kv_dtype: str, par: Parallel,
+                 role: str = "engine", max_num_tokens: int | None = None,
+                 context_tokens: float = 4096.0) -> EngineShape:
+    """Per-GPU work and memory of one engine; raises Infeasible when the weights do not fit."""
+    _check_divisibility(model, par, role)
+    tp, pp, dp = par.tp, par.pp, par.dp
+    moe_gpus = par.expert_tp * par.moe_ep
+    attn_prec = attention_weight_precision(precision)
+
+    # Weights per GPU (bytes): attention and dense MLPs split over tp and pp; the embedding
+    # and LM head split over tp; routed experts over every GPU of a stage.
+    dense_mlp_layers = model.dense_layers if model.is_moe else model.num_layers
+    attn_b = model.all_attention_params() * WEIGHT_BYTES[attn_prec]
+    mlp_b = (dense_mlp_layers * model.dense_mlp_params()
+             + model.moe_layers * model.shared_experts * model.expert_params()) * WEIGHT_BYTES[precision]
+    emb_b = model.embedding_params() * WEIGHT_BYTES["bf16"]
+    dense_bytes = (attn_b + mlp_b) / (tp * pp) + emb_b / tp
+    expert_bytes = model.moe_layers * model.num_experts * model.expert_params() * WEIGHT_BYTES[precision] / (moe_gpus * pp)
+
+    # KV per context token per GPU: GQA heads split over tp (replicated when kv heads < tp);
+    # an MLA latent is replicated on every tp rank; layers split over pp.
+    kv_total = kv_elements_per_token(model, context_tokens) * KV_BYTES[kv_dtype]
+    if model.attention == "mla":
+        kv_gpu = kv_total / pp
+    else:
+        kv_gpu = kv_total * max(1, model.num_kv_heads // tp) / model.num_kv_heads / pp
+
+    chunk = max_num_tokens or DEFAULT_MAX_NUM_TOKENS[backend]
+    width = max(model.hidden_size * 4, 2 * model.intermediate_size // tp, 2 * model.moe_intermediate_size * max(1, model.experts_per_token) // max(1, par.expert_tp))
+    act_bytes = chunk * (width + model.vocab_size // tp) * ACT_BYTES * 2
+    budget = gpu.memory_bytes * MEMORY_FRACTION[backend] - RESERVED_GIB * 2**30
+    weights = dense_bytes + expert_bytes
+    kv_bytes = budget - weights - act_bytes
+    if kv_bytes <= 0:  # engines let users raise their memory fraction up to about 0.96
+        kv_bytes = gpu.memory_bytes * MAX_MEMORY_FRACTION - RESERVED_GIB * 2**30 - weights - act_bytes
+    gib = 2**30
+    if kv_bytes <= 0:
+        raise Infeasible(role, f"{model.hf_id} in {precision} needs {weights / gib:.1f} GiB of weights and "
+                               f"{act_bytes / gib:.1f} GiB of activations per GPU at tp={tp} pp={pp} ep={par.moe_ep}, "
+                               f"more than a {gpu.name} has ({gpu.memory_gib:.0f} GiB)")
+    tokens_rank = int(kv_bytes / kv_gpu)
+    # Sliding-window layers cost a bounded cache; their share is inside the activations margin.
+    max_seq = min(MAX_BATCH_CAP, tokens_rank) * dp
+    memory = Memory(weights_gib=weights / gib, kv_cache_gib=kv_bytes / gib, activations_gib=act_bytes / gib,
+                    kv_capacity_tokens=tokens_rank * dp, max_sequences=max_seq)
+
+    expert_flops = 2.0 * model.moe_layers * model.experts_per_token * model.expert_params()
+    cdt = mlp_compute_dtype(precision)
+    spans_nodes = par.gpus > gpu.nvlink_domain
+    link = (gpu.internode_gb_s if spans_nodes else gpu.nvlink_gb_s / 2) * 1e9
+    layers_stage = model.num_layers / pp
+    mla_extra = (2 * model.num_heads * model.kv_lora_rank * 2 * layers_stage / tp) if model.attention == "mla" else 0.0
+    return EngineShape(
+        gpus=par.gpus, tp=tp, pp=pp, dp=dp, moe_ep=par.moe_ep, num_layers=model.num_layers,
+        flops_dense_tok=_dense_flops_per_token(model) / (tp * pp),
+        flops_moe_tok=expert_flops / (moe_gpus * pp),
+        attn_pair_flops=model.attention_flops_per_token_pair() / (tp * pp),
+        mla_decode_flops=mla_extra,
+        weight_bytes_dense=dense_bytes, weight_bytes_experts=expert_bytes,
+        num_experts=model.num_experts, experts_per_token=model.experts_per_token,
+        kv_bytes_tok=kv_gpu, kv_bytes_tok_total=kv_total,
+        allreduce_bytes_tok=model.hidden_size * ACT_BYTES * 2 * (tp - 1) / tp if tp > 1 else 0.0,
+        allreduces=int(2 * layers_stage) if tp > 1 else 0,
+        alltoall_bytes_tok=(model.hidden_size * model.experts_per_token * (par.moe_ep - 1) / par.moe_ep
+                            * (1.0 if precision in ("fp8", "fp4") else ACT_BYTES) * 2) if par.moe_ep > 1 else 0.0,
+        alltoalls=int(2 * model.moe_layers / pp) if par.moe_ep > 1 else 0,
+        peak_dense_flops=gpu.peak_tflops("fp8" if attn_prec == "fp8" else "bf16") * 1e12,
+        peak_moe_flops=gpu.peak_tflops(cdt) * 1e12,
+        peak_attn_flops=gpu.peak_tflops("bf16") * 1e12,
+        hbm_bytes_s=gpu.hbm_gb_s * 1e9,
+        link_bytes_s=link, internode=spans_nodes,
+        kv_transfer_bytes_s=(gpu.nvlink_gb_s / 2 if gpu.nvlink_domain > gpu.gpus_per_node else gpu.internode_gb_s) * 1e9 * par.gpus,
+        compute_dtype=cdt, memory=memory, kv_tokens_per_rank=tokens_rank,
+    )
+
+
+def max_batch_per_rank(shape: EngineShape, context_tokens: float, limit: int | None) -> float:
+    """Sequences one attention rank can hold at a mean context (tokens), capped by ``limit`` per engine."""
+    by_kv = shape.kv_tokens_per_rank / max(1.0, context_tokens)
+    cap = MAX_BATCH_CAP if limit is None else min(MAX_BATCH_CAP, limit / shape.dp)
+    return max(0.0, min(by_kv, cap))
+

@@ -1,0 +1,131 @@
+"""The performance model's entry points: ``estimate`` for one configuration, ``prepare`` +
+``evaluate`` for many at once (vectorized; used by calibration and batch estimates)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from profiler.config import Estimate, Memory, Parallel, ServingConfig
+from profiler.engine import DEFAULT_MAX_NUM_TOKENS, engine_shape, max_batch_per_rank
+from profiler.errors import ModelError
+from profiler.gpus import get_gpu
+from profiler.models import Model
+from profiler.params import shipped_params
+from profiler.precision import KV_DTYPES, check_precision, default_kv_dtype
+from profiler.serving import Load, features, solve, stack
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """One configuration reduced to numbers: decode/prefill features and its load."""
+
+    decode: dict[str, float]
+    prefill: dict[str, float]
+    load: dict[str, float]
+    total_gpus: int
+    memory: dict[str, Memory]
+
+
+def _resolve(config: ServingConfig, model: Model | None) -> tuple[Model, str]:
+    if model is not None:
+        return model, check_precision(config.precision or model.native_precision)
+    from profiler.model_catalog import resolve_model
+
+    found, implied = resolve_model(config.model)
+    return found, check_precision(config.precision or implied)
+
+
+def prepare(config: ServingConfig, model: Model | None = None) -> Prepared:
+    """Resolve names and compute every parameter-independent quantity of ``config``."""
+    arch, precision = _resolve(config, model)
+    gpu = get_gpu(config.gpu)
+    kv_dtype = (config.kv_dtype or default_kv_dtype(precision)).lower()
+    if kv_dtype not in KV_DTYPES:
+        raise ModelError("kv_dtype", f"unknown KV-cache dtype {config.kv_dtype!r}; known: {', '.join(KV_DTYPES)}")
+    chunk = config.max_num_tokens or DEFAULT_MAX_NUM_TOKENS[config.backend]
+    context = config.isl_tokens + config.osl_tokens / 2
+
+    def shape(par: Parallel, role: str):
+        return engine_shape(arch, gpu, config.backend, precision, kv_dtype, par, role, chunk, context)
+
+    if config.mode == "agg":
+        dec = pre = shape(config.engine, "engine")
+        decode_engines, prefill_servers = config.replicas, config.replicas * config.engine.dp
+        total = config.replicas * config.engine.gpus
+        memory = {"engine": dec.memory}
+    else:
+        pre = shape(config.prefill, "prefill")
+        dec = shape(config.decode, "decode")
+        decode_engines = config.decode_workers
+        prefill_servers = config.prefill_workers * config.prefill.dp
+        total = config.prefill_workers * config.prefill.gpus + config.decode_workers * config.decode.gpus
+        memory = {"prefill": pre.memory, "decode": dec.memory}
+        if pre.kv_tokens_per_rank < config.isl_tokens:
+            raise ModelError("prefill", f"a prefill rank holds {pre.kv_tokens_per_rank} KV tokens, fewer than ISL {config.isl_tokens}")
+    cap = max_batch_per_rank(dec, context, config.max_batch)
+    if cap < 1:
+        raise ModelError("isl_tokens", f"one sequence of {context:.0f} tokens does not fit the KV cache "
+                                       f"({dec.kv_tokens_per_rank} tokens per rank)")
+    closed = config.request_rate is None
+    load = {
+        "isl": config.isl_tokens, "osl": config.osl_tokens,
+        "decode_engines": decode_engines, "prefill_servers": prefill_servers,
+        "disagg": 1.0 if config.mode == "disagg" else 0.0,
+        "closed": 1.0 if closed else 0.0,
+        "load": (config.concurrency or 1.0) if closed else config.request_rate,
+        "batch_cap": cap,
+    }
+    return Prepared(features(dec, config.backend, chunk), features(pre, config.backend, chunk), load, total, memory)
+
+
+@dataclass(frozen=True)
+class Batch:
+    """Many prepared configurations stacked into arrays."""
+
+    decode: dict[str, np.ndarray]
+    prefill: dict[str, np.ndarray]
+    load: dict[str, np.ndarray]
+    gpus: np.ndarray
+
+
+def stack_prepared(prepared: list[Prepared]) -> Batch:
+    return Batch(stack([x.decode for x in prepared]), stack([x.prefill for x in prepared]),
+                 stack([x.load for x in prepared]), np.array([x.total_gpus for x in prepared], dtype=float))
+
+
+def evaluate(prepared: list[Prepared] | Batch, params: dict[str, float] | None = None) -> dict[str, np.ndarray]:
+    """Solve many prepared configurations at once; times in ms, throughput per second."""
+    p = params or shipped_params()
+    batch = prepared if isinstance(prepared, Batch) else stack_prepared(prepared)
+    fd, fp, ld, gpus = batch.decode, batch.prefill, batch.load, batch.gpus
+    out = solve(fd, fp, Load(**ld), p)
+    return {
+        "ttft_ms": out["ttft_s"] * 1e3,
+        "ttft_p90_ms": out["ttft_p90_s"] * 1e3,
+        "ttft_p99_ms": out["ttft_p99_s"] * 1e3,
+        "itl_ms": out["tpot_s"] * 1e3,
+        "requests_per_s": out["requests_s"],
+        "output_tok_s_per_gpu": out["requests_s"] * ld["osl"] / gpus,
+        "tok_s_per_user": 1.0 / out["tpot_s"],
+        "decode_batch": out["batch"] * fd["dp"],
+        "saturated": out["saturated"],
+    }
+
+
+def estimate(config: ServingConfig, *, params: dict[str, float] | None = None, model: Model | None = None) -> Estimate:
+    """Predict TTFT, ITL, throughput and memory of one configuration under its load.
+
+    ``model`` replaces the catalog lookup of ``config.model`` (e.g. a parsed config.json).
+    Raises ``ModelError`` (naming the field) for invalid or infeasible configurations.
+    """
+    prep = prepare(config, model)
+    r = evaluate([prep], params)
+    return Estimate(
+        ttft_ms=float(r["ttft_ms"][0]), ttft_p90_ms=float(r["ttft_p90_ms"][0]), ttft_p99_ms=float(r["ttft_p99_ms"][0]),
+        itl_ms=float(r["itl_ms"][0]), output_tok_s_per_gpu=float(r["output_tok_s_per_gpu"][0]),
+        tok_s_per_user=float(r["tok_s_per_user"][0]), requests_per_s=float(r["requests_per_s"][0]),
+        total_gpus=prep.total_gpus, decode_batch=float(r["decode_batch"][0]),
+        saturated=bool(r["saturated"][0]), memory=prep.memory,
+    )

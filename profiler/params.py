@@ -1,0 +1,54 @@
+"""The model's free parameters: efficiencies and overheads fitted to measurements.
+
+Defaults are physically plausible starting points; the shipped values live in
+``profiler/data/params.json`` (written by ``slaplan calibrate``, with their provenance).
+"""
+
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+from importlib import resources
+
+# name: (default, lower bound, upper bound). Efficiencies are fractions of datasheet peaks,
+# times are milliseconds unless the name says otherwise.
+PARAMS: dict[str, tuple[float, float, float]] = {
+    "eff_bf16": (0.70, 0.2, 0.95),  # best GEMM efficiency, bf16 math
+    "eff_fp8": (0.65, 0.2, 0.95),
+    "eff_fp4": (0.50, 0.1, 0.95),
+    "gemm_half_tokens": (48.0, 1.0, 2048.0),  # tokens per GEMM at which efficiency is half its best
+    "eff_hbm": (0.80, 0.3, 0.95),  # weight streaming, fraction of HBM bandwidth
+    "eff_kv": (0.60, 0.1, 0.95),  # KV-cache reads in decode attention
+    "eff_attn": (0.40, 0.05, 0.95),  # prefill attention math, fraction of bf16 peak
+    "eff_link": (0.60, 0.1, 0.95),  # collectives, fraction of link bandwidth
+    "coll_latency_us": (12.0, 1.0, 200.0),  # fixed cost of one collective
+    "step_ms_vllm": (4.0, 0.1, 40.0),  # framework overhead per engine step
+    "step_ms_sglang": (3.0, 0.1, 40.0),
+    "step_ms_trtllm": (2.0, 0.1, 40.0),
+    "seq_us": (15.0, 0.0, 500.0),  # per running sequence per step (sampling, scheduling)
+    "ttft_ms": (15.0, 0.0, 500.0),  # per-request fixed cost: frontend, tokenization, routing
+    "agg_queue": (1.0, 0.05, 20.0),  # scale of the prefill queueing delay in aggregated serving
+    "disagg_queue": (1.0, 0.05, 20.0),  # same for the prefill pool of disaggregated serving
+    "agg_burst": (0.08, 0.0, 1.0),  # closed-loop wait per extra client, in prefill times
+    "disagg_burst": (0.08, 0.0, 1.0),
+    "kv_transfer_eff": (0.5, 0.02, 1.0),  # fraction of link bandwidth a KV handoff achieves
+    "moe_imbalance": (1.3, 1.0, 3.0),  # hottest GPU's expert load over the mean
+}
+
+PARAM_NAMES = tuple(PARAMS)
+
+
+def default_params() -> dict[str, float]:
+    return {k: v[0] for k, v in PARAMS.items()}
+
+
+@lru_cache(maxsize=1)
+def shipped_params() -> dict[str, float]:
+    """The fitted parameters shipped with the package (defaults for any that are missing)."""
+    params = default_params()
+    try:
+        text = resources.files("profiler").joinpath("data/params.json").read_text()
+    except FileNotFoundError:
+        return params
+    params.update(json.loads(text)["params"])
+    return params

@@ -1,0 +1,42 @@
+"""Queueing delays of prefill servers, element-wise on floats or numpy arrays.
+
+Prefill is modelled as an M/D/c queue: Poisson arrivals at rate ``rate`` (1/s), ``servers``
+identical servers, deterministic service ``service_s``. The mean wait uses the
+Allen–Cunneen approximation: the M/M/c wait (Erlang C) times (1 + cs²)/2 with cs² = 0,
+which is exact for c = 1 (M/D/1: ρD / (2(1 − ρ))). The waiting time given that a request
+waits is taken as exponential, which gives the tail quantiles.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+MAX_SERVERS = 512
+
+
+def erlang_c(servers, load):
+    """Probability that an arrival waits, for ``servers`` servers and offered ``load`` = rate × service."""
+    servers = np.asarray(servers, dtype=float)
+    load = np.asarray(load, dtype=float)
+    blocking = np.ones(np.broadcast(servers, load).shape)
+    for k in range(1, int(min(np.max(servers), MAX_SERVERS)) + 1):
+        step = load * blocking / (k + load * blocking)
+        blocking = np.where(k <= servers, step, blocking)
+    rho = np.minimum(load / servers, 1.0)
+    return blocking / np.maximum(1.0 - rho * (1.0 - blocking), 1e-12)
+
+
+def mdc_wait(rate, service_s, servers):
+    """(mean wait s, probability of waiting, utilization) of an M/D/c queue; wait is inf when ρ ≥ 1."""
+    load = rate * service_s
+    rho = load / servers
+    p_wait = np.where(rho < 1.0, erlang_c(servers, np.minimum(load, servers * (1 - 1e-9))), 1.0)
+    mean = np.where(rho < 1.0, 0.5 * p_wait * service_s / (servers * np.maximum(1.0 - rho, 1e-12)), np.inf)
+    return mean, p_wait, rho
+
+
+def wait_quantile(mean_wait, p_wait, q):
+    """q-quantile of the waiting time (s): zero unless more than 1 − q of arrivals wait."""
+    p = np.maximum(p_wait, 1e-12)
+    tail = (mean_wait / p) * np.log(np.maximum(p / (1.0 - q), 1.0))
+    return np.where(np.isfinite(mean_wait), tail, np.inf)

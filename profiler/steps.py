@@ -1,0 +1,84 @@
+"""Step times of an engine: one decode iteration and one prefill, in seconds.
+
+Works element-wise on floats or numpy arrays: ``f`` maps EngineShape field names to
+values (one per configuration) and ``p`` maps parameter names to fitted values.
+
+Decode (memory-bound): each step streams the GPU's dense weights and the experts its
+tokens touch, reads every running sequence's KV cache, and does 2 FLOPs per parameter
+per token; GEMM time is the soft maximum of compute and weight-streaming time.
+Prefill (compute-bound): linear FLOPs grow with tokens, attention FLOPs with tokens ×
+context (causal, so ISL²/2 pairs per request).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+_SOFTMAX_POWER = 4.0
+
+
+def _soft_max(a, b):
+    """Smooth maximum of two positive times; within 19% of max(a, b) and differentiable."""
+    return (a**_SOFTMAX_POWER + b**_SOFTMAX_POWER) ** (1.0 / _SOFTMAX_POWER)
+
+
+def gemm_efficiency(tokens, peak_eff, half_tokens):
+    """Fraction of peak FLOP/s a GEMM with ``tokens`` rows reaches (saturating in tokens)."""
+    return peak_eff * tokens / (tokens + half_tokens)
+
+
+def _eff_for(f, p, key: str):
+    dt = f[key]
+    return np.where(dt == 2, p["eff_fp4"], np.where(dt == 1, p["eff_fp8"], p["eff_bf16"]))
+
+
+def step_overhead_s(f, p):
+    """Framework time per engine step (s), by backend."""
+    return np.where(f["backend"] == 0, p["step_ms_vllm"],
+                    np.where(f["backend"] == 1, p["step_ms_sglang"], p["step_ms_trtllm"])) * 1e-3
+
+
+def _collectives(f, p, tokens):
+    """Time (s) of the engine's all-reduces and all-to-alls for ``tokens`` tokens per rank."""
+    lat = p["coll_latency_us"] * 1e-6
+    bw = f["link_bytes_s"] * p["eff_link"]
+    ar = f["allreduces"] * (lat + tokens * f["allreduce_bytes_tok"] / bw)
+    a2a = f["alltoalls"] * (lat + tokens * f["alltoall_bytes_tok"] / bw)
+    return ar + a2a
+
+
+def _linear_time(f, p, tokens_rank, tokens_engine):
+    """GEMM time (s): compute for ``tokens_rank`` tokens on this rank, experts fed by the whole engine."""
+    dense_eff = gemm_efficiency(tokens_rank, _eff_for(f, p, "dense_dtype"), p["gemm_half_tokens"])
+    experts = np.maximum(f["num_experts"], 1)
+    per_expert = tokens_engine * f["experts_per_token"] / experts
+    moe_eff = gemm_efficiency(np.maximum(per_expert, 1e-3), _eff_for(f, p, "moe_dtype"), p["gemm_half_tokens"])
+    compute = (tokens_rank * f["flops_dense_tok"] / (f["peak_dense_flops"] * dense_eff)
+               + tokens_engine * f["flops_moe_tok"] * p["moe_imbalance"] / (f["peak_moe_flops"] * moe_eff))
+    touched = np.where(f["num_experts"] > 0,
+                       -np.expm1(-tokens_engine * f["experts_per_token"] / experts), 0.0)
+    weights = (f["weight_bytes_dense"] + f["weight_bytes_experts"] * touched) / (f["hbm_bytes_s"] * p["eff_hbm"])
+    return _soft_max(compute, weights)
+
+
+def decode_step_s(f, p, batch_rank, context):
+    """One decode iteration (s) with ``batch_rank`` sequences per attention rank at mean ``context`` tokens.
+
+    With pipeline parallelism a token passes every stage, so the latency is pp stage times.
+    """
+    b = np.maximum(batch_rank, 1e-9)
+    linear = _linear_time(f, p, b, b * f["dp"])
+    kv = b * context * f["kv_bytes_tok"] / (f["hbm_bytes_s"] * p["eff_kv"])
+    mla = b * context * f["mla_decode_flops"] / (f["peak_attn_flops"] * p["eff_attn"])
+    overhead = step_overhead_s(f, p) + p["seq_us"] * 1e-6 * b
+    stage = linear + _soft_max(kv, mla) + _collectives(f, p, b)
+    return f["pp"] * stage + overhead
+
+
+def prefill_s(f, p, isl, requests=1.0):
+    """Time (s) to prefill ``requests`` prompts of ``isl`` tokens together on one attention rank."""
+    tokens = requests * isl
+    linear = _linear_time(f, p, tokens, tokens)
+    attn = requests * isl * isl / 2 * f["attn_pair_flops"] / (f["peak_attn_flops"] * p["eff_attn"])
+    chunks = np.ceil(tokens / f["max_num_tokens"])
+    return f["pp"] * (linear + attn + _collectives(f, p, tokens)) + chunks * step_overhead_s(f, p)
