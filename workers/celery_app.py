@@ -20,7 +20,7 @@ from kombu import Queue
 from infra.settings import Settings
 
 QUEUES = ("plan", "bench")
-EMBEDDED_BROKER = "memory://"
+EMBEDDED_BROKER = "memory://localhost/"
 
 
 def make_celery(settings: Settings) -> Celery:

@@ -199,8 +199,8 @@ def register_tasks(app) -> None:
 
     @app.task(name=PLAN_TASK, **common)
     def plan_dgdr(self, uid: str) -> str:
-        return _measured(PLAN_TASK, lambda: process_dgdr(sessions_for(self.app), uid))
+        return _measured(PLAN_TASK, lambda: process_dgdr(sessions_for(app), uid))
 
     @app.task(name=BENCH_TASK, **common)
     def run_benchmarkjob(self, uid: str) -> str:
-        return _measured(BENCH_TASK, lambda: process_benchmarkjob(sessions_for(self.app), uid))
+        return _measured(BENCH_TASK, lambda: process_benchmarkjob(sessions_for(app), uid))

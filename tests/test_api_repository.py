@@ -1,0 +1,59 @@
+"""The resource repository: domain objects out, optimistic concurrency, generations."""
+
+from __future__ import annotations
+
+import pytest
+
+from infra import migrate
+from infra import resources as repo
+from infra.db import make_engine, make_session_factory, session_scope
+from infra.settings import load_settings
+
+
+@pytest.fixture
+def sessions(tmp_path):
+    settings = load_settings({}, database_url=f"sqlite:///{tmp_path / 'r.db'}")
+    migrate.upgrade(settings)
+    engine = make_engine(settings)
+    yield make_session_factory(engine)
+    engine.dispose()
+
+
+def _new(name="x", **kw):
+    return repo.ResourceCreate(
+        group="ome.io", version="v1beta1", kind="BenchmarkJob", plural="benchmarkjobs",
+        namespace="default", name=name, spec={"task": "text-to-text"}, **kw,
+    )
+
+
+def test_create_returns_a_frozen_domain_object(sessions):
+    with session_scope(sessions) as s:
+        created = repo.create_resource(s, _new(labels={"a": "b"}))
+    assert isinstance(created, repo.Resource) and created.generation == 1 and created.uid
+    with pytest.raises(Exception):
+        created.name = "y"  # frozen
+    with session_scope(sessions) as s:
+        with pytest.raises(repo.AlreadyExists):
+            repo.create_resource(s, _new())
+
+
+def test_stale_writes_conflict_and_spec_changes_bump_generation(sessions):
+    with session_scope(sessions) as s:
+        created = repo.create_resource(s, _new())
+    with session_scope(sessions) as s:
+        first = repo.update_status(s, {"state": "Running"}, uid=created.uid, expected_version=created.resource_version)
+    assert first.resource_version > created.resource_version and first.generation == 1
+    with session_scope(sessions) as s:
+        with pytest.raises(repo.Conflict):
+            repo.update_status(s, {"state": "Failed"}, uid=created.uid, expected_version=created.resource_version)
+    with session_scope(sessions) as s:
+        changed = repo.update_spec(s, created.key, {"task": "image-to-text"})
+        same = repo.update_spec(s, created.key, {"task": "image-to-text"})
+    assert changed.generation == 2 and same.generation == 2
+    with session_scope(sessions) as s:
+        assert repo.get_resource(s, created.key).status == {"state": "Running"}
+        repo.delete_resource(s, created.key)
+    with session_scope(sessions) as s:
+        assert repo.get_resource(s, created.key) is None
+        with pytest.raises(repo.NotFound):
+            repo.delete_resource(s, created.key)

@@ -1,0 +1,101 @@
+"""`slaplan serve` with nothing configured: one process, SQLite in the working directory, an
+embedded worker; state survives a restart."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from kubernetes import client as k8s
+
+ROOT = Path(__file__).resolve().parents[1]
+RUNNER = (
+    "import argparse, importlib, sys\n"
+    "p = argparse.ArgumentParser(prog='slaplan'); sub = p.add_subparsers(dest='command', required=True)\n"
+    "importlib.import_module('api.commands.' + sys.argv[1]).register(sub)\n"
+    "a = p.parse_args(sys.argv[1:]); sys.exit(a.func(a))\n"
+)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _start(workdir: Path, port: int) -> subprocess.Popen:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SLAPLAN_")}
+    env["PYTHONPATH"] = str(ROOT)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", RUNNER, "serve", "--port", str(port), "--log-level", "warning"],
+        cwd=workdir, env=env, stdin=subprocess.DEVNULL,
+        stdout=(workdir / "serve.log").open("a"), stderr=subprocess.STDOUT,
+    )
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError((workdir / "serve.log").read_text())
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=1).status_code == 200:
+                return proc
+        except httpx.TransportError:
+            pass
+        time.sleep(0.1)
+    _stop(proc)
+    raise RuntimeError("slaplan serve did not become ready")
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
+
+
+BENCH = {
+    "apiVersion": "ome.io/v1beta1",
+    "kind": "BenchmarkJob",
+    "metadata": {"name": "served", "labels": {"suite": "serve"}},
+    "spec": {
+        "endpoint": {"inferenceService": {"name": "llm", "namespace": "serving"}},
+        "task": "text-to-text",
+        "maxTimePerIteration": 1,
+        "maxRequestsPerIteration": 10,
+        "outputLocation": {"storageUri": "s3://bucket/results"},
+    },
+}
+
+
+def test_serve_embedded_and_restart(tmp_path):
+    port = _free_port()
+    proc = _start(tmp_path, port)
+    try:
+        api = k8s.CustomObjectsApi(k8s.ApiClient(k8s.Configuration(host=f"http://127.0.0.1:{port}")))
+        created = api.create_namespaced_custom_object("ome.io", "v1beta1", "default", "benchmarkjobs", BENCH)
+        deadline = time.monotonic() + 30
+        obj = created
+        while "details" not in obj.get("status", {}) and time.monotonic() < deadline:
+            time.sleep(0.1)
+            obj = api.get_namespaced_custom_object("ome.io", "v1beta1", "default", "benchmarkjobs", "served")
+        assert "benchmark runner" in obj["status"].get("details", ""), obj["status"]  # the embedded worker took it
+    finally:
+        _stop(proc)
+    assert (tmp_path / "slaplan.db").exists()  # SQLite in the working directory
+
+    proc = _start(tmp_path, port)
+    try:
+        api = k8s.CustomObjectsApi(k8s.ApiClient(k8s.Configuration(host=f"http://127.0.0.1:{port}")))
+        again = api.list_namespaced_custom_object("ome.io", "v1beta1", "default", "benchmarkjobs", label_selector="suite=serve")
+        assert [i["metadata"]["uid"] for i in again["items"]] == [created["metadata"]["uid"]]
+    finally:
+        _stop(proc)

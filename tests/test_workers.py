@@ -1,0 +1,234 @@
+"""Workers: a real Celery worker process on real Redis and PostgreSQL, task idempotency, recovery."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+import uuid
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+from api.app import create_app
+from infra import migrate
+from infra.db import make_engine, make_session_factory, session_scope
+from infra.resources import ResourceCreate, create_resource, get_resource_by_uid
+from infra.settings import load_settings
+from workers import lifecycle, tasks
+from workers.recovery import unfinished
+
+ROOT = Path(__file__).resolve().parents[1]
+# Redis database number reserved for these tests.
+REDIS_TEST_DB = 11
+REDIS_URL = f"redis://127.0.0.1:6379/{REDIS_TEST_DB}"
+
+# Runs one slaplan sub-command module without the rest of the CLI.
+RUNNER = (
+    "import argparse, importlib, sys\n"
+    "p = argparse.ArgumentParser(prog='slaplan'); sub = p.add_subparsers(dest='command', required=True)\n"
+    "importlib.import_module('api.commands.' + sys.argv[1]).register(sub)\n"
+    "a = p.parse_args(sys.argv[1:]); sys.exit(a.func(a))\n"
+)
+
+
+def _planner_available() -> bool:
+    try:
+        from planner import plan  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+# --------------------------------------------------------------------------- real services
+
+
+@pytest.fixture
+def pg_url():
+    psycopg = pytest.importorskip("psycopg")
+    name = f"slaplan_test_{uuid.uuid4().hex[:10]}"
+    try:
+        admin = psycopg.connect("host=127.0.0.1 port=5432 user=postgres dbname=postgres", autocommit=True, connect_timeout=3)
+    except psycopg.OperationalError as exc:
+        pytest.skip(f"PostgreSQL not reachable on 127.0.0.1:5432: {exc}")
+    try:
+        admin.execute(f'CREATE DATABASE "{name}"')
+        yield f"postgresql+psycopg://postgres@127.0.0.1:5432/{name}"
+    finally:
+        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        admin.close()
+
+
+@pytest.fixture
+def redis_url():
+    redis = pytest.importorskip("redis")
+    try:
+        redis.Redis.from_url(REDIS_URL, socket_connect_timeout=2).ping()
+    except redis.exceptions.ConnectionError as exc:
+        pytest.skip(f"Redis not reachable on 127.0.0.1:6379: {exc}")
+    return REDIS_URL
+
+
+@pytest.fixture
+def service(pg_url, redis_url, tmp_path):
+    """A migrated PostgreSQL database, the API app (in-process) and one `slaplan worker` process."""
+    settings = load_settings({}, database_url=pg_url, broker_url=redis_url)
+    migrate.upgrade(settings)
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT),
+        "SLAPLAN_DATABASE_URL": pg_url,
+        "SLAPLAN_BROKER_URL": redis_url,
+    }
+    log = (tmp_path / "worker.log").open("w")
+    worker = subprocess.Popen(
+        [sys.executable, "-c", RUNNER, "worker", "--queues", "plan,bench", "--pool", "solo",
+         "--concurrency", "1", "--loglevel", "WARNING", "--hostname", f"test-{uuid.uuid4().hex[:6]}@%h"],
+        cwd=tmp_path, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+    )
+    app = create_app(settings)
+    try:
+        with TestClient(app) as client:
+            yield client, app, worker
+    finally:
+        worker.terminate()
+        try:
+            worker.wait(20)
+        except subprocess.TimeoutExpired:
+            worker.kill()
+            worker.wait(5)
+        log.close()
+        app.state.engine.dispose()
+
+
+def _wait_for(client, path: str, done, timeout_s: float = 90.0) -> dict:
+    deadline = time.monotonic() + timeout_s
+    obj = {}
+    while time.monotonic() < deadline:
+        obj = client.get(path).json()
+        if done(obj):
+            return obj
+        time.sleep(0.25)
+    raise AssertionError(f"timed out; last seen: {obj.get('status')}")
+
+
+BENCH = {
+    "apiVersion": "ome.io/v1beta1",
+    "kind": "BenchmarkJob",
+    "metadata": {"name": "bench-worker"},
+    "spec": {
+        "endpoint": {"endpoint": {"url": "http://127.0.0.1:8000", "apiFormat": "openai", "modelName": "m"}},
+        "task": "text-to-text",
+        "maxTimePerIteration": 1,
+        "maxRequestsPerIteration": 10,
+        "outputLocation": {"storageUri": "pvc://results/bench"},
+    },
+}
+
+
+def test_real_worker_takes_a_benchmarkjob(service):
+    client, _app, worker = service
+    path = "/apis/ome.io/v1beta1/namespaces/default/benchmarkjobs"
+    assert client.post(path, json=BENCH).status_code == 201
+    obj = _wait_for(client, path + "/bench-worker", lambda o: "details" in o.get("status", {}), timeout_s=60)
+    assert worker.poll() is None
+    # No runner yet: the job is stored, queued, taken, and says what it waits for.
+    assert obj["status"]["state"] == "Pending"
+    assert "benchmark runner" in obj["status"]["details"]
+
+
+DGDR = {
+    "apiVersion": "nvidia.com/v1alpha1",
+    "kind": "DynamoGraphDeploymentRequest",
+    "metadata": {"name": "plan-worker"},
+    "spec": {"modelName": "Qwen/Qwen3-32B", "backend": "vllm", "sla": {"ttft": 2000, "itl": 50}, "gpu": {"type": "h200_sxm"}},
+}
+
+
+def test_real_worker_plans_a_dgdr_to_a_final_state_once(service):
+    if not _planner_available():
+        pytest.skip("planner.plan not available")
+    client, app, _worker = service
+    path = "/apis/nvidia.com/v1alpha1/namespaces/default/dynamographdeploymentrequests"
+    created = client.post(path, json=DGDR)
+    assert created.status_code == 201, created.text
+    obj = _wait_for(client, path + "/plan-worker", lambda o: o.get("status", {}).get("state") in lifecycle.DGDR_TERMINAL)
+    status = obj["status"]
+    assert status["state"] in ("Ready", "Failed")
+    assert status["observedGeneration"] == 1
+    types = {c["type"] for c in status["conditions"]}
+    assert {"Validation", "Profiling", "SpecGenerated"} <= types
+    if status["state"] == "Ready":
+        assert status["generatedDeployment"]["kind"] == "DynamoGraphDeployment"
+        assert status["profilingResults"]
+    # Redelivered: nothing is planned or written again.
+    version = obj["metadata"]["resourceVersion"]
+    assert tasks.process_dgdr(app.state.sessions, created.json()["metadata"]["uid"]) == "done"
+    assert client.get(path + "/plan-worker").json()["metadata"]["resourceVersion"] == version
+
+
+# --------------------------------------------------------------------------- task protocol
+
+
+@pytest.fixture
+def sessions(tmp_path):
+    settings = load_settings({}, database_url=f"sqlite:///{tmp_path / 'w.db'}")
+    migrate.upgrade(settings)
+    engine = make_engine(settings)
+    yield make_session_factory(engine)
+    engine.dispose()
+
+
+def _store_dgdr(sessions, name="r", spec=None) -> str:
+    from datetime import UTC, datetime
+
+    with session_scope(sessions) as session:
+        r = create_resource(
+            session,
+            ResourceCreate(
+                group="nvidia.com", version="v1alpha1", kind="DynamoGraphDeploymentRequest",
+                plural="dynamographdeploymentrequests", namespace="default", name=name,
+                spec=spec or DGDR["spec"], status=lifecycle.dgdr_pending(1, datetime.now(UTC)),
+            ),
+        )
+        return r.uid
+
+
+def test_a_deleted_request_is_skipped(sessions):
+    assert tasks.process_dgdr(sessions, str(uuid.uuid4())) == "gone"
+    assert tasks.process_benchmarkjob(sessions, str(uuid.uuid4())) == "gone"
+
+
+def test_without_a_planner_the_request_stays_pending(sessions, monkeypatch):
+    def unavailable():
+        raise tasks.PlannerUnavailable("planner.plan not available")
+
+    monkeypatch.setattr(tasks, "_planner", unavailable)
+    uid = _store_dgdr(sessions)
+    assert tasks.process_dgdr(sessions, uid) == "planner-unavailable"
+    with session_scope(sessions) as s:
+        assert get_resource_by_uid(s, uid).status["state"] == "Pending"
+    assert [u for _t, _q, u in unfinished(sessions)] == [uid]
+
+
+def test_running_the_task_twice_plans_once(sessions):
+    if not _planner_available():
+        pytest.skip("planner.plan not available")
+    uid = _store_dgdr(sessions)
+    first = tasks.process_dgdr(sessions, uid)
+    assert first in ("ready", "failed")
+    with session_scope(sessions) as s:
+        after_first = get_resource_by_uid(s, uid)
+    assert tasks.process_dgdr(sessions, uid) == "done"
+    with session_scope(sessions) as s:
+        assert get_resource_by_uid(s, uid).resource_version == after_first.resource_version
+    assert unfinished(sessions) == []
+
+
+def test_recovery_finds_only_idle_unfinished_requests(sessions):
+    uid = _store_dgdr(sessions, "idle")
+    assert [u for _t, _q, u in unfinished(sessions)] == [uid]
+    assert unfinished(sessions, idle_for=timedelta(hours=1)) == []
