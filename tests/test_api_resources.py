@@ -309,3 +309,14 @@ def test_token_guards_mutating_calls(tmp_path):
         assert secret not in httpx.get(url + "/metrics").text
     finally:
         stop()
+
+
+def test_readyz_fails_on_an_unmigrated_database(tmp_path):
+    from fastapi.testclient import TestClient
+
+    app = create_app(load_settings({}, database_url=f"sqlite:///{tmp_path / 'empty.db'}"))
+    try:
+        r = TestClient(app).get("/readyz")
+        assert r.status_code == 503 and "migrat" in r.json()["message"]
+    finally:
+        app.state.engine.dispose()
