@@ -1,0 +1,181 @@
+"""``plan``: the cheapest deployment that meets a request's SLA, with everything evaluated.
+
+request → valid engine shapes that fit in memory → candidates (aggregated engines and
+prefill/decode pairs) → Optuna search, each candidate sized for the load and checked with
+the full performance model → the cheapest that meets the SLA within the GPU budget.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+from planner.search import objective, search
+from planner.sizing import Candidate, Sized, Target, decode_capacity, size_aggregated, size_disaggregated
+from planner.space import check_bounds, describe, engine_options
+from planner.types import Engine, Plan, PlanRequest, PlanResult, Prediction
+from profiler.config import Parallel, ServingConfig
+from profiler.engine import DEFAULT_MAX_NUM_TOKENS, MEMORY_FRACTION
+from profiler.errors import ModelError
+from profiler.estimate import Prepared, prepare
+from profiler.gpus import get_gpu
+from profiler.model_catalog import resolve_model
+from profiler.models import Model
+from profiler.params import shipped_params
+from profiler.precision import check_precision, default_kv_dtype
+
+
+def _target(req: PlanRequest) -> Target:
+    if req.concurrency is not None:
+        load, closed = float(req.concurrency), True
+    elif req.request_rate is not None:
+        load, closed = float(req.request_rate), False
+    else:
+        load, closed = None, True
+    return Target(req.ttft_ms, req.itl_ms, req.e2e_ms, load, closed, req.isl_tokens, req.osl_tokens)
+
+
+def _disagg_prepared(pre: Prepared, dec: Prepared, n_p: int, n_d: int, t: Target, clients: float) -> Prepared:
+    """A disaggregated deployment assembled from two single-engine preparations."""
+    load = {**dec.load, "decode_engines": n_d, "prefill_servers": n_p * pre.prefill["dp"], "disagg": 1.0,
+            "closed": 1.0 if t.closed else 0.0, "load": clients}
+    return Prepared(dec.decode, pre.prefill, load, n_p * pre.total_gpus + n_d * dec.total_gpus,
+                    {"prefill": pre.memory["engine"], "decode": dec.memory["engine"]})
+
+
+def plan(request: PlanRequest, *, model: Model | None = None, params: dict[str, float] | None = None,
+         seed: int = 0) -> PlanResult:
+    """Plan ``request``; ``model`` replaces the catalog lookup (e.g. a parsed config.json).
+
+    Raises ModelError (naming the field) for an unknown model or GPU or impossible bounds;
+    an SLA nothing meets is not an error but an infeasible PlanResult that says why.
+    """
+    p = params or shipped_params()
+    if model is None:
+        model, implied = resolve_model(request.model)
+    else:
+        implied = model.native_precision
+    precision = check_precision(request.precision or implied)
+    gpu = get_gpu(request.gpu)
+    check_bounds(request.min_gpus_per_engine, request.max_gpus_per_engine)
+    node = request.gpus_per_node or gpu.gpus_per_node
+    t = _target(request)
+    base = ServingConfig(model=model.hf_id, gpu=gpu.name, backend=request.backend, precision=precision,
+                         engine=Parallel(), isl_tokens=request.isl_tokens, osl_tokens=request.osl_tokens,
+                         concurrency=1.0)
+    shapes: dict[Parallel, Prepared] = {}
+    pruned: list[str] = []
+    for par in engine_options(model, gpu, request.min_gpus_per_engine, request.max_gpus_per_engine, node):
+        try:
+            shapes[par] = prepare(base.model_copy(update={"engine": par}), model)
+        except ModelError as exc:
+            pruned.append(f"{describe(par)}: {exc.message}")
+    assumptions = _assumptions(request, precision, node, t, len(shapes), len(pruned))
+    if not shapes:
+        reason = (f"{model.hf_id} ({precision}) fits no engine of {request.min_gpus_per_engine}–"
+                  f"{request.max_gpus_per_engine} {gpu.name} GPUs: {pruned[-1] if pruned else 'no valid parallelism'}; "
+                  f"allow more GPUs per engine (maxNumGPUsPerEngine) or use a GPU with more memory")
+        return PlanResult(request=request, feasible=False, chosen=None, reason=reason, assumptions=assumptions)
+
+    def build(c: Candidate, n_p: int, n_d: int) -> Prepared:
+        clients = t.load if (t.load is not None) else shapes[c.decode].load["batch_cap"] * shapes[c.decode].decode["dp"]
+        if not t.closed and t.load is not None:
+            clients = t.load
+        return _disagg_prepared(shapes[c.prefill], shapes[c.decode], n_p, n_d, t, clients)
+
+    def size(batch: list[Candidate]) -> list[Sized]:
+        agg = [c for c in batch if c.mode == "agg"]
+        dis = [c for c in batch if c.mode == "disagg"]
+        out = size_aggregated(agg, [shapes[c.engine] for c in agg], t, p) if agg else []
+        if dis:
+            out += size_disaggregated(dis, shapes, shapes, t, p, build)
+        return out
+
+    cands = [Candidate("agg", engine=par) for par in shapes]
+    cands += [Candidate("disagg", prefill=a, decode=b) for a in shapes for b in shapes]
+    evaluated = search(cands, size, budget=request.total_gpus, price=request.gpu_price_per_hour,
+                       goodput=t.load is None, strategy=request.search_strategy, seed=seed)
+    plans = tuple(_plan(s, request, model, gpu.name, precision, node, shapes, t, p) for s in evaluated)
+    ok = [(s, pl) for s, pl in zip(evaluated, plans) if pl.feasible]
+    best_ttft = min(s.prediction["ttft_ms"] for s in evaluated)
+    best_itl = min(s.prediction["itl_ms"] for s in evaluated)
+    if not ok:
+        return PlanResult(request=request, feasible=False, chosen=None, candidates=plans,
+                          reason=_infeasible_reason(request, evaluated, gpu.name, best_ttft, best_itl),
+                          best_ttft_ms=best_ttft, best_itl_ms=best_itl, assumptions=assumptions,
+                          evaluated=len(evaluated))
+    goodput = t.load is None
+    chosen = min(ok, key=lambda x: objective(x[0], request.total_gpus, request.gpu_price_per_hour, goodput)[0])[1]
+    return PlanResult(request=request, feasible=True, chosen=chosen, candidates=plans, best_ttft_ms=best_ttft,
+                      best_itl_ms=best_itl, assumptions=assumptions, evaluated=len(evaluated))
+
+
+def _engine(role: str, par: Parallel, replicas: int, max_batch: int, node: int, chunk: int) -> Engine:
+    return Engine(role=role, tp=par.tp, pp=par.pp, dp=par.dp, ep=par.moe_ep, replicas=max(1, replicas),
+                  max_batch=max(1, max_batch), max_num_tokens=chunk, gpus_per_node=min(node, par.gpus))
+
+
+def _plan(s: Sized, req: PlanRequest, model: Model, gpu: str, precision: str, node: int,
+          shapes: dict[Parallel, Prepared], t: Target, p: dict) -> Plan:
+    c, pr = s.candidate, s.prediction
+    chunk = DEFAULT_MAX_NUM_TOKENS[req.backend]
+    if c.mode == "agg":
+        batch, _ = decode_capacity(shapes[c.engine], t, p)
+        engines = (_engine("aggregated", c.engine, s.replicas, int(batch * c.engine.dp), node, chunk),)
+    else:
+        batch, _ = decode_capacity(shapes[c.decode], t, p)
+        prompts = max(1, chunk // req.isl_tokens)
+        engines = (_engine("prefill", c.prefill, s.prefill_workers, prompts * c.prefill.dp, node, chunk),
+                   _engine("decode", c.decode, s.decode_workers, int(batch * c.decode.dp), node, chunk))
+    within_budget = req.total_gpus is None or s.total_gpus <= req.total_gpus
+    reason = None if s.meets_sla else "misses the SLA"
+    if s.meets_sla and not within_budget:
+        reason = f"needs {s.total_gpus} GPUs, over the budget of {req.total_gpus}"
+    e2e_s = (pr["ttft_ms"] + (req.osl_tokens - 1) * pr["itl_ms"]) / 1e3
+    prediction = Prediction(
+        ttft_ms=pr["ttft_ms"], ttft_p90_ms=pr["ttft_p90_ms"], ttft_p99_ms=pr["ttft_p99_ms"], itl_ms=pr["itl_ms"],
+        output_tok_s_per_gpu=pr["output_tok_s_per_gpu"], tok_s_per_user=pr["tok_s_per_user"],
+        requests_per_s=pr["requests_per_s"],
+        concurrency=t.load if (t.load is not None and t.closed) else pr["requests_per_s"] * e2e_s)
+    cost = s.total_gpus * req.gpu_price_per_hour if req.gpu_price_per_hour else None
+    return Plan(model=model.hf_id, gpu=gpu, backend=req.backend, precision=precision, mode=c.mode,
+                engines=engines, predicted=_finite(prediction), feasible=s.meets_sla and within_budget,
+                reason=reason, cost_per_hour=cost)
+
+
+def _finite(pred: Prediction) -> Prediction:
+    """Replace infinities (an overloaded queue) by a large finite number so results serialize."""
+    fix = {k: (v if math.isfinite(v) else 1e12) for k, v in pred.model_dump().items()}
+    return Prediction(**fix)
+
+
+def _infeasible_reason(req: PlanRequest, evaluated: list[Sized], gpu: str, best_ttft: float, best_itl: float) -> str:
+    meets = [s for s in evaluated if s.meets_sla]
+    if meets:
+        need = min(s.total_gpus for s in meets)
+        return (f"the cheapest deployment that meets the SLA needs {need} {gpu} GPUs, over the budget of "
+                f"{req.total_gpus} (hardware.totalGpus)")
+    misses = []
+    if best_ttft > req.ttft_ms:
+        misses.append(f"TTFT {req.ttft_ms:g} ms (best reachable {best_ttft:.0f} ms)")
+    if best_itl > req.itl_ms:
+        misses.append(f"ITL {req.itl_ms:g} ms (best reachable {best_itl:.1f} ms)")
+    what = " and ".join(misses) or (f"TTFT {req.ttft_ms:g} ms and ITL {req.itl_ms:g} ms together "
+                                    f"(best reachable separately: {best_ttft:.0f} ms, {best_itl:.1f} ms)")
+    return (f"no configuration of up to {req.max_gpus_per_engine} {gpu} GPUs per engine meets {what} at "
+            f"ISL {req.isl_tokens} / OSL {req.osl_tokens}; allow more GPUs per engine "
+            f"(maxNumGPUsPerEngine), a faster GPU type, or a looser SLA")
+
+
+def _assumptions(req: PlanRequest, precision: str, node: int, t: Target, fit: int, pruned: int) -> tuple[str, ...]:
+    load = ("no load stated: one deployment unit sized for the best goodput per GPU" if t.load is None
+            else f"closed-loop concurrency {t.load:g}" if t.closed else f"Poisson arrivals at {t.load:g} requests/s")
+    return (
+        f"weights {precision}, KV cache {default_kv_dtype(precision)}",
+        f"{req.backend} memory fraction {MEMORY_FRACTION[req.backend]}, prefill chunk {DEFAULT_MAX_NUM_TOKENS[req.backend]} tokens",
+        f"{node} GPUs per node",
+        f"load: {load}",
+        f"ISL {req.isl_tokens} / OSL {req.osl_tokens} tokens",
+        f"{fit} engine shapes fit in memory, {pruned} pruned before evaluation",
+        "TTFT and ITL targets apply to the mean; p90/p99 are reported alongside",
+    )

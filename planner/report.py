@@ -1,0 +1,46 @@
+"""``plan.json``: the planner's answer in the CLI's documented shape (snake_case, units in names)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from planner.status import profiling_results
+from planner.types import Engine, Plan, PlanResult
+
+
+def _num(x: float) -> float | None:
+    return round(x, 4) if math.isfinite(x) else None
+
+
+def _engine(e: Engine) -> dict[str, Any]:
+    return {"tp": e.tp, "pp": e.pp, "dp": e.dp, "ep": e.ep, "gpus": e.gpus, "replicas": e.replicas,
+            "nodes": e.nodes, "max_batch": e.max_batch}
+
+
+def plan_summary(plan: Plan) -> dict[str, Any]:
+    """Mode, GPUs, predictions and engines of one plan."""
+    p = plan.predicted
+    doc: dict[str, Any] = {
+        "mode": plan.mode,
+        "total_gpus": plan.total_gpus,
+        "predicted": {"ttft_ms": _num(p.ttft_ms), "ttft_p90_ms": _num(p.ttft_p90_ms), "ttft_p99_ms": _num(p.ttft_p99_ms),
+                      "itl_ms": _num(p.itl_ms), "output_tok_s_per_gpu": _num(p.output_tok_s_per_gpu),
+                      "tok_s_per_user": _num(p.tok_s_per_user), "requests_per_s": _num(p.requests_per_s)},
+    }
+    for e in plan.engines:
+        doc["engine" if e.role == "aggregated" else e.role] = _engine(e)
+    if plan.cost_per_hour is not None:
+        doc["cost_per_hour"] = plan.cost_per_hour
+    return doc
+
+
+def plan_document(result: PlanResult) -> dict[str, Any]:
+    """The whole ``plan.json``: the chosen plan's summary at the top, the full results below."""
+    doc: dict[str, Any] = {"name": result.request.name, "feasible": result.feasible}
+    if result.chosen is not None:
+        doc.update(plan_summary(result.chosen))
+    if result.reason:
+        doc["reason"] = result.reason
+    doc["results"] = profiling_results(result)
+    return doc

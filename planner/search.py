@@ -1,0 +1,75 @@
+"""The search over candidates: exhaustive when small, Optuna TPE with batched ask-and-tell when large.
+
+A space of at most ``GRID_LIMIT`` candidates is enumerated whole, in one vectorized sizing
+pass (cheaper than any sampler's bookkeeping). A larger one is searched by Optuna's TPE
+with the SLA and the GPU budget as trial constraints (``Trial.set_constraint``: values ≤ 0
+are satisfied); trials are asked in batches and sized together. Seeded: the same request
+always gives the same answer.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import optuna
+
+from planner.sizing import Candidate, Sized
+
+GRID_LIMIT = 2048
+TRIALS = {"rapid": 384, "thorough": 1536}
+BATCH = 64
+INFEASIBLE_PENALTY = 1e9
+
+
+def objective(s: Sized, budget: int | None, price: float | None, goodput: bool) -> tuple[float, list[float]]:
+    """(value to minimize, constraints): GPUs or $/h for a stated load, −tok/s/GPU without one."""
+    if goodput:
+        value = -s.prediction["output_tok_s_per_gpu"] / (price or 1.0)
+    else:
+        value = s.total_gpus * (price or 1.0) - 1e-6 * s.prediction["tok_s_per_user"]
+    constraints = [0.0 if s.meets_sla else 1.0, float(s.total_gpus - budget) if budget else 0.0]
+    return value, constraints
+
+
+def _study(sampler: optuna.samplers.BaseSampler) -> optuna.Study:
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    return optuna.create_study(direction="minimize", sampler=sampler)
+
+
+def search(cands: list[Candidate], size: Callable[[list[Candidate]], list[Sized]], *, budget: int | None,
+           price: float | None, goodput: bool, strategy: str = "rapid", seed: int = 0) -> list[Sized]:
+    """Every candidate the search evaluated, sized (exhaustive when the space is small)."""
+    index = {c: i for i, c in enumerate(cands)}
+    if len(cands) <= GRID_LIMIT:
+        # Small space: size every candidate in one vectorized pass (exhaustive enumeration).
+        return size(cands)
+    evaluated: dict[Candidate, Sized] = {}
+    sampler = optuna.samplers.TPESampler(seed=seed, multivariate=True, n_startup_trials=BATCH)
+    study = _study(sampler)
+    total = TRIALS[strategy]
+    agg = [c for c in cands if c.mode == "agg"]
+    prefills = sorted({c.prefill for c in cands if c.mode == "disagg"}, key=str)
+    decodes = sorted({c.decode for c in cands if c.mode == "disagg"}, key=str)
+    while len(study.trials) < total:
+        trials = [study.ask() for _ in range(min(BATCH, total - len(study.trials)))]
+        picked = [_suggest(tr, cands, agg, prefills, decodes, index) for tr in trials]
+        new = sorted({c for c in picked if c is not None and c not in evaluated}, key=index.get)
+        for s in size(new):
+            evaluated[s.candidate] = s
+        for tr, c in zip(trials, picked):
+            value, cons = objective(evaluated[c], budget, price, goodput) if c is not None else (0.0, [1.0, 0.0])
+            tr.set_constraint("sla", cons[0])
+            tr.set_constraint("budget", cons[1])
+            study.tell(tr, value if max(cons) <= 0 else value + INFEASIBLE_PENALTY)
+    return [evaluated[c] for c in cands if c in evaluated]
+
+
+def _suggest(trial, cands, agg, prefills, decodes, index) -> Candidate | None:
+    modes = [m for m, items in (("agg", agg), ("disagg", prefills)) if items]
+    mode = trial.suggest_categorical("mode", modes)
+    if mode == "agg":
+        return agg[trial.suggest_int("engine", 0, len(agg) - 1)]
+    cand = Candidate("disagg", prefill=prefills[trial.suggest_int("prefill", 0, len(prefills) - 1)],
+                     decode=decodes[trial.suggest_int("decode", 0, len(decodes) - 1)])
+    return cand if cand in index else None

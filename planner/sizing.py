@@ -1,0 +1,201 @@
+"""Sizing candidates for a load: replicas of an aggregated engine, or prefill and decode
+workers of a disaggregated one, each checked against the SLA with the full model.
+
+Vectorized over a batch of candidates. Aggregated engines split the load evenly, so one
+engine is evaluated at a grid of per-engine loads and the largest load within the SLA
+sets the replica count. Disaggregated pools are sized by rate matching: decode workers so
+each runs at most the batch whose step time meets the ITL target, prefill workers (an
+M/D/c pool) so the first token arrives within the TTFT target at the resulting request
+rate. Every sized deployment is then evaluated whole, and pools that still miss are grown.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from profiler.config import Parallel
+from profiler.estimate import Prepared, evaluate, stack_prepared
+from profiler.serving import first_token
+from profiler.steps import decode_step_s, prefill_s
+
+GROWTH_ROUNDS = 8
+MAX_WORKERS = 512
+_AGG_CONCURRENCY_GRID = np.unique(np.round(1.25 ** np.arange(0, 38)).astype(int))  # 1 … ~4800
+_RATE_GRID = np.geomspace(0.01, 2000.0, 60)  # requests/s per engine
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A point of the search space (hashable): one engine shape, or a prefill/decode pair."""
+
+    mode: str
+    engine: Parallel | None = None
+    prefill: Parallel | None = None
+    decode: Parallel | None = None
+
+
+@dataclass(frozen=True)
+class Target:
+    """The SLA (ms) and load; ``load`` None means: size one unit for the best goodput per GPU."""
+
+    ttft_ms: float
+    itl_ms: float
+    e2e_ms: float | None
+    load: float | None
+    closed: bool
+    isl: int
+    osl: int
+
+
+@dataclass(frozen=True)
+class Sized:
+    """A candidate sized for the load, with the full model's prediction for the whole deployment."""
+
+    candidate: Candidate
+    replicas: int
+    prefill_workers: int
+    decode_workers: int
+    total_gpus: int
+    prediction: dict[str, float]
+    meets_sla: bool
+
+
+def _meets(out: dict[str, np.ndarray], t: Target) -> np.ndarray:
+    ok = (out["ttft_ms"] <= t.ttft_ms) & (out["itl_ms"] <= t.itl_ms) & ~out["saturated"]
+    if t.e2e_ms is not None:
+        ok &= out["ttft_ms"] + (t.osl - 1) * out["itl_ms"] <= t.e2e_ms
+    return ok
+
+
+def _with_load(prep: Prepared, **load) -> Prepared:
+    return replace(prep, load={**prep.load, **load})
+
+
+def _pick(out: dict[str, np.ndarray], i: int) -> dict[str, float]:
+    return {k: float(v[i]) for k, v in out.items()}
+
+
+def size_aggregated(cands: list[Candidate], preps: list[Prepared], t: Target, p: dict) -> list[Sized]:
+    """Replicas for each aggregated candidate (``preps`` built for one engine, load 1)."""
+    grid = _RATE_GRID if not t.closed else _AGG_CONCURRENCY_GRID.astype(float)
+    closed = 1.0 if t.closed else 0.0
+    rows = [_with_load(prep, load=float(x), closed=closed) for prep in preps for x in grid]
+    out = evaluate(stack_prepared(rows), p)
+    ok = _meets(out, t).reshape(len(preps), len(grid))
+    todo, missed = [], []
+    for i, (cand, prep) in enumerate(zip(cands, preps)):
+        feasible = np.flatnonzero(ok[i])
+        if feasible.size == 0:
+            missed.append(_unsized(cand, prep, out, i * len(grid)))
+            continue
+        per_engine = float(grid[int(feasible.max())])
+        replicas = 1 if t.load is None else max(1, math.ceil(t.load / per_engine - 1e-9))
+        todo.append((cand, prep, replicas, per_engine))
+    return _verify_aggregated(todo, t, p) + missed
+
+
+def _unsized(cand: Candidate, prep: Prepared, out: dict, row: int) -> Sized:
+    """A candidate that misses the SLA even at the lightest load: report that point."""
+    return Sized(cand, 1, 1 if cand.mode == "disagg" else 0, 1 if cand.mode == "disagg" else 0,
+                 prep.total_gpus, _pick(out, row), False)
+
+
+def _verify_aggregated(items: list[tuple[Candidate, Prepared, int, float]], t: Target, p: dict) -> list[Sized]:
+    if not items:
+        return []
+    replicas = np.array([r for _, _, r, _ in items])
+    for _ in range(GROWTH_ROUNDS):
+        rows = [_agg_rows(prep, int(r), t.load if t.load is not None else cap, t.closed)
+                for (_, prep, _, cap), r in zip(items, replicas)]
+        out = evaluate(stack_prepared(rows), p)
+        ok = _meets(out, t)
+        if ok.all() or t.load is None:
+            break
+        replicas = np.where(ok, replicas, np.minimum(replicas + np.maximum(replicas // 8, 1), MAX_WORKERS))
+    return [Sized(c, int(r), 0, 0, prep.total_gpus * int(r), _pick(out, i), bool(ok[i]))
+            for i, ((c, prep, _, _), r) in enumerate(zip(items, replicas))]
+
+
+def _agg_rows(prep: Prepared, replicas: int, load: float, closed: bool) -> Prepared:
+    dp = prep.decode["dp"]
+    return replace(_with_load(prep, decode_engines=replicas, prefill_servers=replicas * dp, load=load,
+                              closed=1.0 if closed else 0.0),
+                   total_gpus=prep.total_gpus * replicas)
+
+
+def decode_capacity(prep: Prepared, t: Target, p: dict) -> tuple[float, float]:
+    """Largest batch per attention rank whose decode step meets the ITL target, and its step (s)."""
+    cap = prep.load["batch_cap"]
+    batches = np.unique(np.concatenate([np.geomspace(1.0, max(cap, 1.0), 64), [cap]]))
+    steps = decode_step_s(prep.decode, p, batches, t.isl + t.osl / 2.0)
+    ok = np.flatnonzero(steps * 1e3 <= t.itl_ms)
+    if ok.size == 0:
+        return 0.0, float(steps[0])
+    return float(batches[ok.max()]), float(steps[ok.max()])
+
+
+def size_disaggregated(cands: list[Candidate], pre: dict[Parallel, Prepared], dec: dict[Parallel, Prepared],
+                       t: Target, p: dict, build) -> list[Sized]:
+    """Prefill and decode workers for each pair; ``build(cand, n_p, n_d)`` makes a Prepared deployment."""
+    caps = {par: decode_capacity(prep, t, p) for par, prep in dec.items()}
+    items = []
+    for cand in cands:
+        b, step = caps[cand.decode]
+        dprep, pprep = dec[cand.decode], pre[cand.prefill]
+        ranks = dprep.decode["dp"]
+        if b <= 0:
+            items.append((cand, 1, 1, False))
+            continue
+        if t.load is None:
+            n_d, clients, rate = 1, b * ranks, b * ranks / ((t.osl - 1) * step)
+        elif t.closed:
+            n_d = max(1, math.ceil(t.load / (b * ranks) - 1e-9))
+            clients = t.load
+            per_rank = t.load / (n_d * ranks)
+            rate = t.load / ((t.osl - 1) * float(decode_step_s(dprep.decode, p, per_rank, t.isl + t.osl / 2)))
+        else:
+            n_d = max(1, math.ceil(t.load / (b * ranks / ((t.osl - 1) * step)) - 1e-9))
+            clients, rate = 0.0, t.load
+        n_p = _prefill_workers(pprep, rate, clients, step, t, p)
+        items.append((cand, n_p, min(n_d, MAX_WORKERS), True))
+    return _verify_disaggregated(items, t, p, build)
+
+
+def _prefill_workers(prep: Prepared, rate: float, clients: float, t_dec: float, t: Target, p: dict) -> int:
+    """Fewest prefill workers whose first-token time meets the TTFT target at ``rate``."""
+    n = np.arange(1, MAX_WORKERS + 1, dtype=float)
+    f = prep.prefill
+    t_pf = prefill_s(f, p, float(t.isl))
+    exec_s, wait, burst, _, _ = first_token(f, p, float(t.isl), t_pf, t_dec, rate, n * f["dp"], clients, 1.0)
+    ok = np.flatnonzero((exec_s + wait + burst) * 1e3 <= t.ttft_ms)
+    return int(n[ok.min()]) if ok.size else MAX_WORKERS
+
+
+def _verify_disaggregated(items, t: Target, p: dict, build) -> list[Sized]:
+    live = [(c, n_p, n_d) for c, n_p, n_d, ok in items if ok]
+    dead = [c for c, _, _, ok in items if not ok]
+    out_sized: list[Sized] = []
+    if live:
+        n_p = np.array([x[1] for x in live])
+        n_d = np.array([x[2] for x in live])
+        for _ in range(GROWTH_ROUNDS):
+            rows = [build(c, int(a), int(b)) for (c, _, _), a, b in zip(live, n_p, n_d)]
+            out = evaluate(stack_prepared(rows), p)
+            ok = _meets(out, t)
+            if ok.all():
+                break
+            slow_first = out["ttft_ms"] > t.ttft_ms
+            slow_tokens = (out["itl_ms"] > t.itl_ms) | out["saturated"]
+            grow = lambda n: np.minimum(n + np.maximum(n // 8, 1), MAX_WORKERS)  # noqa: E731
+            n_p = np.where(~ok & slow_first, grow(n_p), n_p)
+            n_d = np.where(~ok & slow_tokens & (t.load is not None), grow(n_d), n_d)
+        out_sized += [Sized(c, 0, int(n_p[i]), int(n_d[i]), rows[i].total_gpus, _pick(out, i), bool(ok[i]))
+                      for i, (c, _, _) in enumerate(live)]
+    if dead:
+        rows = [build(c, 1, 1) for c in dead]
+        out = evaluate(stack_prepared(rows), p)
+        out_sized += [Sized(c, 0, 1, 1, rows[i].total_gpus, _pick(out, i), False) for i, c in enumerate(dead)]
+    return out_sized

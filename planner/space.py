@@ -1,0 +1,62 @@
+"""The search space: engine parallelisms that are valid for a model and GPU, and fit in memory.
+
+An engine has g GPUs (powers of two and whole nodes, within the request's per-engine
+bounds). Dense models split g into TP × PP (PP only across nodes); MoE models split it into
+TP × attention-DP, with expert parallelism either off or over all g GPUs.
+"""
+
+from __future__ import annotations
+
+from profiler.config import Parallel
+from profiler.errors import ModelError
+from profiler.gpus import Gpu
+from profiler.models import Model
+
+
+def engine_sizes(lo: int, hi: int, gpus_per_node: int) -> list[int]:
+    """GPU counts per engine: powers of two and multiples of a node, within [lo, hi]."""
+    sizes = {1 << k for k in range(12) if lo <= (1 << k) <= hi}
+    sizes |= {n * gpus_per_node for n in range(1, hi // gpus_per_node + 1) if lo <= n * gpus_per_node <= hi}
+    return sorted(sizes)
+
+
+def _divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def engine_options(model: Model, gpu: Gpu, lo: int, hi: int, gpus_per_node: int | None = None) -> list[Parallel]:
+    """Every parallelism worth evaluating for engines of ``lo``..``hi`` GPUs (memory not yet checked)."""
+    node = gpus_per_node or gpu.gpus_per_node
+    domain = max(node, gpu.nvlink_domain)
+    options: list[Parallel] = []
+    for g in engine_sizes(lo, hi, node):
+        for tp in _divisors(g):
+            if model.num_heads % tp or tp > domain:
+                continue
+            rest = g // tp
+            if not model.is_moe:
+                # PP only to cross a scale-up domain; within one, TP is the better use of GPUs.
+                if rest == 1 or (tp == min(domain, g) and rest > 1):
+                    options.append(Parallel(tp=tp, pp=rest))
+                continue
+            for ep in sorted({1, g}):
+                if model.num_experts % ep:
+                    continue
+                options.append(Parallel(tp=tp, dp=rest, moe_ep=ep))
+    return options
+
+
+def describe(par: Parallel) -> str:
+    parts = [f"tp{par.tp}"]
+    if par.pp > 1:
+        parts.append(f"pp{par.pp}")
+    if par.dp > 1:
+        parts.append(f"dp{par.dp}")
+    if par.moe_ep > 1:
+        parts.append(f"ep{par.moe_ep}")
+    return "".join(parts)
+
+
+def check_bounds(lo: int, hi: int) -> None:
+    if lo > hi:
+        raise ModelError("gpu.minNumGPUsPerEngine", f"{lo} exceeds maxNumGPUsPerEngine {hi}")

@@ -1,0 +1,102 @@
+"""The offline planner: search optimality, sizing for the load, budgets, infeasible SLAs."""
+
+from __future__ import annotations
+
+import pytest
+
+import planner.search as search_mod
+from planner import plan
+from planner.search import objective
+from planner.types import PlanRequest
+
+
+def _request(**kw) -> PlanRequest:
+    base = dict(name="t", model="meta-llama/Llama-3.1-8B-Instruct", backend="vllm", gpu="h100_sxm",
+                isl_tokens=2000, osl_tokens=300, ttft_ms=400, itl_ms=25, max_gpus_per_engine=4)
+    base.update(kw)
+    return PlanRequest(**base)
+
+
+def _key(result):
+    c = result.chosen
+    return (c.mode, tuple((e.role, e.tp, e.pp, e.dp, e.ep, e.replicas) for e in c.engines))
+
+
+def test_sampler_finds_the_exhaustive_optimum(monkeypatch):
+    """TPE over a small space reaches the same optimum as enumerating every candidate."""
+    req = _request(concurrency=48, model="Qwen/Qwen3-30B-A3B", max_gpus_per_engine=4)
+    exhaustive = plan(req)
+    monkeypatch.setattr(search_mod, "GRID_LIMIT", 0)
+    sampled = plan(req)
+    assert exhaustive.feasible and sampled.feasible
+    goodput = False
+    best = min(objective_value(p) for p in exhaustive.candidates if p.feasible)
+    assert exhaustive.chosen.total_gpus == best
+    assert sampled.chosen.total_gpus == exhaustive.chosen.total_gpus
+    assert not goodput
+
+
+def objective_value(p):
+    return p.total_gpus
+
+
+def test_chosen_is_cheapest_feasible_candidate():
+    result = plan(_request(concurrency=32))
+    assert result.feasible
+    feasible = [p for p in result.candidates if p.feasible]
+    assert result.chosen.total_gpus == min(p.total_gpus for p in feasible)
+    assert result.chosen.predicted.ttft_ms <= 400 and result.chosen.predicted.itl_ms <= 25
+
+
+def test_more_load_needs_no_fewer_gpus():
+    gpus = [plan(_request(concurrency=c)).chosen.total_gpus for c in (8, 64, 256)]
+    assert gpus == sorted(gpus) and gpus[-1] > gpus[0]
+
+
+def test_request_rate_load_is_met():
+    result = plan(_request(request_rate=20.0))
+    assert result.feasible
+    assert result.chosen.predicted.requests_per_s == pytest.approx(20.0, rel=0.02)
+
+
+def test_gpu_budget_is_respected_or_reported():
+    loose = plan(_request(concurrency=256))
+    need = loose.chosen.total_gpus
+    tight = plan(_request(concurrency=256, total_gpus=max(1, need - 1)))
+    if tight.feasible:
+        assert tight.chosen.total_gpus <= need - 1
+    else:
+        assert "budget" in tight.reason and str(need) in tight.reason
+
+
+def test_infeasible_sla_is_reported_with_best_reachable():
+    result = plan(_request(itl_ms=0.5, concurrency=4))
+    assert not result.feasible and result.chosen is None
+    assert result.best_itl_ms > 0.5
+    assert "ITL" in result.reason and "best reachable" in result.reason
+    assert result.candidates, "the evaluated set is kept even when nothing meets the SLA"
+
+
+def test_deterministic():
+    req = _request(concurrency=40, model="Qwen/Qwen3-30B-A3B")
+    assert plan(req) == plan(req)
+
+
+def test_no_load_maximizes_goodput_per_gpu():
+    result = plan(_request())
+    feasible = [p for p in result.candidates if p.feasible]
+    assert result.chosen.predicted.output_tok_s_per_gpu == max(p.predicted.output_tok_s_per_gpu for p in feasible)
+
+
+def test_model_too_big_for_engine_bounds_is_infeasible_with_reason():
+    result = plan(_request(model="meta-llama/Llama-3.1-405B", precision="bf16", max_gpus_per_engine=2))
+    assert not result.feasible
+    assert "fits no engine" in result.reason and "maxNumGPUsPerEngine" in result.reason
+
+
+def test_multinode_engines_allowed():
+    result = plan(_request(model="deepseek-ai/DeepSeek-V3", gpu="h100_sxm", max_gpus_per_engine=16,
+                           isl_tokens=1000, osl_tokens=200, ttft_ms=3000, itl_ms=100))
+    assert result.feasible
+    assert all(e.gpus >= 16 for p in result.candidates for e in p.engines), "DeepSeek-V3 fp8 needs two H100 nodes"
+    assert result.chosen.engines[0].nodes == 2
