@@ -1,0 +1,187 @@
+"""``slaplan calibrate``: refit the performance model's parameters from measured serving data.
+
+Deterministic: the same data gives a byte-identical ``params.json`` (sorted keys, values
+rounded to 6 significant digits, no timestamp unless ``--date`` is given). The file holds
+``{"params": {...}, "provenance": {...}}``; provenance names the data file (not its path),
+its sha256, the rows used, the in-sample fit error and the command. With ``--cv`` the fit
+is also judged by grouped cross-validation (whole model families, then whole GPU types held
+out), which is the number to trust; the in-sample error is only a sanity check.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import hashlib
+import json
+import sys
+from pathlib import Path
+
+DATA_NAME = "measured_serving_calibration.csv"
+GROUPS = ("mode", "backend", "gpu", "family")
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "calibrate", help="refit the performance model's parameters from measured data (writes params.json)")
+    parser.add_argument("--data", metavar="CSV",
+                        help=f"measured serving data (default: ../shared/data/{DATA_NAME} next to the repository "
+                             "or the working directory)")
+    parser.add_argument("--out", metavar="PATH", help="where to write (default: the package's profiler/data/params.json)")
+    parser.add_argument("--date", help="a date to record in the provenance (omitted by default, for determinism)")
+    parser.add_argument("--max-evals", type=int, default=400, help="model evaluations the fit may spend (default 400)")
+    parser.add_argument("--cv", action="store_true",
+                        help="also run grouped cross-validation and print its error table (slow: one fit per group)")
+    parser.set_defaults(func=run)
+
+
+def default_data_path() -> Path | None:
+    """The calibration CSV in ``../shared/data`` of the repository root or the working directory."""
+    repo = Path(__file__).resolve().parents[2]
+    for base in (repo, Path.cwd()):
+        candidate = base.parent / "shared" / "data" / DATA_NAME
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def default_params_path() -> Path:
+    import profiler
+
+    return Path(profiler.__file__).resolve().parent / "data" / "params.json"
+
+
+def read_rows(path: Path) -> list[dict]:
+    with path.open(newline="", encoding="utf-8-sig") as f:
+        return list(csv.DictReader(f))
+
+
+def run(args: argparse.Namespace) -> int:
+    from profiler.calibrate import cross_validate, fit, prepare_rows
+    from profiler.params import PARAMS, shipped_params
+
+    path = Path(args.data) if args.data else default_data_path()
+    if path is None:
+        print(f"error: --data: no {DATA_NAME} found in ../shared/data next to the repository or the working "
+              "directory; pass --data CSV", file=sys.stderr)
+        return 1
+    try:
+        raw = path.read_bytes()
+        rows = read_rows(path)
+    except OSError as exc:
+        print(f"error: --data: cannot read {path}: {exc.strerror or exc}", file=sys.stderr)
+        return 1
+    data = prepare_rows(rows)
+    if data.batch is None:
+        print(f"error: --data: none of the {len(rows)} rows can be predicted", file=sys.stderr)
+        return 1
+    measured = (data.ttft_ms > 0) & (data.tpot_ms > 0)
+    inferred = getattr(data, "inferred", None)  # rows whose deployment was guessed are not fitted
+    used = int((measured & ~inferred).sum()) if inferred is not None else int(measured.sum())
+    print(f"fitting {len(PARAMS)} parameters on {used} of {len(rows)} rows ({len(data.errors)} not predictable, "
+          f"{int(measured.sum()) - used} with an inferred deployment)", file=sys.stderr)
+    params = {k: _round(v) for k, v in fit(data, max_evals=args.max_evals).items()}
+    command = ["slaplan", "calibrate", "--data", path.name]
+    if args.max_evals != 400:
+        command += ["--max-evals", str(args.max_evals)]
+    provenance = {
+        "data": path.name,
+        "sha256": hashlib.sha256(raw).hexdigest(),
+        "rows": len(rows),
+        "rows_used": used,
+        "rows_not_predictable": len(data.errors),
+        "fit_loss_in_sample": in_sample_loss(data, params),
+        "command": " ".join(command),
+    }
+    if args.date:
+        provenance["date"] = args.date
+    out = Path(args.out) if args.out else default_params_path()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({"params": params, "provenance": provenance}, indent=2, sort_keys=True) + "\n",
+                   encoding="utf-8")
+    shipped_params.cache_clear()
+    loss = provenance["fit_loss_in_sample"]
+    print(f"wrote {out}: in-sample median abs error TTFT {loss['ttft_median_ape_pct']}%, "
+          f"TPOT {loss['tpot_median_ape_pct']}% (not a measure of accuracy; use --cv)")
+    if args.cv:
+        preds = cross_validate(data)
+        print(cv_table(data, preds))
+    return 0
+
+
+def _round(x: float) -> float:
+    return float(f"{x:.6g}")
+
+
+def in_sample_loss(data, params: dict[str, float]) -> dict[str, float]:
+    """Errors on the rows fitted: median absolute % error of TTFT and TPOT, median |log error|."""
+    import numpy as np
+
+    from profiler.calibrate import ape
+    from profiler.estimate import evaluate
+
+    out = evaluate(data.batch, params)
+    ok = (data.ttft_ms > 0) & (data.tpot_ms > 0) & np.isfinite(out["ttft_ms"]) & np.isfinite(out["itl_ms"])
+    logs = np.concatenate([np.log(out["ttft_ms"][ok] / data.ttft_ms[ok]), np.log(out["itl_ms"][ok] / data.tpot_ms[ok])])
+    return {
+        "ttft_median_ape_pct": round(float(np.median(ape(out["ttft_ms"][ok], data.ttft_ms[ok]))), 2),
+        "tpot_median_ape_pct": round(float(np.median(ape(out["itl_ms"][ok], data.tpot_ms[ok]))), 2),
+        "median_abs_log_error": round(float(np.median(np.abs(logs))), 4),
+    }
+
+
+def error_rows(data, ttft_pred, tpot_pred, total_rows: int | None = None) -> list[tuple]:
+    """Table rows (group, value, n, TTFT MdAPE %, TTFT median log bias, TPOT MdAPE %, TPOT bias).
+
+    ``n`` counts rows with a finite measurement and prediction; coverage over all input rows
+    is reported on the first line ("all") when ``total_rows`` is given. Bias is the median of
+    log(pred/measured): negative means the model predicts too low (exp(bias) − 1 as %).
+    """
+    import numpy as np
+
+    from profiler.calibrate import ape
+
+    ok = ((data.ttft_ms > 0) & (data.tpot_ms > 0) & np.isfinite(ttft_pred) & np.isfinite(tpot_pred)
+          & (ttft_pred > 0) & (tpot_pred > 0))
+
+    def stats(mask):
+        m = mask & ok
+        if not m.any():
+            return (int(m.sum()), float("nan"), float("nan"), float("nan"), float("nan"))
+        return (int(m.sum()),
+                float(np.median(ape(ttft_pred[m], data.ttft_ms[m]))),
+                float(np.median(np.log(ttft_pred[m] / data.ttft_ms[m]))),
+                float(np.median(ape(tpot_pred[m], data.tpot_ms[m]))),
+                float(np.median(np.log(tpot_pred[m] / data.tpot_ms[m]))))
+
+    out = [("all", "", *stats(np.ones_like(ok)))]
+    for group in GROUPS:
+        labels = data.labels[group]
+        for value in sorted(set(labels.tolist())):
+            out.append((group, value, *stats(labels == value)))
+    return out
+
+
+def format_table(rows: list[tuple], title: str) -> str:
+    """Fixed-width text of ``error_rows``."""
+    head = f"{'group':<8} {'value':<40} {'n':>5} {'TTFT MdAPE':>10} {'bias':>7} {'TPOT MdAPE':>10} {'bias':>7}"
+    lines = [title, head, "-" * len(head)]
+    for group, value, n, t_ape, t_bias, p_ape, p_bias in rows:
+        lines.append(f"{group:<8} {value[-40:]:<40} {n:>5} {t_ape:>9.1f}% {_pct(t_bias):>7} "
+                     f"{p_ape:>9.1f}% {_pct(p_bias):>7}")
+    return "\n".join(lines)
+
+
+def _pct(log_bias: float) -> str:
+    import math
+
+    return "nan" if math.isnan(log_bias) else f"{(math.exp(log_bias) - 1) * 100:+.0f}%"
+
+
+def cv_table(data, preds: dict) -> str:
+    """Both grouped cross-validation schemes of ``cross_validate``, as text tables."""
+    parts = []
+    for scheme, title in (("family", "held out: whole model families"), ("gpu", "held out: whole GPU types")):
+        ttft, tpot = preds[scheme]
+        parts.append(format_table(error_rows(data, ttft, tpot), f"grouped cross-validation, {title}"))
+    return "\n\n".join(parts)

@@ -1,0 +1,262 @@
+"""``slaplan estimate``: predictions of the offline performance model.
+
+Two forms:
+- ``--csv IN --out OUT``: every row of IN (the columns of the measured calibration data;
+  extra columns ignored, measured columns optional) is copied to OUT, in order, with
+  ``pred_ttft_ms``, ``pred_tpot_ms``, ``pred_output_tok_s_per_gpu`` and ``pred_error``
+  (empty, or why that row cannot be predicted). A bad row never stops the batch. Rows are
+  prepared one by one and then solved together in one vectorized call.
+- ``--model M --gpu G ...``: one configuration, printed as a readable summary or ``--json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import math
+import sys
+
+PRED_COLUMNS = ("pred_ttft_ms", "pred_tpot_ms", "pred_output_tok_s_per_gpu", "pred_error")
+
+# ServingConfig field -> the flag that sets it, for error messages.
+_FLAGS = {
+    "model": "--model", "gpu": "--gpu", "backend": "--backend", "precision": "--precision",
+    "kv_dtype": "--kv-dtype", "mode": "--mode", "engine": "--tp/--pp/--dp/--ep", "replicas": "--replicas",
+    "prefill": "--prefill-*", "decode": "--decode-*", "prefill_workers": "--prefill-workers",
+    "decode_workers": "--decode-workers", "max_batch": "--max-batch", "max_num_tokens": "--max-num-tokens",
+    "isl_tokens": "--isl", "osl_tokens": "--osl", "concurrency": "--concurrency", "request_rate": "--rate",
+}
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "estimate", help="predict TTFT, ITL and throughput of one configuration, or of every row of a CSV",
+        description="Offline performance model. Either --csv IN --out OUT (batch), or one configuration "
+                    "given by --model, --gpu, --tp and friends.")
+    batch = parser.add_argument_group("batch")
+    batch.add_argument("--csv", metavar="IN.csv", help="rows with the calibration data's columns")
+    batch.add_argument("--out", metavar="OUT.csv", help="where to write the rows with predictions ('-' = stdout)")
+    one = parser.add_argument_group("one configuration")
+    one.add_argument("--model", help="Hugging Face id or catalog name, or a path to a config.json")
+    one.add_argument("--gpu", help="GPU type, e.g. h100_sxm, b200, gb200")
+    one.add_argument("--backend", default="vllm", choices=("vllm", "sglang", "trtllm"))
+    one.add_argument("--precision", help="weights: bf16 | fp8 | fp4 | int4 (default: implied by the model)")
+    one.add_argument("--kv-dtype", help="KV cache: bf16 | fp8 | fp4 (default: fp8 for fp8/fp4 weights)")
+    one.add_argument("--mode", default="agg", choices=("agg", "disagg"))
+    one.add_argument("--tp", type=int, default=1, help="tensor parallelism per engine")
+    one.add_argument("--pp", type=int, default=1, help="pipeline parallelism per engine")
+    one.add_argument("--dp", type=int, default=1, help="attention data-parallelism per engine (MoE)")
+    one.add_argument("--ep", type=int, default=1, help="expert parallelism per engine (MoE)")
+    one.add_argument("--replicas", type=int, default=1, help="aggregated engines")
+    for role in ("prefill", "decode"):
+        for dim in ("tp", "pp", "dp", "ep"):
+            one.add_argument(f"--{role}-{dim}", type=int, help=f"{role} engines' {dim} (default: --{dim})")
+        one.add_argument(f"--{role}-workers", type=int, default=1, help=f"{role} engines (disagg)")
+    one.add_argument("--max-batch", type=int, help="running sequences per engine (default: what KV memory allows)")
+    one.add_argument("--max-num-tokens", type=int, help="prefill chunk, tokens per engine step")
+    one.add_argument("--isl", type=int, default=4000, help="input tokens per request (default 4000)")
+    one.add_argument("--osl", type=int, default=1000, help="output tokens per request (default 1000)")
+    load = one.add_mutually_exclusive_group()
+    load.add_argument("--concurrency", type=float, help="closed-loop clients across the deployment (default 1)")
+    load.add_argument("--rate", type=float, help="Poisson request rate across the deployment (req/s)")
+    one.add_argument("--json", action="store_true", help="print the estimate as JSON")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.csv or args.out:
+        if not (args.csv and args.out):
+            print("error: --csv and --out go together", file=sys.stderr)
+            return 2
+        return _run_csv(args.csv, args.out)
+    if not args.model or not args.gpu:
+        print("error: give --csv IN --out OUT, or --model and --gpu (see slaplan estimate --help)", file=sys.stderr)
+        return 2
+    return _run_one(args)
+
+
+# --- batch --------------------------------------------------------------------------------
+
+
+def _reason(exc: Exception) -> str:
+    """One line saying why a row or configuration cannot be predicted: ``field: message``."""
+    from pydantic import ValidationError
+
+    from profiler.errors import ModelError
+
+    if isinstance(exc, ModelError):
+        return f"{exc.field}: {exc.message}"
+    if isinstance(exc, ValidationError):
+        parts = []
+        for err in exc.errors():
+            field = ".".join(str(x) for x in err["loc"]) or "config"
+            parts.append(f"{field}: {err['msg']}")
+        return "; ".join(parts)
+    return f"{type(exc).__name__}: {exc}".splitlines()[0]
+
+
+def _fmt(x: float) -> str:
+    return f"{x:.6g}"
+
+
+def predict_rows(rows: list[dict]) -> list[dict[str, str]]:
+    """The four prediction columns for each row (strings, in input order).
+
+    Every row is prepared on its own (a failure becomes its ``pred_error``), then all
+    prepared rows are solved in one vectorized evaluation with the shipped parameters.
+    Models are looked up in the catalog only (no Hub fetch per row).
+    """
+    from profiler.dataset import row_config
+    from profiler.estimate import evaluate, prepare
+    from profiler.model_catalog import resolve_model
+
+    out = [dict.fromkeys(PRED_COLUMNS, "") for _ in rows]
+    models: dict[str, object] = {}
+    keep, preps = [], []
+    for i, row in enumerate(rows):
+        try:
+            name = str(row.get("model") or "").strip()
+            if not name:
+                raise _missing("model")
+            if name not in models:
+                models[name] = resolve_model(name)[0]
+            model = models[name]
+            config, _ = row_config(row, model.num_heads, model.is_moe)
+            preps.append(prepare(config))
+            keep.append(i)
+        except Exception as exc:  # a bad row must never stop the batch
+            out[i]["pred_error"] = _reason(exc)
+    if preps:
+        r = evaluate(preps)
+        for j, i in enumerate(keep):
+            values = (float(r["ttft_ms"][j]), float(r["itl_ms"][j]), float(r["output_tok_s_per_gpu"][j]))
+            if all(math.isfinite(v) and v > 0 for v in values):
+                out[i].update(zip(PRED_COLUMNS, map(_fmt, values)))
+            else:
+                out[i]["pred_error"] = "load: no steady state (the deployment cannot serve this load)"
+    return out
+
+
+def _missing(field: str) -> Exception:
+    from profiler.errors import ModelError
+
+    return ModelError(field, "missing")
+
+
+def _run_csv(src: str, dst: str) -> int:
+    try:
+        with open(src, newline="", encoding="utf-8-sig") as f:
+            reader = csv.DictReader(f)
+            rows = list(reader)
+            header = list(reader.fieldnames or [])
+    except OSError as exc:
+        print(f"error: --csv: cannot read {src}: {exc.strerror or exc}", file=sys.stderr)
+        return 1
+    except (csv.Error, UnicodeDecodeError) as exc:
+        print(f"error: --csv: {src} is not a readable CSV: {exc}", file=sys.stderr)
+        return 1
+    if not header:
+        print(f"error: --csv: {src} has no header row", file=sys.stderr)
+        return 1
+    preds = predict_rows(rows)
+    fields = header + [c for c in PRED_COLUMNS if c not in header]
+    try:
+        if dst == "-":
+            _write(sys.stdout, fields, rows, preds)
+        else:
+            with open(dst, "w", newline="", encoding="utf-8") as f:
+                _write(f, fields, rows, preds)
+    except OSError as exc:
+        print(f"error: --out: cannot write {dst}: {exc.strerror or exc}", file=sys.stderr)
+        return 1
+    failed = sum(1 for p in preds if p["pred_error"])
+    where = "stdout" if dst == "-" else dst
+    print(f"{len(rows)} rows: {len(rows) - failed} predicted, {failed} with pred_error; wrote {where}", file=sys.stderr)
+    return 0
+
+
+def _write(stream, fields: list[str], rows: list[dict], preds: list[dict[str, str]]) -> None:
+    writer = csv.DictWriter(stream, fieldnames=fields, extrasaction="ignore", lineterminator="\n")
+    writer.writeheader()
+    for row, pred in zip(rows, preds):
+        clean = {k: ("" if v is None else v) for k, v in row.items() if k is not None}
+        writer.writerow({**clean, **pred})
+
+
+# --- one configuration --------------------------------------------------------------------
+
+
+def _config(args: argparse.Namespace, model_name: str, precision: str | None):
+    from profiler.config import Parallel, ServingConfig
+
+    def par(prefix: str) -> Parallel:
+        pick = lambda dim: getattr(args, f"{prefix}{dim}", None) or getattr(args, dim)  # noqa: E731
+        return Parallel(tp=pick("tp"), pp=pick("pp"), dp=pick("dp"), moe_ep=pick("ep"))
+
+    roles = ({"engine": par(""), "replicas": args.replicas} if args.mode == "agg" else
+             {"prefill": par("prefill_"), "decode": par("decode_"),
+              "prefill_workers": args.prefill_workers, "decode_workers": args.decode_workers})
+    load = {"request_rate": args.rate} if args.rate is not None else {"concurrency": args.concurrency or 1.0}
+    return ServingConfig(model=model_name, gpu=args.gpu, backend=args.backend, precision=precision,
+                         kv_dtype=args.kv_dtype, mode=args.mode, max_batch=args.max_batch,
+                         max_num_tokens=args.max_num_tokens, isl_tokens=args.isl, osl_tokens=args.osl,
+                         **roles, **load)
+
+
+def _run_one(args: argparse.Namespace) -> int:
+    from pydantic import ValidationError
+
+    from profiler.errors import ModelError
+    from profiler.estimate import estimate
+    from profiler.hub import load_model
+
+    try:
+        model, implied = load_model(args.model)
+        config = _config(args, args.model, args.precision or implied)
+        result = estimate(config, model=model)
+    except (ModelError, ValidationError) as exc:
+        reason = _reason(exc)
+        field = reason.split(":", 1)[0]
+        flag = _FLAGS.get(field.split(".", 1)[0])
+        print(f"error: {reason}" + (f"  ({flag})" if flag and flag != f"--{field}" else ""), file=sys.stderr)
+        return 1
+    if args.json:
+        print(json.dumps({"model": model.hf_id, "config": config.model_dump(mode="json"),
+                          "estimate": result.model_dump(mode="json")}, indent=2, allow_nan=True))
+    else:
+        print(summary(config, model.hf_id, result))
+    return 0
+
+
+def _shape(par) -> str:
+    parts = [f"TP{par.tp}"] + [f"{k}{v}" for k, v in (("PP", par.pp), ("DP", par.dp), ("EP", par.moe_ep)) if v > 1]
+    return "·".join(parts)
+
+
+def summary(config, model_id: str, est) -> str:
+    """A few readable lines: the deployment, latency, throughput and memory of ``est``."""
+    if config.mode == "agg":
+        layout = f"agg: {config.replicas} × {_shape(config.engine)}"
+    else:
+        layout = (f"disagg: {config.prefill_workers} prefill × {_shape(config.prefill)} + "
+                  f"{config.decode_workers} decode × {_shape(config.decode)}")
+    from profiler.gpus import get_gpu
+
+    load = (f"concurrency {config.concurrency:g}" if config.request_rate is None
+            else f"rate {config.request_rate:g} req/s")
+    lines = [
+        f"{model_id} on {est.total_gpus} × {get_gpu(config.gpu).name} ({config.backend}, {config.precision}; {layout})",
+        f"workload: ISL {config.isl_tokens} / OSL {config.osl_tokens} tokens, {load}",
+        f"TTFT        mean {est.ttft_ms:.1f} ms   p90 {est.ttft_p90_ms:.1f} ms   p99 {est.ttft_p99_ms:.1f} ms",
+        f"ITL (TPOT)  {est.itl_ms:.2f} ms   ({est.tok_s_per_user:.1f} tok/s per user)",
+        f"throughput  {est.output_tok_s_per_gpu:.1f} output tok/s per GPU   {est.requests_per_s:.3g} req/s   "
+        f"{est.decode_batch:.1f} sequences decoding per engine",
+    ]
+    for role, mem in est.memory.items():
+        lines.append(f"memory/GPU  {role}: weights {mem.weights_gib:.1f} GiB, KV cache {mem.kv_cache_gib:.1f} GiB, "
+                     f"activations {mem.activations_gib:.1f} GiB; KV capacity {mem.kv_capacity_tokens:,} tokens "
+                     f"({mem.max_sequences:,} sequences) per engine")
+    if est.saturated:
+        lines.append("saturated: the load exceeds what this deployment serves (clients queue for the excess)")
+    return "\n".join(lines)

@@ -1,0 +1,85 @@
+"""Accuracy of the offline performance model on the measured calibration data.
+
+Prints coverage (rows predicted / rows given) and, for TTFT and TPOT, the median absolute
+percentage error (MdAPE) and the median bias (median of log(pred/measured), shown as the %
+it corresponds to; negative = predicted too low), overall and by mode, backend, GPU and model
+family, for:
+- grouped cross-validation holding out whole model families (one fit per family);
+- grouped cross-validation holding out whole GPU types (one fit per GPU type);
+- in sample: the shipped parameters on the rows they were fitted on (for contrast only; this
+  is not a measure of accuracy).
+Targets (issue 2): coverage ≥ 95%, CV TPOT MdAPE ≤ 12%, CV TTFT MdAPE ≤ 30%.
+
+    python benchmarks/accuracy.py [--data CSV] [--max-evals N] [--in-sample-only]
+
+Cross-validation refits the parameters once per held-out group: 15–30 minutes on 2 cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from api.commands.calibrate import default_data_path, error_rows, format_table, read_rows  # noqa: E402
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data", help="calibration CSV (default: ../shared/data next to the repository)")
+    parser.add_argument("--max-evals", type=int, default=200, help="model evaluations per CV fit (default 200)")
+    parser.add_argument("--in-sample-only", action="store_true", help="skip cross-validation (seconds, not minutes)")
+    args = parser.parse_args(argv)
+
+    import numpy as np
+
+    from profiler.calibrate import cross_validate, prepare_rows
+    from profiler.estimate import evaluate
+    from profiler.params import shipped_params
+
+    path = Path(args.data) if args.data else default_data_path()
+    if path is None or not path.is_file():
+        print("error: calibration data not found; pass --data CSV", file=sys.stderr)
+        return 1
+    rows = read_rows(path)
+    data = prepare_rows(rows)
+    predicted = len(data.index)
+    measured = int(((data.ttft_ms > 0) & (data.tpot_ms > 0)).sum())
+    print(f"data: {path.name}, {len(rows)} rows")
+    print(f"coverage: {predicted}/{len(rows)} rows predicted = {100 * predicted / len(rows):.1f}% (target ≥ 95%)")
+    reasons: dict[str, int] = {}
+    for message in data.errors.values():
+        key = message.split(" needs ")[0] if " needs " in message else message
+        reasons[key] = reasons.get(key, 0) + 1
+    for message, n in sorted(reasons.items(), key=lambda kv: -kv[1]):
+        print(f"  not predicted ({n}): {message[:140]}")
+    print(f"rows with both measurements among those predicted: {measured}\n")
+
+    out = evaluate(data.batch, shipped_params())
+    print(format_table(error_rows(data, out["ttft_ms"], out["itl_ms"]),
+                       "IN SAMPLE (shipped parameters on the rows they were fitted on; NOT an accuracy measure)"))
+    if args.in_sample_only:
+        return 0
+
+    start = time.perf_counter()
+    preds = cross_validate(data, max_evals=args.max_evals)
+    minutes = (time.perf_counter() - start) / 60
+    summary = []
+    for scheme, title in (("family", "whole model families held out"), ("gpu", "whole GPU types held out")):
+        ttft, tpot = preds[scheme]
+        table = error_rows(data, ttft, tpot)
+        print("\n" + format_table(table, f"GROUPED CROSS-VALIDATION: {title}"))
+        _, _, n, t_ape, t_bias, p_ape, p_bias = table[0]
+        summary.append(f"{scheme:<7} n={n}  TTFT MdAPE {t_ape:.1f}% (bias {np.expm1(t_bias) * 100:+.0f}%)  "
+                       f"TPOT MdAPE {p_ape:.1f}% (bias {np.expm1(p_bias) * 100:+.0f}%)")
+    print(f"\nsummary (targets: TPOT ≤ 12%, TTFT ≤ 30%; cross-validation took {minutes:.1f} min)")
+    print("\n".join(summary))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

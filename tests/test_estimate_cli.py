@@ -1,0 +1,146 @@
+"""The ``slaplan estimate`` contract: ``--csv IN --out OUT`` keeps every row, in order, with
+four prediction columns; one configuration prints a summary or JSON; errors name the field."""
+
+from __future__ import annotations
+
+import csv
+import json
+
+import pytest
+
+from api.cli import main
+
+HEADER = ["model", "gpu", "backend", "precision", "mode", "isl", "osl", "concurrency", "tp", "pp", "attn_dp",
+          "moe_tp", "moe_ep", "p_workers", "p_tp", "p_pp", "p_attn_dp", "p_moe_ep", "p_bs", "d_workers", "d_tp",
+          "d_pp", "d_attn_dp", "d_moe_ep", "d_bs", "num_gpus", "ttft_ms", "tpot_ms", "note"]
+PRED = ["pred_ttft_ms", "pred_tpot_ms", "pred_output_tok_s_per_gpu", "pred_error"]
+
+
+def write_csv(path, header, rows):
+    with open(path, "w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(header)
+        writer.writerows(rows)
+
+
+def read_csv(path):
+    with open(path, newline="") as f:
+        reader = csv.DictReader(f)
+        return reader.fieldnames, list(reader)
+
+
+def test_csv_keeps_every_row_in_order_with_errors_inline(tmp_path):
+    good = ["meta-llama/Llama-3.1-70B-Instruct", "h100_sxm", "vllm", "bf16", "agg", "1024", "256", "16", "4",
+            "1", "1", "", "", "", "", "", "", "", "", "", "", "", "", "", "", "4", "300.5", "25.1", "first"]
+    bad = ["acme/NoSuchModel", "h100_sxm", "vllm", "bf16", "agg", "1024", "256", "16", "4", "1", "1", "", "", "",
+           "", "", "", "", "", "", "", "", "", "", "", "4", "", "", "second"]
+    disagg = ["Qwen/Qwen3-32B", "h200_sxm", "sglang", "fp8", "disagg", "4096", "512", "64", "", "", "", "", "",
+              "2", "2", "1", "1", "1", "", "1", "4", "1", "1", "1", "", "8", "", "", "third"]
+    src, dst = tmp_path / "in.csv", tmp_path / "out.csv"
+    write_csv(src, HEADER, [good, bad, disagg])
+    assert main(["estimate", "--csv", str(src), "--out", str(dst)]) == 0
+    fields, rows = read_csv(dst)
+    assert fields == HEADER + PRED
+    assert [r["note"] for r in rows] == ["first", "second", "third"]
+    assert rows[0]["ttft_ms"] == "300.5"  # input values pass through untouched
+    for row in (rows[0], rows[2]):
+        assert row["pred_error"] == ""
+        assert all(float(row[c]) > 0 for c in PRED[:3])
+    assert rows[1]["pred_error"].startswith("model:") and "acme/NoSuchModel" in rows[1]["pred_error"]
+    assert all(rows[1][c] == "" for c in PRED[:3])
+
+
+def test_csv_missing_optional_columns_and_bad_values(tmp_path):
+    header = ["model", "gpu", "isl", "osl", "concurrency", "tp"]  # no backend, mode, measurements...
+    rows = [
+        ["meta-llama/Llama-3.1-8B", "h100", "512", "128", "4", "1"],
+        ["meta-llama/Llama-3.1-8B", "h100", "0", "128", "4", "1"],  # zero-length prompt
+        ["meta-llama/Llama-3.1-8B", "h100", "512", "128", "4", "3"],  # tp does not divide 32 heads
+        ["meta-llama/Llama-3.1-8B", "tpu9", "512", "128", "4", "1"],  # unknown GPU
+        ["meta-llama/Llama-3.1-405B", "h100", "512", "128", "4", "1"],  # does not fit
+        ["meta-llama/Llama-3.1-8B", "h100", "512", "lots", "4", "1"],  # not a number
+        ["meta-llama/Llama-3.1-8B", "h100", "512", "128"],  # ragged: concurrency and tp missing
+    ]
+    src, dst = tmp_path / "in.csv", tmp_path / "out.csv"
+    write_csv(src, header, rows)
+    assert main(["estimate", "--csv", str(src), "--out", str(dst)]) == 0
+    fields, out = read_csv(dst)
+    assert fields == header + PRED
+    assert len(out) == len(rows)
+    assert out[0]["pred_error"] == "" and float(out[0]["pred_tpot_ms"]) > 0
+    errors = [r["pred_error"] for r in out[1:]]
+    assert errors[0].startswith("isl_tokens:")
+    assert errors[1].startswith("engine.tp:")
+    assert errors[2].startswith("gpu:") and "h100_sxm" in errors[2]
+    assert errors[3].startswith("engine:") and "GiB" in errors[3]
+    assert errors[4].startswith("osl:")
+    assert errors[5].startswith("concurrency:")
+    assert all(r["pred_ttft_ms"] == "" for r in out[1:])
+
+
+def test_csv_matches_the_python_api(tmp_path):
+    from profiler.config import Parallel, ServingConfig
+    from profiler.estimate import estimate
+
+    src, dst = tmp_path / "in.csv", tmp_path / "out.csv"
+    write_csv(src, ["model", "gpu", "backend", "mode", "isl", "osl", "concurrency", "tp"],
+              [["meta-llama/Llama-3.1-70B", "h100_sxm", "trtllm", "agg", "2000", "500", "32", "8"]])
+    assert main(["estimate", "--csv", str(src), "--out", str(dst)]) == 0
+    row = read_csv(dst)[1][0]
+    ref = estimate(ServingConfig(model="meta-llama/Llama-3.1-70B", gpu="h100_sxm", backend="trtllm",
+                                 engine=Parallel(tp=8), isl_tokens=2000, osl_tokens=500, concurrency=32))
+    assert float(row["pred_ttft_ms"]) == pytest.approx(ref.ttft_ms, rel=1e-5)
+    assert float(row["pred_tpot_ms"]) == pytest.approx(ref.itl_ms, rel=1e-5)
+    assert float(row["pred_output_tok_s_per_gpu"]) == pytest.approx(ref.output_tok_s_per_gpu, rel=1e-5)
+
+
+def test_csv_unreadable_input_fails_cleanly(tmp_path, capsys):
+    assert main(["estimate", "--csv", str(tmp_path / "absent.csv"), "--out", str(tmp_path / "o.csv")]) == 1
+    assert "error: --csv" in capsys.readouterr().err
+    assert not (tmp_path / "o.csv").exists()
+
+
+def test_one_configuration_summary(capsys):
+    assert main(["estimate", "--model", "meta-llama/Llama-3.1-70B", "--gpu", "H100", "--tp", "4",
+                 "--isl", "2000", "--osl", "200", "--concurrency", "16"]) == 0
+    out = capsys.readouterr().out
+    for word in ("TTFT", "p90", "p99", "ITL", "tok/s per GPU", "tok/s per user", "req/s", "weights",
+                 "KV capacity", "h100_sxm"):
+        assert word in out
+
+
+def test_one_configuration_json_disagg(capsys):
+    assert main(["estimate", "--model", "Qwen/Qwen3-32B-FP8", "--gpu", "h200", "--mode", "disagg",
+                 "--prefill-tp", "2", "--decode-tp", "4", "--prefill-workers", "2", "--rate", "3", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["config"]["precision"] == "fp8"
+    assert data["estimate"]["total_gpus"] == 2 * 2 + 4
+    assert set(data["estimate"]["memory"]) == {"prefill", "decode"}
+    assert data["estimate"]["ttft_p99_ms"] >= data["estimate"]["ttft_p90_ms"]
+
+
+@pytest.mark.parametrize("argv,field", [
+    (["--model", "acme/Nope", "--gpu", "h100"], "model"),
+    (["--model", "meta-llama/Llama-3.1-8B", "--gpu", "tpu9"], "gpu"),
+    (["--model", "meta-llama/Llama-3.1-70B", "--gpu", "h100", "--tp", "3"], "engine.tp"),
+    (["--model", "meta-llama/Llama-3.1-70B", "--gpu", "h100", "--tp", "4", "--osl", "0"], "osl_tokens"),
+    (["--model", "meta-llama/Llama-3.1-405B", "--gpu", "h100", "--precision", "bf16"], "engine"),
+])
+def test_one_configuration_errors_name_the_field(argv, field, capsys, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # an unknown org/name would otherwise be fetched
+    assert main(["estimate", *argv]) == 1
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert last.startswith(f"error: {field}: ")
+
+
+def test_local_config_json(tmp_path, capsys):
+    config = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 4096,
+              "intermediate_size": 14336, "num_attention_heads": 32, "num_key_value_heads": 8,
+              "num_hidden_layers": 32, "vocab_size": 128256, "torch_dtype": "bfloat16",
+              "_name_or_path": "acme/Custom-8B"}
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    assert main(["estimate", "--model", str(path), "--gpu", "h100", "--isl", "1000", "--osl", "100", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["model"] == "acme/Custom-8B"
+    assert data["estimate"]["itl_ms"] > 0

@@ -1,0 +1,172 @@
+"""Physics invariants of the offline performance model (pure and fast).
+
+Each invariant is checked with the default parameters and with the shipped (fitted) ones:
+it must follow from the model's structure, not from lucky parameter values.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from profiler.config import Parallel, ServingConfig
+from profiler.estimate import estimate, evaluate, prepare
+from profiler.gpus import get_gpu
+from profiler.params import default_params, shipped_params
+from profiler.steps import decode_step_s
+
+GIB = 2**30
+
+
+@pytest.fixture(params=["default", "shipped"])
+def params(request) -> dict[str, float]:
+    return default_params() if request.param == "default" else shipped_params()
+
+
+def config(**changes) -> ServingConfig:
+    base = dict(model="meta-llama/Llama-3.1-70B", gpu="h100_sxm", engine=Parallel(tp=4),
+                isl_tokens=2000, osl_tokens=500, concurrency=1)
+    if "request_rate" in changes:
+        base.pop("concurrency")
+    return ServingConfig(**{**base, **changes})
+
+
+def increasing(values: list[float]) -> bool:
+    return all(b > a for a, b in zip(values, values[1:]))
+
+
+def test_more_concurrency_more_throughput_and_higher_itl(params):
+    runs = [estimate(config(concurrency=c), params=params) for c in (1, 2, 4, 8, 16, 32, 64, 128)]
+    assert not any(r.saturated for r in runs)
+    assert increasing([r.output_tok_s_per_gpu for r in runs])
+    assert increasing([r.itl_ms for r in runs])
+    assert increasing([r.decode_batch for r in runs])
+
+
+def test_larger_batch_limit_more_throughput_and_higher_itl(params):
+    runs = [estimate(config(concurrency=512, max_batch=b), params=params) for b in (4, 8, 16, 32, 64, 128)]
+    assert increasing([r.output_tok_s_per_gpu for r in runs])
+    assert increasing([r.itl_ms for r in runs])
+    # the clients beyond the running batch wait for a slot: fewer slots, longer TTFT
+    assert increasing([-r.ttft_ms for r in runs])
+
+
+def _decode_step_ms(tp: int, batch: float, params) -> float:
+    prep = prepare(config(precision="fp8", engine=Parallel(tp=tp)))
+    return float(decode_step_s(prep.decode, params, batch, 2250.0)) * 1e3
+
+
+def test_more_tp_lowers_decode_step_until_communication_dominates(params):
+    # Within one 8-GPU NVLink node every doubling of TP shortens a decode step ...
+    for batch in (1, 64):
+        steps = [_decode_step_ms(tp, batch, params) for tp in (1, 2, 4, 8)]
+        assert increasing(steps[::-1]), (batch, steps)
+        # ... with diminishing returns (fixed per-step costs and all-reduces do not shrink).
+        assert steps[3] > steps[0] / 8
+    # An engine of 16 H100s spans two nodes: at a large batch the all-reduces over the
+    # inter-node network cost more than the halved GEMMs save.
+    assert _decode_step_ms(16, 256, params) > _decode_step_ms(8, 256, params)
+
+
+def test_ttft_rises_with_load(params):
+    rates = [estimate(config(request_rate=r), params=params) for r in (0.1, 0.5, 1.0, 2.0, 3.0)]
+    assert not any(r.saturated for r in rates)
+    assert increasing([r.ttft_ms for r in rates])
+    assert increasing([r.ttft_p99_ms for r in rates])
+    closed = [estimate(config(concurrency=c), params=params) for c in (1, 4, 16, 64, 256)]
+    assert increasing([r.ttft_ms for r in closed])
+
+
+def test_poisson_load_beyond_capacity_is_saturated(params):
+    capacity = estimate(config(concurrency=100_000), params=params).requests_per_s
+    over = estimate(config(request_rate=capacity * 3), params=params)
+    assert over.saturated
+
+
+def test_tail_quantiles_ordered(params):
+    # p99 ≥ p90 always; the mean is not ordered against p90 in general (skewed waits).
+    cases = [config(concurrency=c) for c in (1, 8, 64, 512)] + [config(request_rate=r) for r in (0.2, 1.0, 2.5)]
+    cases.append(config(mode="disagg", engine=None, prefill=Parallel(tp=4), decode=Parallel(tp=4),
+                        prefill_workers=2, decode_workers=1, concurrency=32))
+    for case in cases:
+        r = estimate(case, params=params)
+        assert r.ttft_p99_ms >= r.ttft_p90_ms > 0, case
+        assert r.ttft_ms > 0 and r.itl_ms > 0
+
+
+def _disagg(**changes) -> ServingConfig:
+    return config(mode="disagg", engine=None, prefill=Parallel(tp=4), decode=Parallel(tp=4), **changes)
+
+
+def test_disaggregated_ttft_includes_kv_transfer(params):
+    # At a light Poisson load the decode batch does not depend on TTFT, so changing only the
+    # KV hand-off efficiency moves TTFT by exactly the change in transfer time:
+    # ISL tokens × KV bytes per token / (link bytes/s × efficiency).
+    cfg = _disagg(isl_tokens=8000, request_rate=0.05)
+    prep = prepare(cfg)
+    kv_bytes = cfg.isl_tokens * prep.prefill["kv_bytes_tok_total"]
+    assert kv_bytes == 8000 * 80 * 2 * 8 * 128 * 2  # tokens × layers × (K, V) × kv heads × head dim × bf16
+    slow, fast = dict(params, kv_transfer_eff=0.05), dict(params, kv_transfer_eff=0.5)
+    t_slow, t_fast = estimate(cfg, params=slow).ttft_ms, estimate(cfg, params=fast).ttft_ms
+    expected_ms = kv_bytes / prep.prefill["kv_transfer_bytes_s"] * (1 / 0.05 - 1 / 0.5) * 1e3
+    assert t_slow - t_fast == pytest.approx(expected_ms, rel=1e-6)
+    assert expected_ms > 1.0
+    # aggregated serving hands nothing over
+    agg = config(isl_tokens=8000, request_rate=0.05)
+    assert estimate(agg, params=slow).ttft_ms == pytest.approx(estimate(agg, params=fast).ttft_ms, rel=1e-12)
+
+
+def test_kv_capacity_llama_70b_h100_tp4_by_hand():
+    # Llama-3.1-70B: 80 layers, hidden 8192, 64 query heads, 8 KV heads of dim 128,
+    # MLP width 28672, vocabulary 128256, untied embeddings; bf16 weights and KV cache.
+    layers, hidden, heads, kv_heads, head_dim, mlp, vocab = 80, 8192, 64, 8, 128, 28672, 128256
+    tp, bf16 = 4, 2
+    attention = layers * (2 * hidden * heads * head_dim + 2 * hidden * kv_heads * head_dim)  # q, o, k, v
+    assert attention == 12_079_595_520
+    mlp_params = layers * 3 * hidden * mlp  # gate, up, down
+    assert mlp_params == 56_371_445_760
+    embeddings = 2 * vocab * hidden  # input embedding + LM head
+    weights = (attention + mlp_params + embeddings) * bf16 / tp  # bytes per GPU
+    assert weights == 35_276_193_792  # 32.85 GiB
+    # Activations, as the engine reserves them: a prefill chunk of 8192 tokens (vLLM's
+    # default) × (the widest hidden buffer, 4 × hidden, + the LM-head logits shard) × bf16 × 2.
+    chunk = 8192
+    activations = chunk * (max(4 * hidden, 2 * mlp // tp) + vocab // tp) * bf16 * 2
+    assert activations == 2_124_414_976  # 1.98 GiB
+    # vLLM may use 90% of the 79.6 GiB an H100 reports, less 2 GiB outside its pool.
+    assert get_gpu("H100").memory_gib == 79.6
+    kv_pool = 79.6 * GIB * 0.9 - 2 * GIB - weights - activations
+    # KV bytes per token on one GPU: the 8 KV heads split over 4 GPUs, 2 each.
+    kv_per_token = layers * 2 * (kv_heads // tp) * head_dim * bf16
+    assert kv_per_token == 81_920
+    tokens = int(kv_pool / kv_per_token)
+    assert tokens == 456_235
+
+    mem = estimate(config(), params=default_params()).memory["engine"]
+    assert mem.kv_capacity_tokens == tokens
+    assert mem.weights_gib == pytest.approx(weights / GIB, rel=1e-12)
+    assert mem.activations_gib == pytest.approx(activations / GIB, rel=1e-12)
+    assert mem.kv_cache_gib == pytest.approx(kv_pool / GIB, rel=1e-12)
+
+
+def test_memory_per_role_and_gpus_in_disagg():
+    r = estimate(_disagg(prefill_workers=3, decode_workers=2, concurrency=16))
+    assert set(r.memory) == {"prefill", "decode"}
+    assert r.total_gpus == 3 * 4 + 2 * 4
+
+
+def test_deterministic():
+    cases = [config(concurrency=24), config(request_rate=1.5),
+             _disagg(prefill_workers=2, decode_workers=1, concurrency=40),
+             ServingConfig(model="deepseek-ai/DeepSeek-R1", gpu="b200", backend="sglang", precision="fp4",
+                           engine=Parallel(tp=1, dp=8, moe_ep=8), isl_tokens=8192, osl_tokens=1024, concurrency=256)]
+    for case in cases:
+        first = estimate(case)
+        assert estimate(case) == first
+        assert estimate(case.model_copy()) == first
+    # one configuration alone and the same configuration inside a batch agree
+    batch = evaluate([prepare(c) for c in cases])
+    for i, case in enumerate(cases):
+        one = estimate(case)
+        assert batch["ttft_ms"][i] == pytest.approx(one.ttft_ms, rel=1e-9)
+        assert batch["itl_ms"][i] == pytest.approx(one.itl_ms, rel=1e-9)
+        assert batch["output_tok_s_per_gpu"][i] == pytest.approx(one.output_tok_s_per_gpu, rel=1e-9)
