@@ -45,12 +45,8 @@ class ServedKind:
 def _validate_dgdr(obj: dict[str, Any]) -> None:
     if not isinstance(obj.get("spec"), dict):
         raise InvalidSpec([("spec", "Required value: spec must be an object")])
-    try:
-        from planner.request import RequestError, parse_dgdr
-    except ModuleNotFoundError as exc:  # only a checkout without the request parser skips this
-        if exc.name != "planner.request":
-            raise
-        return
+    from planner.request import RequestError, parse_dgdr
+
     try:
         parse_dgdr(obj)
     except RequestError as exc:

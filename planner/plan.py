@@ -43,18 +43,18 @@ def _disagg_prepared(pre: Prepared, dec: Prepared, n_p: int, n_d: int, t: Target
                     {"prefill": pre.memory["engine"], "decode": dec.memory["engine"]})
 
 
-def plan(request: PlanRequest, *, model: Model | None = None, params: dict[str, float] | None = None,
-         seed: int = 0) -> PlanResult:
-    """Plan ``request``; ``model`` replaces the catalog lookup (e.g. a parsed config.json).
+def plan(request: PlanRequest, *, model: tuple[Model, str] | None = None,
+         params: dict[str, float] | None = None, seed: int = 0) -> PlanResult:
+    """Plan ``request``.
 
-    Raises ModelError (naming the field) for an unknown model or GPU or impossible bounds;
-    an SLA nothing meets is not an error but an infeasible PlanResult that says why.
+    ``model`` is the architecture and the weights precision its name implies, as
+    ``profiler.hub.load_model`` returns them (for a local config.json or a Hub id outside
+    the catalog); by default the catalog resolves ``request.model``. Raises ModelError
+    (naming the field) for an unknown model or GPU or impossible bounds; an SLA nothing
+    meets is not an error but an infeasible PlanResult that says why.
     """
     p = params or shipped_params()
-    if model is None:
-        model, implied = resolve_model(request.model)
-    else:
-        implied = model.native_precision
+    model, implied = model or resolve_model(request.model)
     precision = check_precision(request.precision or implied)
     gpu = get_gpu(request.gpu)
     check_bounds(request.min_gpus_per_engine, request.max_gpus_per_engine)

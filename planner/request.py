@@ -521,9 +521,26 @@ def parse_dgdr(obj: dict[str, Any]) -> PlanRequest:
     if causes or meta is None or fields is None:
         raise RequestError(list(dict.fromkeys(causes)))
     try:
-        return PlanRequest(name=meta.name, namespace=meta.namespace, **fields)
+        request = PlanRequest(name=meta.name, namespace=meta.namespace, **fields)
     except ValidationError as exc:  # a combination the checks above did not foresee
         raise RequestError([(_path(("spec", *e["loc"])), _message(e)) for e in exc.errors()]) from None
+    causes = _catalog_causes(raw, request)
+    if causes:
+        raise RequestError(causes)
+    return request
+
+
+def _catalog_causes(raw: dict[str, Any], request: PlanRequest) -> list[tuple[str, str]]:
+    """An unknown GPU, named by the field the request used. (The model is checked where it is
+    loaded: a name outside the catalog may still be fetched from the Hugging Face Hub.)"""
+    from profiler.errors import ModelError
+    from profiler.gpus import get_gpu
+
+    try:
+        get_gpu(request.gpu)
+    except ModelError as exc:
+        return [("spec.gpu.type" if _get(raw, "gpu", "type") else "spec.hardware.gpuSku", exc.message)]
+    return []
 
 
 def _get(d: Any, *keys: str) -> Any:

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.optimize import least_squares
 
-from profiler.dataset import row_config
+from profiler.dataset import row_prepared
 from profiler.errors import ModelError
-from profiler.estimate import Batch, evaluate, prepare, stack_prepared
+from profiler.estimate import Batch, evaluate, stack_prepared
 from profiler.model_catalog import resolve_model
 from profiler.params import PARAMS, default_params
 
@@ -33,6 +33,7 @@ class Prepared:
     ttft_ms: np.ndarray
     tpot_ms: np.ndarray
     labels: dict[str, np.ndarray]  # model family, gpu, backend, mode per row
+    inferred: np.ndarray  # rows whose deployment had to be guessed (e.g. missing worker counts)
     errors: dict[int, str]  # input position -> why it cannot be predicted
 
 
@@ -46,37 +47,41 @@ def family(model_id: str) -> str:
 
 def prepare_rows(rows: list[dict]) -> Prepared:
     """Prepare every row; rows that fail are recorded in ``errors``, never raised."""
-    keep, preps, errors = [], [], {}
+    keep, preps, inferred, errors = [], [], [], {}
     for i, row in enumerate(rows):
         try:
-            model, _ = resolve_model(str(row.get("model") or ""))
-            config, _ = row_config(row, model.num_heads, model.is_moe)
-            preps.append(prepare(config))
+            prep, notes = row_prepared(row)
+            preps.append(prep)
             keep.append(i)
+            inferred.append(bool(notes))
         except (ModelError, ValueError) as exc:
             errors[i] = str(exc).splitlines()[0]
     take = lambda key: np.array([float(rows[i].get(key) or "nan") for i in keep])  # noqa: E731
     labels = {k: np.array([str(rows[i].get(k)) for i in keep]) for k in ("gpu", "backend", "mode")}
     labels["family"] = np.array([family(str(rows[i].get("model"))) for i in keep])
     return Prepared(np.array(keep, dtype=int), stack_prepared(preps) if preps else None,
-                    take("ttft_ms"), take("tpot_ms"), labels, errors)
+                    take("ttft_ms"), take("tpot_ms"), labels, np.array(inferred, dtype=bool), errors)
 
 
 def _subset(data: Prepared, mask: np.ndarray) -> Prepared:
     b = data.batch
     pick = lambda d: {k: v[mask] for k, v in d.items()}  # noqa: E731
     return Prepared(data.index[mask], Batch(pick(b.decode), pick(b.prefill), pick(b.load), b.gpus[mask]),
-                    data.ttft_ms[mask], data.tpot_ms[mask], pick(data.labels), {})
+                    data.ttft_ms[mask], data.tpot_ms[mask], pick(data.labels), data.inferred[mask], {})
 
 
 def fit(data: Prepared, start: dict[str, float] | None = None, names: tuple[str, ...] = tuple(PARAMS),
         max_evals: int = 400) -> dict[str, float]:
-    """Least-squares fit of ``names`` (others stay at ``start``) in log-parameter space."""
+    """Least-squares fit of ``names`` (others stay at ``start``) in log-parameter space.
+
+    Rows whose deployment was inferred rather than recorded are left out of the fit (they
+    would teach the model the guess, not the hardware) but are still predicted and scored.
+    """
     base = dict(start or default_params())
     lo = np.log([PARAMS[n][1] if PARAMS[n][1] > 0 else 1e-3 for n in names])
     hi = np.log([PARAMS[n][2] for n in names])
     x0 = np.clip(np.log([max(base[n], 1e-3) for n in names]), lo + 1e-9, hi - 1e-9)
-    ok = np.isfinite(data.ttft_ms) & np.isfinite(data.tpot_ms)
+    ok = np.isfinite(data.ttft_ms) & np.isfinite(data.tpot_ms) & ~data.inferred
     log_ttft, log_tpot = np.log(data.ttft_ms), np.log(data.tpot_ms)
 
     def residuals(x):

@@ -3,7 +3,9 @@
 Pure: takes rows already read (dicts of strings or numbers). Conventions of the data:
 - ``concurrency`` is closed-loop client concurrency across the whole deployment;
 - a MoE engine whose TP does not divide the attention heads (e.g. TP 48 for 128 heads) can
-  only run attention data-parallel, so it is read as dp = tp, tp = 1;
+  only run attention data-parallel, so it is read as dp = tp, tp = 1; one whose TP exceeds
+  the GPU's scale-up (NVLink) domain runs attention TP inside the domain and DP across it
+  (``domain`` is the domain size, in GPUs);
 - a ``moe_ep`` of 0 means no expert parallelism;
 - disaggregated rows without worker counts are read as a deployment sized for its load:
   enough decode workers for ``UNRECORDED_BATCH_PER_RANK`` sequences per attention rank,
@@ -17,6 +19,9 @@ import math
 
 from profiler.config import Parallel, ServingConfig
 from profiler.errors import ModelError
+from profiler.estimate import Prepared, prepare
+from profiler.gpus import get_gpu
+from profiler.model_catalog import resolve_model
 
 UNRECORDED_BATCH_PER_RANK = 256
 UNRECORDED_DECODE_PER_PREFILL_GPU = 2.0
@@ -48,12 +53,16 @@ def _int(row: dict, key: str, default: int | None = None) -> int:
     return int(x)
 
 
-def _parallel(row: dict, prefix: str, heads: int | None, moe: bool) -> Parallel:
+def _parallel(row: dict, prefix: str, heads: int | None, moe: bool, domain: int) -> Parallel:
     tp = _int(row, f"{prefix}tp", 1) or 1
     dp = _int(row, f"{prefix}attn_dp", 1) or 1
     ep = (_int(row, f"{prefix}moe_ep", 1) or 1) if moe else 1
     if moe and heads and heads % tp and dp == 1:
         tp, dp = 1, tp
+    if moe and dp == 1 and tp > domain:
+        # Attention TP does not cross the scale-up domain: the rest is attention-DP.
+        inner = max(d for d in range(1, domain + 1) if tp % d == 0 and (not heads or heads % d == 0))
+        tp, dp = inner, tp // inner
     if not moe:
         dp = 1
     if moe and (tp * dp) % ep:
@@ -61,7 +70,8 @@ def _parallel(row: dict, prefix: str, heads: int | None, moe: bool) -> Parallel:
     return Parallel(tp=tp, pp=_int(row, f"{prefix}pp", 1) or 1, dp=dp, moe_ep=ep)
 
 
-def row_config(row: dict, heads: int | None = None, moe: bool = False) -> tuple[ServingConfig, tuple[str, ...]]:
+def row_config(row: dict, heads: int | None = None, moe: bool = False,
+               domain: int = 72) -> tuple[ServingConfig, tuple[str, ...]]:
     """The ServingConfig a measured row describes, and the assumptions made reading it."""
     notes: list[str] = []
     mode = str(row.get("mode") or "agg").strip()
@@ -75,8 +85,8 @@ def row_config(row: dict, heads: int | None = None, moe: bool = False) -> tuple[
                   precision=(str(row["precision"]).strip() or None) if row.get("precision") else None,
                   mode=mode, isl_tokens=_int(row, "isl"), osl_tokens=_int(row, "osl"), concurrency=conc)
     if mode == "agg":
-        return ServingConfig(engine=_parallel(row, "", heads, moe), **common), ()
-    prefill, decode = _parallel(row, "p_", heads, moe), _parallel(row, "d_", heads, moe)
+        return ServingConfig(engine=_parallel(row, "", heads, moe, domain), **common), ()
+    prefill, decode = _parallel(row, "p_", heads, moe, domain), _parallel(row, "d_", heads, moe, domain)
     pw, dw = _num(row, "p_workers"), _num(row, "d_workers")
     if pw is None or dw is None:
         dw = math.ceil(conc / (decode.dp * UNRECORDED_BATCH_PER_RANK))
@@ -84,3 +94,11 @@ def row_config(row: dict, heads: int | None = None, moe: bool = False) -> tuple[
         notes.append(f"worker counts missing: read as {pw} prefill + {dw} decode workers")
     return ServingConfig(prefill=prefill, decode=decode, prefill_workers=int(pw), decode_workers=int(dw),
                          **common), tuple(notes)
+
+
+def row_prepared(row: dict) -> tuple[Prepared, tuple[str, ...]]:
+    """A measured row resolved and prepared for ``evaluate``, with the assumptions made."""
+    model, _ = resolve_model(str(row.get("model") or ""))
+    gpu = get_gpu(str(row.get("gpu") or ""))
+    config, notes = row_config(row, model.num_heads, model.is_moe, gpu.nvlink_domain)
+    return prepare(config), notes

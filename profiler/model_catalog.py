@@ -42,6 +42,9 @@ _LLAMA_33_70B = _variant(_LLAMA_31_70B, "meta-llama/Llama-3.3-70B-Instruct", "ll
                          "llama-3.3-70b")
 
 # --- Qwen3 (head_dim 128 independent of hidden size; untied embeddings from 8B up) -----------
+_QWEN3_06B = Model("Qwen/Qwen3-0.6B", num_layers=28, hidden_size=1024, num_heads=16, num_kv_heads=8,
+                   head_dim=128, intermediate_size=3072, vocab_size=151936, tie_embeddings=True,
+                   aliases=("qwen3-0.6b", "Qwen/Qwen3-0.6B-Base"))
 _QWEN3_8B = Model("Qwen/Qwen3-8B", num_layers=36, hidden_size=4096, num_heads=32, num_kv_heads=8,
                   head_dim=128, intermediate_size=12288, vocab_size=151936, aliases=("qwen3-8b",))
 _QWEN3_32B = Model("Qwen/Qwen3-32B", num_layers=64, hidden_size=5120, num_heads=64, num_kv_heads=8,
@@ -147,7 +150,7 @@ _MIXTRAL_8X7B = Model("mistralai/Mixtral-8x7B-v0.1", num_layers=32, hidden_size=
 
 MODELS: tuple[Model, ...] = (
     _LLAMA_31_8B, _LLAMA_31_70B, _LLAMA_31_405B, _LLAMA_33_70B,
-    _QWEN3_8B, _QWEN3_32B, _QWEN3_30B_A3B, _QWEN3_235B_A22B, _QWEN35_397B,
+    _QWEN3_06B, _QWEN3_8B, _QWEN3_32B, _QWEN3_30B_A3B, _QWEN3_235B_A22B, _QWEN35_397B,
     _DEEPSEEK_V3, _DEEPSEEK_R1, _DEEPSEEK_V31, _DEEPSEEK_V32,
     _KIMI_K25, _KIMI_K2, _KIMI_K2_THINKING,
     _MINIMAX_M25, _MINIMAX_M2, _MINIMAX_M21,

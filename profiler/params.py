@@ -25,12 +25,17 @@ PARAMS: dict[str, tuple[float, float, float]] = {
     "step_ms_vllm": (4.0, 0.1, 40.0),  # framework overhead per engine step
     "step_ms_sglang": (3.0, 0.1, 40.0),
     "step_ms_trtllm": (2.0, 0.1, 40.0),
+    "layer_us": (20.0, 0.1, 500.0),  # per transformer layer per step (kernel launches, syncs)
     "seq_us": (15.0, 0.0, 500.0),  # per running sequence per step (sampling, scheduling)
-    "ttft_ms": (15.0, 0.0, 500.0),  # per-request fixed cost: frontend, tokenization, routing
+    "ttft_ms_vllm": (30.0, 0.1, 1000.0),  # per-request fixed cost: frontend, tokenization, routing
+    "ttft_ms_sglang": (30.0, 0.1, 1000.0),
+    "ttft_ms_trtllm": (30.0, 0.1, 1000.0),
     "agg_queue": (1.0, 0.05, 20.0),  # scale of the prefill queueing delay in aggregated serving
     "disagg_queue": (1.0, 0.05, 20.0),  # same for the prefill pool of disaggregated serving
-    "agg_burst": (0.08, 0.0, 1.0),  # closed-loop wait per extra client, in prefill times
-    "disagg_burst": (0.08, 0.0, 1.0),
+    "agg_burst_vllm": (0.08, 0.001, 1.0),  # closed-loop wait per extra client, in prefill times
+    "agg_burst_sglang": (0.08, 0.001, 1.0),
+    "agg_burst_trtllm": (0.08, 0.001, 1.0),
+    "disagg_burst": (0.08, 0.001, 1.0),
     "kv_transfer_eff": (0.5, 0.02, 1.0),  # fraction of link bandwidth a KV handoff achieves
     "moe_imbalance": (1.3, 1.0, 3.0),  # hottest GPU's expert load over the mean
 }

@@ -28,7 +28,7 @@ import numpy as np
 
 from profiler.engine import EngineShape
 from profiler.queueing import mdc_wait, wait_quantile
-from profiler.steps import decode_step_s, prefill_s
+from profiler.steps import by_backend, decode_step_s, prefill_s
 
 _DTYPE_CODE = {"bf16": 0, "fp8": 1, "fp4": 2}
 _ROOT_XTOL = 1e-12  # bracket width, relative to its upper end, at which a root is taken
@@ -101,10 +101,10 @@ def first_token(fp, p, isl, t_pf, t_dec, rate, servers, clients, disagg):
     """
     mean_w, p_wait, rho = mdc_wait(rate, t_pf, servers)
     dis = disagg > 0
-    burst = np.where(dis, p["disagg_burst"], p["agg_burst"]) * np.maximum(clients / servers - 1.0, 0.0) * t_pf
+    burst = np.where(dis, p["disagg_burst"], by_backend(fp, p, "agg_burst")) * np.maximum(clients / servers - 1.0, 0.0) * t_pf
     wait = np.where(dis, p["disagg_queue"], p["agg_queue"]) * mean_w
     transfer = disagg * isl * fp["kv_bytes_tok_total"] / (fp["kv_transfer_bytes_s"] * p["kv_transfer_eff"])
-    return p["ttft_ms"] * 1e-3 + t_pf + transfer + t_dec, wait, burst, p_wait, rho
+    return by_backend(fp, p, "ttft_ms") * 1e-3 + t_pf + transfer + t_dec, wait, burst, p_wait, rho
 
 
 def increasing_root(func, lo, hi, f_lo, f_hi):

@@ -32,10 +32,15 @@ def _eff_for(f, p, key: str):
     return np.where(dt == 2, p["eff_fp4"], np.where(dt == 1, p["eff_fp8"], p["eff_bf16"]))
 
 
+def by_backend(f, p, name: str):
+    """The parameter ``<name>_<backend>`` of each configuration's backend."""
+    return np.where(f["backend"] == 0, p[f"{name}_vllm"],
+                    np.where(f["backend"] == 1, p[f"{name}_sglang"], p[f"{name}_trtllm"]))
+
+
 def step_overhead_s(f, p):
     """Framework time per engine step (s), by backend."""
-    return np.where(f["backend"] == 0, p["step_ms_vllm"],
-                    np.where(f["backend"] == 1, p["step_ms_sglang"], p["step_ms_trtllm"])) * 1e-3
+    return by_backend(f, p, "step_ms") * 1e-3
 
 
 def _collectives(f, p, tokens):
@@ -70,7 +75,7 @@ def decode_step_s(f, p, batch_rank, context):
     linear = _linear_time(f, p, b, b * f["dp"])
     kv = b * context * f["kv_bytes_tok"] / (f["hbm_bytes_s"] * p["eff_kv"])
     mla = b * context * f["mla_decode_flops"] / (f["peak_attn_flops"] * p["eff_attn"])
-    overhead = step_overhead_s(f, p) + p["seq_us"] * 1e-6 * b
+    overhead = step_overhead_s(f, p) + p["seq_us"] * 1e-6 * b + p["layer_us"] * 1e-6 * f["num_layers"]
     stage = linear + _soft_max(kv, mla) + _collectives(f, p, b)
     return f["pp"] * stage + overhead
 

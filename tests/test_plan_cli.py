@@ -73,7 +73,8 @@ def test_infeasible_exit_code_and_reason(tmp_path):
      "spec: {modelName: no-such/model, sla: {ttft: 1, itl: 1}, gpu: {type: h100_sxm}}\n", "spec.modelName"),
     ("apiVersion: nvidia.com/v1alpha1\nkind: DynamoGraphDeploymentRequest\nmetadata: {name: x\nspec: [\n", "line"),
 ])
-def test_invalid_input_names_the_field_and_writes_nothing(tmp_path, capsys, broken, field):
+def test_invalid_input_names_the_field_and_writes_nothing(tmp_path, capsys, monkeypatch, broken, field):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # an unknown model id is looked up on the Hub: fail fast
     good = _write(tmp_path, "good")
     bad = tmp_path / "bad.yaml"
     bad.write_text(broken)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -33,14 +34,6 @@ RUNNER = (
     "importlib.import_module('api.commands.' + sys.argv[1]).register(sub)\n"
     "a = p.parse_args(sys.argv[1:]); sys.exit(a.func(a))\n"
 )
-
-
-def _planner_available() -> bool:
-    try:
-        from planner import plan  # noqa: F401
-    except ImportError:
-        return False
-    return True
 
 
 # --------------------------------------------------------------------------- real services
@@ -149,21 +142,18 @@ DGDR = {
 
 
 def test_real_worker_plans_a_dgdr_to_a_final_state_once(service):
-    if not _planner_available():
-        pytest.skip("planner.plan not available")
     client, app, _worker = service
     path = "/apis/nvidia.com/v1alpha1/namespaces/default/dynamographdeploymentrequests"
     created = client.post(path, json=DGDR)
     assert created.status_code == 201, created.text
     obj = _wait_for(client, path + "/plan-worker", lambda o: o.get("status", {}).get("state") in lifecycle.DGDR_TERMINAL)
     status = obj["status"]
-    assert status["state"] in ("Ready", "Failed")
+    assert status["state"] == "Ready", status
     assert status["observedGeneration"] == 1
     types = {c["type"] for c in status["conditions"]}
     assert {"Validation", "Profiling", "SpecGenerated"} <= types
-    if status["state"] == "Ready":
-        assert status["generatedDeployment"]["kind"] == "DynamoGraphDeployment"
-        assert status["profilingResults"]
+    assert status["generatedDeployment"]["kind"] == "DynamoGraphDeployment"
+    assert json.loads(status["profilingResults"])["chosen"]["totalGpus"] > 0
     # Redelivered: nothing is planned or written again.
     version = obj["metadata"]["resourceVersion"]
     assert tasks.process_dgdr(app.state.sessions, created.json()["metadata"]["uid"]) == "done"
@@ -202,24 +192,10 @@ def test_a_deleted_request_is_skipped(sessions):
     assert tasks.process_benchmarkjob(sessions, str(uuid.uuid4())) == "gone"
 
 
-def test_without_a_planner_the_request_stays_pending(sessions, monkeypatch):
-    def unavailable():
-        raise tasks.PlannerUnavailable("planner.plan not available")
-
-    monkeypatch.setattr(tasks, "_planner", unavailable)
-    uid = _store_dgdr(sessions)
-    assert tasks.process_dgdr(sessions, uid) == "planner-unavailable"
-    with session_scope(sessions) as s:
-        assert get_resource_by_uid(s, uid).status["state"] == "Pending"
-    assert [u for _t, _q, u in unfinished(sessions)] == [uid]
-
-
 def test_running_the_task_twice_plans_once(sessions):
-    if not _planner_available():
-        pytest.skip("planner.plan not available")
     uid = _store_dgdr(sessions)
     first = tasks.process_dgdr(sessions, uid)
-    assert first in ("ready", "failed")
+    assert first == "ready"
     with session_scope(sessions) as s:
         after_first = get_resource_by_uid(s, uid)
     assert tasks.process_dgdr(sessions, uid) == "done"

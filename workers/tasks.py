@@ -33,27 +33,6 @@ def _utcnow() -> datetime:
     return datetime.now(UTC)
 
 
-class PlannerUnavailable(RuntimeError):
-    pass
-
-
-def _planner() -> tuple[Callable[..., Any], Any, Any, Callable[..., Any]]:
-    """plan, the request module, the status module and render_dgd, imported when first needed."""
-    try:
-        from planner import plan
-    except ImportError as exc:
-        raise PlannerUnavailable("planner.plan not available") from exc
-    from planner import request as request_module
-    from planner import status as status_module
-    from planner.manifests.dynamo import render_dgd
-
-    return plan, request_module, status_module, render_dgd
-
-
-def _status_fn(status_module) -> Callable[..., dict[str, Any]]:
-    return getattr(status_module, "dgdr_status", None) or status_module.dgd_status
-
-
 def _save(sessions: SessionFactory, resource: Resource, status: dict[str, Any]) -> Resource:
     with session_scope(sessions) as session:
         return update_status(session, status, uid=resource.uid, expected_version=resource.resource_version)
@@ -66,20 +45,20 @@ def _load(sessions: SessionFactory, uid: str) -> Resource | None:
 
 def process_dgdr(sessions: SessionFactory, uid: str, *, clock: Clock = _utcnow) -> str:
     """Plan one DGDR. Returns the outcome: ``ready``, ``failed``, ``done`` (already had a result),
-    ``gone`` (deleted), ``superseded`` (changed or claimed by another worker meanwhile) or
-    ``planner-unavailable`` (left Pending, to be planned once a planner is installed)."""
+    ``gone`` (deleted) or ``superseded`` (changed or claimed by another worker meanwhile)."""
     resource = _load(sessions, uid)
     if resource is None:
         return "gone"
     status = resource.status
     if status.get("state") in lifecycle.DGDR_TERMINAL and status.get("observedGeneration") == resource.generation:
         return "done"
-    try:
-        plan, request_module, status_module, render_dgd = _planner()
-    except PlannerUnavailable:
-        log.warning("DGDR %s/%s stays Pending: planner.plan not available", resource.namespace, resource.name)
-        return "planner-unavailable"
-    make_status = _status_fn(status_module)
+    from planner import plan
+    from planner import request as request_module
+    from planner import status as status_module
+    from planner.manifests.dynamo import render_dgd
+    from profiler.hub import load_model
+
+    make_status = status_module.dgdr_status
     generation = resource.generation
     stamp = lambda: lifecycle.timestamp(clock())  # noqa: E731
 
@@ -98,7 +77,7 @@ def process_dgdr(sessions: SessionFactory, uid: str, *, clock: Clock = _utcnow) 
         return "superseded"
 
     try:
-        result = plan(request)
+        result = plan(request, model=load_model(request.model))
     except Exception as exc:  # a bug or a model the catalog cannot size: the request fails, visibly
         log.exception("planning DGDR %s/%s failed", resource.namespace, resource.name)
         failed = make_status(

@@ -22,8 +22,6 @@ import yaml
 from planner.types import PlanRequest, PlanResult
 
 TARGETS = ("dynamo", "ome", "kthena", "kubeai")
-_FIELD_PATHS = {"model": "spec.modelName (spec.model)", "gpu": "spec.gpu.type (spec.hardware.gpuSku)",
-                "precision": "spec.model precision", "gpu.minNumGPUsPerEngine": "spec.gpu.minNumGPUsPerEngine"}
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -45,12 +43,13 @@ def _read(path: str) -> str:
     return sys.stdin.read() if path == "-" else Path(path).read_text()
 
 
-def _validate(files: list[str]) -> tuple[list[PlanRequest], list[str]]:
-    """Parse every file and check model and GPU names; returns (requests, errors)."""
+def _validate(files: list[str], models: dict) -> tuple[list[PlanRequest], list[str]]:
+    """Parse every file and load each model (catalog, config.json path or Hub) into ``models``;
+    returns (requests, errors)."""
     from planner.request import RequestError, parse_documents
+
     from profiler.errors import ModelError
-    from profiler.gpus import get_gpu
-    from profiler.model_catalog import resolve_model
+    from profiler.hub import load_model
 
     requests, errors = [], []
     for path in files:
@@ -63,21 +62,21 @@ def _validate(files: list[str]) -> tuple[list[PlanRequest], list[str]]:
             errors.append(f"{path}: cannot read: {exc.strerror or exc}")
             continue
         for req in found:
-            for field, check in (("model", lambda: resolve_model(req.model)), ("gpu", lambda: get_gpu(req.gpu))):
-                try:
-                    check()
-                except ModelError as exc:
-                    errors.append(f"{path}: {req.name}: {_FIELD_PATHS.get(field, field)}: {exc.message}")
-            requests.append(req)
+            try:
+                models[req.model] = load_model(req.model)
+            except ModelError as exc:
+                errors.append(f"{path}: {req.name}: spec.modelName (v1beta1: spec.model): {exc.message}")
+        requests += found
     names = [r.name for r in requests]
     errors += [f"metadata.name: {n!r} appears more than once" for n in sorted({n for n in names if names.count(n) > 1})]
     return requests, errors
 
 
-def _plan_one(request: PlanRequest) -> PlanResult:
+def _plan_one(job) -> PlanResult:
     from planner import plan
 
-    return plan(request)
+    request, model = job
+    return plan(request, model=model)
 
 
 def _write(path: Path, text: str) -> None:
@@ -173,7 +172,8 @@ def _progress(done: int, total: int) -> None:
 def run(args: argparse.Namespace) -> int:
     from planner.report import plan_document
 
-    requests, errors = _validate(args.files)
+    models: dict = {}
+    requests, errors = _validate(args.files, models)
     if errors:
         for e in errors:
             print(f"error: {e}", file=sys.stderr)
@@ -183,12 +183,12 @@ def run(args: argparse.Namespace) -> int:
     results: list[PlanResult] = []
     if workers > 1:
         with ProcessPoolExecutor(max_workers=workers) as pool:
-            for i, res in enumerate(pool.map(_plan_one, requests), 1):
+            for i, res in enumerate(pool.map(_plan_one, [(r, models[r.model]) for r in requests]), 1):
                 results.append(res)
                 _progress(i, len(requests))
     else:
         for i, req in enumerate(requests, 1):
-            results.append(_plan_one(req))
+            results.append(_plan_one((req, models[req.model])))
             _progress(i, len(requests))
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
