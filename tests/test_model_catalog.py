@@ -24,6 +24,7 @@ PUBLISHED = {
     "meta-llama/Llama-3.1-70B": (70.6, None, "all"),
     "meta-llama/Llama-3.1-405B": (405.9, None, "all"),
     "meta-llama/Llama-3.3-70B-Instruct": (70.6, None, "all"),
+    "Qwen/Qwen3-0.6B": (0.6, None, "all"),
     "Qwen/Qwen3-8B": (8.2, None, "all"),
     "Qwen/Qwen3-32B": (32.8, None, "all"),
     "Qwen/Qwen3-30B-A3B": (30.5, 3.3, "all"),
