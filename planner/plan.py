@@ -18,7 +18,7 @@ from profiler.config import Parallel, ServingConfig
 from profiler.engine import DEFAULT_MAX_NUM_TOKENS, MEMORY_FRACTION
 from profiler.errors import ModelError
 from profiler.estimate import Prepared, prepare
-from profiler.gpus import get_gpu
+from profiler.gpus import GPUS, get_gpu
 from profiler.model_catalog import resolve_model
 from profiler.models import Model
 from profiler.params import shipped_params
@@ -44,14 +44,15 @@ def _disagg_prepared(pre: Prepared, dec: Prepared, n_p: int, n_d: int, t: Target
 
 
 def plan(request: PlanRequest, *, model: tuple[Model, str] | None = None,
-         params: dict[str, float] | None = None, seed: int = 0) -> PlanResult:
+         params: dict[str, float] | None = None, seed: int = 0, suggest: bool = True) -> PlanResult:
     """Plan ``request``.
 
     ``model`` is the architecture and the weights precision its name implies, as
     ``profiler.hub.load_model`` returns them (for a local config.json or a Hub id outside
     the catalog); by default the catalog resolves ``request.model``. Raises ModelError
     (naming the field) for an unknown model or GPU or impossible bounds; an SLA nothing
-    meets is not an error but an infeasible PlanResult that says why.
+    meets is not an error but an infeasible PlanResult that says why, and (with
+    ``suggest``) what would meet it: larger engines or another GPU type.
     """
     p = params or shipped_params()
     model, implied = model or resolve_model(request.model)
@@ -100,8 +101,10 @@ def plan(request: PlanRequest, *, model: tuple[Model, str] | None = None,
     best_ttft = min(s.prediction["ttft_ms"] for s in evaluated)
     best_itl = min(s.prediction["itl_ms"] for s in evaluated)
     if not ok:
-        return PlanResult(request=request, feasible=False, chosen=None, candidates=plans,
-                          reason=_infeasible_reason(request, evaluated, gpu.name, best_ttft, best_itl),
+        reason = _infeasible_reason(request, evaluated, gpu.name, best_ttft, best_itl)
+        if suggest and not any(s.meets_sla for s in evaluated):
+            reason += _suggestion(request, (model, implied), p)
+        return PlanResult(request=request, feasible=False, chosen=None, candidates=plans, reason=reason,
                           best_ttft_ms=best_ttft, best_itl_ms=best_itl, assumptions=assumptions,
                           evaluated=len(evaluated))
     goodput = t.load is None
@@ -165,6 +168,26 @@ def _infeasible_reason(req: PlanRequest, evaluated: list[Sized], gpu: str, best_
     return (f"no configuration of up to {req.max_gpus_per_engine} {gpu} GPUs per engine meets {what} at "
             f"ISL {req.isl_tokens} / OSL {req.osl_tokens}; allow more GPUs per engine "
             f"(maxNumGPUsPerEngine), a faster GPU type, or a looser SLA")
+
+
+MAX_SUGGESTED_ENGINE_GPUS = 64
+
+
+def _suggestion(req: PlanRequest, model: tuple[Model, str], p: dict) -> str:
+    """What would meet the SLA: the same GPU with larger engines, else the fastest other GPU type."""
+    trials = []
+    bigger = req.max_gpus_per_engine
+    while bigger * 2 <= MAX_SUGGESTED_ENGINE_GPUS and len(trials) < 2:
+        bigger *= 2
+        trials.append((f"engines of up to {bigger} GPUs", {"max_gpus_per_engine": bigger, "total_gpus": None}))
+    others = sorted((g for g in GPUS if g.name != get_gpu(req.gpu).name), key=lambda g: -g.hbm_gb_s)
+    trials += [(f"{g.name}", {"gpu": g.name, "total_gpus": None, "gpus_per_node": None}) for g in others]
+    for label, change in trials:
+        result = plan(req.model_copy(update=change), model=model, params=p, suggest=False)
+        if result.feasible:
+            c = result.chosen
+            return f". It would be met with {label}: {c.mode}, {c.total_gpus} GPUs"
+    return ". No GPU type in the catalog meets it with engines of this size"
 
 
 def _assumptions(req: PlanRequest, precision: str, node: int, t: Target, fit: int, pruned: int) -> tuple[str, ...]:

@@ -10,31 +10,23 @@ waits is taken as exponential, which gives the tail quantiles.
 from __future__ import annotations
 
 import numpy as np
+from scipy.special import gammaln, pdtr
 
-MAX_SERVERS = 512
 
 
 def erlang_c(servers, load):
-    """Probability that an arrival waits, for ``servers`` servers and offered ``load`` = rate × service."""
+    """Probability that an arrival waits, for ``servers`` servers and offered ``load`` = rate × service.
+
+    Erlang B is the Poisson ratio pmf(c; a) / cdf(c; a), computed in closed form (no loop
+    over servers), and Erlang C = B / (1 − ρ(1 − B)).
+    """
     servers = np.asarray(servers, dtype=float)
-    load = np.asarray(load, dtype=float)
-    if servers.size == 1 and load.size == 1:  # one queue: the same recursion on floats, much faster
-        return np.full(np.broadcast(servers, load).shape, _erlang_c_one(float(servers.flat[0]), float(load.flat[0])))
-    blocking = np.ones(np.broadcast(servers, load).shape)
-    for k in range(1, int(min(np.max(servers), MAX_SERVERS)) + 1):
-        step = load * blocking / (k + load * blocking)
-        blocking = np.where(k <= servers, step, blocking)
+    load = np.maximum(np.asarray(load, dtype=float), 1e-300)
+    log_pmf = servers * np.log(load) - load - gammaln(servers + 1.0)
+    blocking = np.minimum(np.exp(log_pmf) / np.maximum(pdtr(servers, load), 1e-300), 1.0)
     rho = np.minimum(load / servers, 1.0)
     return blocking / np.maximum(1.0 - rho * (1.0 - blocking), 1e-12)
 
-
-def _erlang_c_one(servers: float, load: float) -> float:
-    """``erlang_c`` of one queue: Erlang B by its recursion over servers, then Erlang C."""
-    blocking = 1.0
-    for k in range(1, int(min(servers, MAX_SERVERS)) + 1):
-        blocking = load * blocking / (k + load * blocking)
-    rho = min(load / servers, 1.0)
-    return blocking / max(1.0 - rho * (1.0 - blocking), 1e-12)
 
 def mdc_wait(rate, service_s, servers):
     """(mean wait s, probability of waiting, utilization) of an M/D/c queue; wait is inf when ρ ≥ 1."""
