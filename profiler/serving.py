@@ -74,12 +74,15 @@ class Load:
     batch_cap: object
 
 
-def _at(fd, fp, ld: Load, p, b):
-    """Everything at decode batch ``b``: returns (X, TPOT, TTFT pieces, wait stats)."""
+def _at(fd, fp, ld: Load, p, b, t_pf=None):
+    """Everything at decode batch ``b``: returns (X, TPOT, TTFT pieces, wait stats).
+
+    ``t_pf``, one prompt's prefill time (s), does not depend on ``b``; pass it when known.
+    """
     ctx = ld.isl + ld.osl / 2.0
     steps_after_first = np.maximum(ld.osl - 1.0, 1.0)
     t_dec = decode_step_s(fd, p, b, ctx)
-    t_pf = prefill_s(fp, p, ld.isl)
+    t_pf = prefill_s(fp, p, ld.isl) if t_pf is None else t_pf
     agg = 1.0 - ld.disagg
     tpot = t_dec + agg * b * t_pf / steps_after_first
     ranks = fd["dp"] * ld.decode_engines
@@ -163,14 +166,16 @@ def _illinois_one(func, lo: float, hi: float, f_lo: float, f_hi: float) -> float
             lo, f_lo, last = t, f_t, -1.0
     return 0.5 * (lo + hi)
 
+
 def solve(fd, fp, ld: Load, p) -> dict[str, np.ndarray]:
     """Operating point of every configuration: throughput, TPOT and TTFT (mean, p90, p99), in s."""
     ranks = fd["dp"] * ld.decode_engines
     cap = np.where(ld.closed > 0, np.minimum(ld.batch_cap, ld.load / ranks), ld.batch_cap)
     cap = np.maximum(cap, 1e-6)
+    t_pf = prefill_s(fp, p, ld.isl)  # the same at every batch: computed once
 
     def excess(b):
-        x, tpot, exec_s, wait, burst, _, _, r = _at(fd, fp, ld, p, b)
+        x, tpot, exec_s, wait, burst, _, _, r = _at(fd, fp, ld, p, b, t_pf)
         demand = np.where(ld.closed > 0, b * r + x * (exec_s + wait + burst), x)
         return demand - ld.load
 
@@ -178,7 +183,7 @@ def solve(fd, fp, ld: Load, p) -> dict[str, np.ndarray]:
     f_hi = excess(cap)
     over = f_hi <= 0  # even the full batch leaves load unserved
     b = np.where(over, cap, increasing_root(excess, np.where(over, cap, lo), cap, excess(lo), f_hi))
-    x, tpot, exec_s, wait, burst, p_wait, rho, r = _at(fd, fp, ld, p, b)
+    x, tpot, exec_s, wait, burst, p_wait, rho, r = _at(fd, fp, ld, p, b, t_pf)
     # Closed loop at the cap: clients beyond the running batch queue for a slot.
     rate = np.maximum(x, 1e-12)
     slot_wait = np.where((ld.closed > 0) & over,
