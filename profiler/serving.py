@@ -182,7 +182,8 @@ def solve(fd, fp, ld: Load, p) -> dict[str, np.ndarray]:
     lo = np.zeros_like(cap) + 1e-9
     f_hi = excess(cap)
     over = f_hi <= 0  # even the full batch leaves load unserved
-    b = np.where(over, cap, increasing_root(excess, np.where(over, cap, lo), cap, excess(lo), f_hi))
+    f_lo = -ld.load * np.ones_like(cap)  # excess as b → 0: nothing served, the whole load outstanding
+    b = np.where(over, cap, increasing_root(excess, np.where(over, cap, lo), cap, f_lo, f_hi))
     x, tpot, exec_s, wait, burst, p_wait, rho, r = _at(fd, fp, ld, p, b, t_pf)
     # Closed loop at the cap: clients beyond the running batch queue for a slot.
     rate = np.maximum(x, 1e-12)
