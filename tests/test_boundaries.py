@@ -28,11 +28,12 @@ FORBIDDEN_IMPORTS = {
 }
 IO_MODULES = ("profiler/hub.py", "profiler/bench*.py", "profiler/emulat*.py", "profiler/genai*.py",
               "profiler/runner*.py")
-# Calls that do I/O: builtins, and methods of pathlib/os/io that read, write or list files.
+# Calls that do I/O: builtins, file methods (pathlib and friends, on any object), and os functions.
 IO_BUILTINS = {"open", "input", "exec", "eval", "__import__"}
 IO_METHODS = {"read_text", "write_text", "read_bytes", "write_bytes", "open", "unlink", "mkdir", "rmdir",
-              "touch", "iterdir", "glob", "rglob", "exists", "is_file", "is_dir", "stat", "listdir", "walk",
-              "system", "popen", "remove", "rename", "replace_file", "scandir", "getenv", "urlopen"}
+              "touch", "iterdir", "glob", "rglob", "exists", "is_file", "is_dir", "urlopen"}
+OS_FUNCTIONS = {"listdir", "walk", "system", "popen", "remove", "rename", "replace", "scandir", "getenv",
+                "makedirs", "stat", "startfile", "getcwd"}
 CLOCK_CALLS = {("time", "time"), ("time", "time_ns"), ("time", "monotonic"), ("time", "perf_counter"),
                ("datetime", "now"), ("datetime", "utcnow"), ("datetime", "today"), ("date", "today")}
 ENVIRON = {("os", "environ")}
@@ -94,6 +95,8 @@ def io_calls(tree: ast.AST, relpath: str) -> list[tuple[int, str]]:
                 owner = func.value.id if isinstance(func.value, ast.Name) else None
                 if func.attr in IO_METHODS and not _package_data_read(node, relpath):
                     out.append((node.lineno, f"{_dotted(func)}()"))
+                elif owner == "os" and func.attr in OS_FUNCTIONS:
+                    out.append((node.lineno, f"os.{func.attr}()"))
                 elif (owner, func.attr) in CLOCK_CALLS:
                     out.append((node.lineno, f"{owner}.{func.attr}() (a clock)"))
         elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and \
@@ -129,13 +132,14 @@ def test_the_checker_catches_what_it_should():
     sample = ast.parse(
         "import subprocess\nfrom sqlalchemy import select\nimport urllib.request\nfrom profiler import hub\n"
         "from profiler.bench_runner import run\n"
-        "def f(p):\n    open('x')\n    p.read_text()\n    time.time()\n    os.environ['A']\n"
+        "def f(p, items):\n    open('x')\n    p.read_text()\n    time.time()\n    os.environ['A']\n"
+        "    os.getenv('B')\n    items.remove(3)\n"
         "    resources.files('profiler').joinpath('data/x.json').read_text()\n")
     names = [n for _, n in imported_modules(sample)]
     assert any(n.split(".")[0] in FORBIDDEN_IMPORTS for n in names)
     assert any(_io_module(n) for n in names)  # profiler.hub and profiler.bench_runner
     calls = [c for _, c in io_calls(sample, "profiler/steps.py")]
-    assert sorted(calls) == sorted(["open()", "p.read_text()", "time.time() (a clock)", "os.environ",
-                                    "resources.files().joinpath().read_text()"])
+    assert sorted(calls) == sorted(["open()", "p.read_text()", "time.time() (a clock)", "os.environ", "os.getenv()",
+                                    "resources.files().joinpath().read_text()"])  # list.remove is not I/O
     # the package-data read is allowed in params.py only
-    assert len(io_calls(sample, "profiler/params.py")) == 4
+    assert len(io_calls(sample, "profiler/params.py")) == 5
