@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
@@ -29,6 +30,14 @@ class Settings(BaseModel):
     )
     api_token: SecretStr | None = Field(default=None, description="bearer token required by mutating calls")
     max_body_bytes: int = Field(default=DEFAULT_MAX_BODY_BYTES, gt=0, description="largest request body accepted")
+    cluster: Literal["none", "kubeconfig", "in-cluster", "auto"] = Field(
+        default="none",
+        description="where autoApply deploys: none (never), a kubeconfig, the pod's service account, or auto "
+        "(in-cluster inside a pod, else the kubeconfig)",
+    )
+    kubeconfig: str | None = Field(default=None, description="kubeconfig path (None: $KUBECONFIG or ~/.kube/config)")
+    kube_context: str | None = Field(default=None, description="kubeconfig context (None: its current context)")
+    deploy_check_seconds: float = Field(default=15.0, gt=0, description="how often an applied deployment is checked")
 
     @property
     def embedded(self) -> bool:
@@ -51,5 +60,14 @@ def load_settings(env: Mapping[str, str] | None = None, **overrides: object) -> 
         values["api_token"] = env["SLAPLAN_API_TOKEN"]
     if env.get("SLAPLAN_MAX_BODY_BYTES"):
         values["max_body_bytes"] = int(env["SLAPLAN_MAX_BODY_BYTES"])
+    if env.get("SLAPLAN_KUBECONFIG"):
+        values["kubeconfig"] = env["SLAPLAN_KUBECONFIG"]
+        values["cluster"] = "kubeconfig"
+    if env.get("SLAPLAN_CLUSTER"):
+        values["cluster"] = env["SLAPLAN_CLUSTER"]
+    if env.get("SLAPLAN_KUBE_CONTEXT"):
+        values["kube_context"] = env["SLAPLAN_KUBE_CONTEXT"]
+    if env.get("SLAPLAN_DEPLOY_CHECK_SECONDS"):
+        values["deploy_check_seconds"] = float(env["SLAPLAN_DEPLOY_CHECK_SECONDS"])
     values.update(overrides)
     return Settings(**values)
