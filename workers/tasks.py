@@ -43,9 +43,10 @@ def _load(sessions: SessionFactory, uid: str) -> Resource | None:
         return get_resource_by_uid(session, uid)
 
 
-def process_dgdr(sessions: SessionFactory, uid: str, *, clock: Clock = _utcnow) -> str:
+def process_dgdr(sessions: SessionFactory, uid: str, *, clock: Clock = _utcnow, cluster: Callable | None = None) -> str:
     """Plan one DGDR. Returns the outcome: ``ready``, ``failed``, ``done`` (already had a result),
-    ``gone`` (deleted) or ``superseded`` (changed or claimed by another worker meanwhile)."""
+    ``gone`` (deleted), ``superseded`` (changed or claimed by another worker meanwhile) or, with
+    autoApply and a ``cluster`` (a connector, see ``workers.deploy``), ``deploying``."""
     resource = _load(sessions, uid)
     if resource is None:
         return "gone"
@@ -100,6 +101,10 @@ def process_dgdr(sessions: SessionFactory, uid: str, *, clock: Clock = _utcnow) 
         return _finish(sessions, claimed, failed, "failed")
 
     ready = make_status(result, dgd, observed_generation=generation, state="Ready", now=stamp(), previous=claimed.status)
+    if request.auto_apply and cluster is not None:
+        from workers.deploy import deploy_dgdr
+
+        return deploy_dgdr(sessions, claimed, result, request, dgd, cluster, clock=clock)
     if request.auto_apply:
         ready = _nothing_applied(ready, generation, clock())
     return _finish(sessions, claimed, ready, "ready")
@@ -178,8 +183,16 @@ def register_tasks(app) -> None:
 
     @app.task(name=PLAN_TASK, **common)
     def plan_dgdr(self, uid: str) -> str:
-        return _measured(PLAN_TASK, lambda: process_dgdr(sessions_for(app), uid))
+        from workers import deploy
+
+        outcome = _measured(PLAN_TASK, lambda: process_dgdr(sessions_for(app), uid, cluster=deploy.cluster_for(app)))
+        deploy.track_later(app, uid, outcome)
+        return outcome
 
     @app.task(name=BENCH_TASK, **common)
     def run_benchmarkjob(self, uid: str) -> str:
         return _measured(BENCH_TASK, lambda: process_benchmarkjob(sessions_for(app), uid))
+
+    from workers.deploy import register_deploy_tasks
+
+    register_deploy_tasks(app)

@@ -1,0 +1,237 @@
+"""autoApply: put a planned DGDR's DynamoGraphDeployment on the cluster and follow it.
+
+Lifecycle (REFERENCE §1, the v1alpha1 controller): after planning, a DGDR with autoApply and a
+configured cluster goes to ``Deploying``; its DGD is server-side applied (labels
+``dgdr.nvidia.com/name``, ``dgdr.nvidia.com/namespace``, ``nvidia.com/managed-by``; no
+ownerReference, it outlives the request) in the Dynamo API version the cluster serves. A
+tracking task checks the DGD every ``settings.deploy_check_seconds``: ``Ready`` when its
+``status.state`` is ``successful``; ``DeploymentDeleted`` (terminal, never recreated) when it
+disappears. ``status.deployment{name, namespace, state, created}`` mirrors it throughout.
+
+Errors: a transient one (API server unreachable, 5xx) leaves the DGDR Deploying with
+``created: false`` and the next check applies again; a permanent one (forbidden, the operator
+not installed, the object refused) fails the DGDR with the reason in DeploymentReady.
+Without autoApply nothing is ever applied; with no cluster configured the DGDR is Ready and
+DeploymentReady says nothing was applied (``workers.tasks``).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import select
+
+from infra.db import SessionFactory, session_scope
+from infra.kube import Cluster, ClusterError
+from infra.resources import Conflict, NotFound, Resource, get_resource_by_uid, update_status
+from workers import lifecycle
+
+log = logging.getLogger(__name__)
+
+TRACK_TASK = "slaplan.track_deployment"
+TRACKED_STATES = frozenset({"Deploying", "Ready"})
+SUCCESSFUL = "successful"  # the DGD's status.state once every service is ready
+
+Connector = Callable[[], Cluster]
+
+
+def _now(clock: Callable[[], datetime] | None) -> datetime:
+    return clock() if clock else datetime.now(UTC)
+
+
+def _save(sessions: SessionFactory, resource: Resource, status: dict[str, Any]) -> Resource:
+    with session_scope(sessions) as session:
+        return update_status(session, status, uid=resource.uid, expected_version=resource.resource_version)
+
+
+def _ready_condition(status: dict[str, Any], ok: bool, reason: str, message: str, generation: int,
+                     now: datetime) -> dict[str, Any]:
+    return lifecycle.with_condition(status, lifecycle.condition("DeploymentReady", ok, reason, message, generation, now))
+
+
+def deploy_dgdr(sessions: SessionFactory, claimed: Resource, result: Any, request: Any, dgd: dict[str, Any],
+                connect: Connector, *, clock: Callable[[], datetime] | None = None) -> str:
+    """Deploying, then apply the DGD. Returns ``deploying`` (track it), ``failed`` or ``superseded``."""
+    from planner.manifests.dynamo import render_dgd
+    from planner.status import dgdr_status
+
+    from infra.kube_targets import served_version
+
+    generation = claimed.generation
+    stamp = lifecycle.timestamp(_now(clock))
+    cluster, error = None, None
+    try:
+        cluster = connect()
+        version = served_version(cluster, "dynamo", prefer=dgd["apiVersion"])
+        if version is None:
+            raise ClusterError("the cluster does not serve nvidia.com DynamoGraphDeployment (v1alpha1 or v1beta1); "
+                               "install the Dynamo operator")
+        if version != dgd["apiVersion"]:
+            dgd = render_dgd(result.chosen, request, api_version=version.split("/")[1])
+    except ClusterError as exc:
+        error = exc
+    if error is not None and not error.transient:
+        failed = dgdr_status(result, dgd, observed_generation=generation, state="Failed", now=stamp,
+                             error=f"not applied: {error}", previous=claimed.status)
+        return _finish(sessions, claimed, failed, "failed")
+    deploying = dgdr_status(result, dgd, observed_generation=generation, state="Deploying", now=stamp,
+                            previous=claimed.status)
+    deploying["deployment"] = {**deploying["deployment"], "created": False}
+    deploying.get("deployment", {}).pop("state", None)
+    try:
+        stored = _save(sessions, claimed, deploying)
+    except (Conflict, NotFound):
+        return "superseded"
+    if cluster is None:  # unreachable: the tracker connects and applies again
+        _note_retry(sessions, stored, error, clock)
+        return "deploying"
+    return _apply(sessions, stored, cluster, clock)
+
+
+def _apply(sessions: SessionFactory, resource: Resource, cluster: Cluster, clock) -> str:
+    """Apply ``status.generatedDeployment``; ``deploying`` on success or a transient error."""
+    status = resource.status
+    dgd = status["generatedDeployment"]
+    now = _now(clock)
+    try:
+        applied = cluster.apply(dgd)
+    except ClusterError as exc:
+        if exc.transient:
+            _note_retry(sessions, resource, exc, clock)
+            return "deploying"
+        failed = {k: v for k, v in status.items() if k != "deployment"}
+        failed["state"] = "Failed"
+        failed = _ready_condition(failed, False, "DeploymentFailed", f"not applied: {exc}", resource.generation, now)
+        return _finish(sessions, resource, failed, "failed")
+    live = (applied.get("status") or {}).get("state") or "pending"
+    meta = dgd["metadata"]
+    done = {**status, "deployment": {"name": meta["name"], "namespace": meta["namespace"], "state": live,
+                                     "created": True}}
+    done = _ready_condition(done, False, "DeploymentInProgress",
+                            f"applied {dgd['kind']} {meta['namespace']}/{meta['name']} ({dgd['apiVersion']}); "
+                            "waiting for it to become ready", resource.generation, now)
+    return _finish(sessions, resource, done, "deploying")
+
+
+def _note_retry(sessions: SessionFactory, resource: Resource, error: Exception | None, clock) -> None:
+    status = _ready_condition(resource.status, False, "DeploymentInProgress",
+                              f"not applied yet, will retry: {error}", resource.generation, _now(clock))
+    if status != resource.status:
+        try:
+            _save(sessions, resource, status)
+        except (Conflict, NotFound):
+            pass
+
+
+def _finish(sessions: SessionFactory, resource: Resource, status: dict[str, Any], outcome: str) -> str:
+    try:
+        _save(sessions, resource, status)
+    except (Conflict, NotFound):
+        return "superseded"
+    return outcome
+
+
+def track_dgdr(sessions: SessionFactory, uid: str, connect: Connector | None, *,
+               clock: Callable[[], datetime] | None = None) -> str:
+    """One check of an applied DGDR's deployment. Returns ``deploying`` or ``ready`` (check again
+    later), ``deleted`` or ``failed`` (final), ``untracked`` (nothing to follow) or ``gone``."""
+    with session_scope(sessions) as session:
+        resource = get_resource_by_uid(session, uid)
+    if resource is None:
+        return "gone"
+    status = resource.status
+    deployment = status.get("deployment")
+    if status.get("state") not in TRACKED_STATES or not deployment or connect is None:
+        return "untracked"
+    outcome = "deploying" if status["state"] == "Deploying" else "ready"
+    try:
+        cluster = connect()
+        if not deployment.get("created"):
+            return _apply(sessions, resource, cluster, clock)
+        dgd = status["generatedDeployment"]
+        live = cluster.get(dgd["apiVersion"], dgd["kind"], deployment["namespace"], deployment["name"])
+    except ClusterError as exc:
+        log.warning("cannot check the deployment of DGDR %s/%s: %s", resource.namespace, resource.name, exc)
+        return outcome
+    now = _now(clock)
+    generation = resource.generation
+    if live is None:
+        gone = {**status, "state": "DeploymentDeleted",
+                "deployment": {k: v for k, v in deployment.items() if k != "state"}}
+        gone = _ready_condition(gone, False, "DeploymentDeleted", "the deployment was deleted; it is not recreated",
+                                generation, now)
+        return _finish(sessions, resource, gone, "deleted")
+    state = (live.get("status") or {}).get("state") or "pending"
+    new = {**status, "deployment": {**deployment, "state": state}}
+    if state == SUCCESSFUL:
+        new["state"] = "Ready"
+        new = _ready_condition(new, True, "DeploymentReady", "the deployment is ready", generation, now)
+        outcome = "ready"
+    elif status["state"] == "Ready":
+        new = _ready_condition(new, False, "DeploymentNotReady", f"the deployment reports state {state}",
+                               generation, now)
+    if new == status:
+        return outcome
+    return _finish(sessions, resource, new, outcome)
+
+
+# --------------------------------------------------------------------------- Celery wiring
+
+
+def cluster_for(app: Any) -> Connector | None:
+    """A connector to the cluster of ``app``'s settings (connected once, on first use), or None
+    when no cluster is configured."""
+    settings = app.slaplan_settings
+    if getattr(settings, "cluster", "none") == "none":
+        return None
+
+    def connect() -> Cluster:
+        cluster = getattr(app, "slaplan_cluster", None)
+        if cluster is None:
+            from infra.kube import cluster_from_settings
+
+            cluster = cluster_from_settings(settings)
+            app.slaplan_cluster = cluster
+        return cluster
+
+    return connect
+
+
+def track_later(app: Any, uid: str, outcome: str) -> None:
+    """Schedule the next check of ``uid``'s deployment when ``outcome`` says it is followed."""
+    if outcome in ("deploying", "ready"):
+        app.send_task(TRACK_TASK, args=[uid], queue="plan", countdown=app.slaplan_settings.deploy_check_seconds)
+
+
+def register_deploy_tasks(app: Any) -> None:
+    """Define the tracking task on a Celery ``app`` (a task that re-enqueues itself)."""
+    from workers.celery_app import sessions_for
+
+    @app.task(name=TRACK_TASK, bind=True, acks_late=True, ignore_result=True)
+    def track_deployment(self, uid: str) -> str:
+        outcome = track_dgdr(sessions_for(app), uid, cluster_for(app))
+        track_later(app, uid, outcome)
+        return outcome
+
+
+def requeue_tracking(sessions: SessionFactory, send: Callable[[str, str, str], None]) -> int:
+    """Enqueue a check of every applied deployment (at start: scheduled checks of an in-process
+    queue do not survive a restart). Returns how many."""
+    from infra.tables import ResourceRow
+
+    count = 0
+    with session_scope(sessions) as session:
+        rows = session.execute(select(ResourceRow.uid, ResourceRow.status).where(
+            ResourceRow.group == "nvidia.com", ResourceRow.plural == "dynamographdeploymentrequests")).all()
+    for uid, status in rows:
+        status = status or {}
+        if status.get("state") in TRACKED_STATES and status.get("deployment"):
+            try:
+                send(TRACK_TASK, uid, "plan")
+                count += 1
+            except Exception:
+                log.warning("could not enqueue the deployment check of %s", uid, exc_info=True)
+    return count
