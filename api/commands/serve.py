@@ -38,6 +38,7 @@ def run(args: argparse.Namespace) -> int:
     from workers.celery_app import enqueue, make_celery
     from workers.embedded import start_embedded_worker, stop_embedded_worker
     from workers.recovery import requeue_unfinished
+    from workers.deploy import requeue_tracking
 
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     settings = load_settings()
@@ -57,6 +58,7 @@ def run(args: argparse.Namespace) -> int:
         # At start every unfinished request is enqueued again (in-process queues are empty after a
         # restart); afterwards only those that have not moved for a while (a lost task).
         n = requeue_unfinished(app.state.sessions, send)
+        requeue_tracking(app.state.sessions, send)  # applied deployments are checked again
         if n:
             log.info("re-enqueued %d unfinished request(s)", n)
         while not stop.wait(SWEEP_EVERY_S):
