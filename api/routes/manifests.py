@@ -1,0 +1,88 @@
+"""``GET …/dynamographdeploymentrequests/{name}/manifests?target=dynamo|ome|kthena|kubeai``
+
+The manifests of a planned DGDR for one deployment target, as a ``v1`` ``List`` (JSON) or as
+multi-document YAML (``Accept: application/yaml``). ``dynamo`` is the stored
+``status.generatedDeployment``; the other targets (and Dynamo in another API version,
+``dynamoVersion``) are rendered from the request planned again, which is deterministic. A
+target that cannot express the plan (KubeAI and disaggregation) gets the best aggregated plan,
+said in a ``Warning`` header as the API server says it. 404 when the DGDR does not exist, 409
+while it is not planned yet or when planning failed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+from fastapi import APIRouter, Query, Request
+from fastapi.responses import JSONResponse, Response
+
+from api import errors
+from api.deps import SessionDep
+from api.errors import ApiError
+from api.kinds import DGDR
+from infra import resources as repo
+
+router = APIRouter(tags=["manifests"])
+
+TARGETS = ("dynamo", "ome", "kthena", "kubeai")
+PLANNED_STATES = frozenset({"Ready", "Deploying", "DeploymentDeleted"})
+KTHENA_GROUPS = ("workload.volcano.sh", "workload.serving.volcano.sh")
+
+
+def _load_planned(session, version: str, namespace: str, name: str) -> repo.Resource:
+    if version not in DGDR.versions:
+        raise ApiError(404, "the server could not find the requested resource")
+    key = repo.ResourceKey(group=DGDR.group, plural=DGDR.plural, namespace=namespace, name=name)
+    found = repo.get_resource(session, key)
+    if found is None:
+        raise errors.not_found(DGDR.plural, name, DGDR.group)
+    state = found.status.get("state") or "Pending"
+    if state not in PLANNED_STATES or not found.status.get("generatedDeployment"):
+        why = "planning failed; see its conditions" if state == "Failed" else "it is not planned yet"
+        raise errors.conflict(DGDR.plural, name, DGDR.group, f"no manifests: {why} (state {state})")
+    return found
+
+
+def _rendered(resource: repo.Resource, target: str, dynamo_version: str | None,
+              kthena_group: str) -> tuple[list[dict[str, Any]], list[str]]:
+    stored = resource.status["generatedDeployment"]
+    if target == "dynamo" and dynamo_version in (None, stored.get("apiVersion", "").split("/")[-1]):
+        return [stored], []
+    from planner import plan
+    from planner.manifests.targets import render_target
+    from planner.request import parse_dgdr
+    from profiler.hub import load_model
+
+    request = parse_dgdr(repo.to_object(resource))
+    result = plan(request, model=load_model(request.model))
+    try:
+        return render_target(result, target, dynamo_version=dynamo_version or "v1alpha1", kthena_group=kthena_group)
+    except ValueError as exc:
+        raise ApiError(422, f"no {target} manifest for this plan: {exc}", reason="Invalid") from None
+
+
+@router.get("/apis/nvidia.com/{version}/namespaces/{namespace}/dynamographdeploymentrequests/{name}/manifests",
+            summary="Manifests of a planned DGDR for a deployment target")
+def manifests(
+    request: Request,
+    version: str,
+    namespace: str,
+    name: str,
+    session: SessionDep,
+    target: str = Query(default="dynamo", description="dynamo | ome | kthena | kubeai"),
+    dynamoVersion: str | None = Query(default=None, description="v1alpha1 | v1beta1 (default: as generated)"),  # noqa: N803
+    kthenaGroup: str = Query(default="workload.volcano.sh", description="ModelServing API group"),  # noqa: N803
+) -> Response:
+    if target not in TARGETS:
+        raise ApiError(400, f"target must be one of {', '.join(TARGETS)}, not {target!r}")
+    if dynamoVersion not in (None, "v1alpha1", "v1beta1"):
+        raise ApiError(400, f"dynamoVersion must be v1alpha1 or v1beta1, not {dynamoVersion!r}")
+    if kthenaGroup not in KTHENA_GROUPS:
+        raise ApiError(400, f"kthenaGroup must be one of {', '.join(KTHENA_GROUPS)}, not {kthenaGroup!r}")
+    resource = _load_planned(session, version, namespace, name)
+    items, notes = _rendered(resource, target, dynamoVersion, kthenaGroup)
+    headers = {"Warning": ", ".join(f'299 - "{n}"' for n in notes)} if notes else None
+    if "yaml" in (request.headers.get("accept") or ""):
+        return Response(yaml.safe_dump_all(items, sort_keys=False), media_type="application/yaml", headers=headers)
+    return JSONResponse({"apiVersion": "v1", "kind": "List", "metadata": {}, "items": items}, headers=headers)
