@@ -1,0 +1,177 @@
+"""Applying plans with the official ``kubernetes`` client to a fake API server that enforces the
+real CRD schemas: every target, dry-run, version discovery, errors, and the ``slaplan apply`` CLI."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from fake_kube import CRD_DIR, SKIP_REASON, FakeKube
+
+pytestmark = pytest.mark.skipif(not CRD_DIR.is_dir(), reason=SKIP_REASON)
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLE = ROOT / "examples" / "llama-70b-h200.dgdr.yaml"
+TARGETS = ("dynamo", "ome", "kthena", "kubeai")
+
+
+def _started(tmp_path: Path, **kwargs) -> tuple[FakeKube, Path]:
+    fake = FakeKube(**kwargs)
+    fake.start()
+    return fake, fake.write_kubeconfig(tmp_path / "kubeconfig")
+
+
+@pytest.fixture(scope="module")
+def cluster_fake(tmp_path_factory):
+    fake, kubeconfig = _started(tmp_path_factory.mktemp("kube"), forbidden_namespaces=("locked",))
+    yield fake, kubeconfig
+    fake.stop()
+
+
+@pytest.fixture(scope="module")
+def result():
+    from planner import plan
+    from planner.request import parse_documents
+
+    return plan(parse_documents(EXAMPLE.read_text(), str(EXAMPLE))[0])
+
+
+def _connect(kubeconfig: Path):
+    from infra.kube import connect
+
+    return connect(kubeconfig=str(kubeconfig))
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_each_target_applies_then_is_unchanged(cluster_fake, result, target):
+    from infra.kube_apply import apply_object
+    from infra.kube_targets import discover
+    from planner.manifests.targets import render_target
+
+    fake, kubeconfig = cluster_fake
+    cluster = _connect(kubeconfig)
+    options = discover(cluster)
+    objs, _notes = render_target(result, target, **options.render_kwargs())
+    obj = {**objs[0], "metadata": {**objs[0]["metadata"], "name": f"apply-{target}"}}
+    first = apply_object(cluster, obj)
+    assert first.action == "created", first
+    stored = fake.get(obj["apiVersion"], obj["kind"], "default", obj["metadata"]["name"])
+    assert stored["spec"] == obj["spec"]
+    assert stored["metadata"]["managedFields"][0]["manager"] == "slaplan"
+    again = apply_object(cluster, obj)
+    assert again.action == "unchanged" and not again.changed
+
+
+def test_dry_run_reports_changed_fields_and_stores_nothing(cluster_fake, result):
+    from infra.kube_apply import apply_object
+    from planner.manifests.targets import render_target
+
+    fake, kubeconfig = cluster_fake
+    cluster = _connect(kubeconfig)
+    dgd = render_target(result, "dynamo")[0][0]
+    dgd["metadata"]["name"] = "dry"
+    would = apply_object(cluster, dgd, dry_run=True)
+    assert (would.action, would.dry_run) == ("created", True)
+    assert fake.get(dgd["apiVersion"], dgd["kind"], "default", "dry") is None
+    apply_object(cluster, dgd)
+    dgd["spec"]["services"]["Frontend"]["replicas"] = 3
+    change = apply_object(cluster, dgd, dry_run=True)
+    assert change.action == "configured"
+    assert change.changed == ("spec.services.Frontend.replicas",)
+    assert "configured (dry run)" in change.line()
+    assert fake.get(dgd["apiVersion"], dgd["kind"], "default", "dry")["spec"]["services"]["Frontend"]["replicas"] == 1
+
+
+def test_an_invalid_manifest_is_refused_with_its_field(cluster_fake, result):
+    from infra.kube import Rejected
+    from infra.kube_apply import apply_object
+    from planner.manifests.targets import render_target
+
+    _fake, kubeconfig = cluster_fake
+    dgd = render_target(result, "dynamo")[0][0]
+    dgd["spec"]["services"]["Frontend"]["replicas"] = "two"
+    with pytest.raises(Rejected) as err:
+        apply_object(_connect(kubeconfig), dgd)
+    assert any(c.startswith("spec.services.Frontend.replicas") for c in err.value.causes), err.value.causes
+
+
+def test_forbidden_and_missing_operator_are_clear(cluster_fake, result, tmp_path):
+    from infra.kube import Forbidden, NotServed
+    from infra.kube_apply import apply_object
+    from planner.manifests.targets import render_target
+
+    _fake, kubeconfig = cluster_fake
+    dgd = render_target(result, "dynamo")[0][0]
+    dgd["metadata"]["namespace"] = "locked"
+    with pytest.raises(Forbidden, match="forbidden"):
+        apply_object(_connect(kubeconfig), dgd)
+    legacy = render_target(result, "kthena", kthena_group="workload.volcano.sh")[0][0]
+    with pytest.raises(NotServed, match="does not serve workload.volcano.sh/v1alpha1 ModelServing; install the operator"):
+        apply_object(_connect(kubeconfig), legacy)
+
+
+def test_discovery_picks_what_the_cluster_serves(result, tmp_path):
+    from infra.kube_apply import apply_object
+    from infra.kube_targets import discover
+    from planner.manifests.targets import render_target
+
+    fake, kubeconfig = _started(tmp_path, served=[("nvidia.com", "v1beta1", "DynamoGraphDeployment"),
+                                                  ("workload.serving.volcano.sh", "v1alpha1", "ModelServing")])
+    try:
+        options = discover(_connect(kubeconfig))
+        assert options.dynamo == "nvidia.com/v1beta1"  # v1alpha1 preferred, but not served
+        assert options.kthena == "workload.serving.volcano.sh/v1alpha1"
+        assert options.ome is None and options.kubeai is None
+        dgd = render_target(result, "dynamo", **options.render_kwargs())[0][0]
+        assert dgd["apiVersion"] == "nvidia.com/v1beta1" and "components" in dgd["spec"]
+        assert apply_object(_connect(kubeconfig), dgd).action == "created"
+    finally:
+        fake.stop()
+
+
+# --------------------------------------------------------------------------- slaplan apply
+
+
+@pytest.fixture(scope="module")
+def plan_out(tmp_path_factory):
+    from api.cli import main
+
+    out = tmp_path_factory.mktemp("plan")
+    assert main(["plan", str(EXAMPLE), "--out", str(out), "--target", "all", "--quiet"]) == 0
+    return out
+
+
+def test_cli_applies_what_plan_wrote(cluster_fake, plan_out, capsys):
+    from api.cli import main
+
+    _fake, kubeconfig = cluster_fake
+    args = ["--kubeconfig", str(kubeconfig), "--namespace", "cli"]
+    assert main(["apply", str(plan_out / "llama-70b-h200.plan.json"), "--target", "ome", "--dry-run", *args]) == 0
+    assert "inferenceservice.ome.io/llama-70b-h200 created (dry run) in namespace cli" in capsys.readouterr().out
+    assert main(["apply", str(plan_out), *args]) == 0
+    assert "dynamographdeployment.nvidia.com/llama-70b-h200 created in namespace cli" in capsys.readouterr().out
+    assert main(["apply", str(plan_out / "llama-70b-h200.dgd.yaml"), *args]) == 0
+    assert "1 object(s): 1 unchanged" in capsys.readouterr().out
+    assert main(["apply", str(plan_out / "llama-70b-h200.kubeai.yaml"), *args]) == 0
+    # A DGDR is planned and rendered for what the cluster serves.
+    assert main(["apply", str(EXAMPLE), "--target", "kthena", "--namespace", "cli2", "--kubeconfig", str(kubeconfig)]) == 0
+    assert "modelserving.workload.serving.volcano.sh/llama-70b-h200 created" in capsys.readouterr().out
+
+
+def test_cli_errors_are_clear(cluster_fake, plan_out, tmp_path, capsys):
+    from api.cli import main
+
+    _fake, kubeconfig = cluster_fake
+    assert main(["apply", str(plan_out), "--kubeconfig", str(tmp_path / "missing")]) == 1
+    assert "cluster configuration" in capsys.readouterr().err
+    assert main(["apply", str(plan_out), "--kubeconfig", str(kubeconfig), "-n", "locked"]) == 1
+    assert "forbidden" in capsys.readouterr().err
+    assert main(["apply", str(tmp_path), "--kubeconfig", str(kubeconfig)]) == 1
+    assert "no *.dgd.yaml" in capsys.readouterr().err
+    fake, only_dynamo = _started(tmp_path, served=[("nvidia.com", "v1alpha1", "DynamoGraphDeployment")])
+    try:
+        assert main(["apply", str(plan_out), "--target", "kubeai", "--kubeconfig", str(only_dynamo)]) == 1
+        assert "the cluster does not serve kubeai.org/v1 Model; install the operator" in capsys.readouterr().err
+    finally:
+        fake.stop()
