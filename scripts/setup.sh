@@ -7,3 +7,8 @@ if [ ! -x .venv/bin/python ]; then
 fi
 .venv/bin/python -m pip install -q --upgrade pip
 .venv/bin/python -m pip install -q -e '.[test]'
+# Headless Chromium for the dashboard's browser tests (Debian's package; no browser downloads).
+if [ ! -x /usr/bin/chromium ] && command -v apt-get >/dev/null 2>&1; then
+  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo -n"
+  $SUDO apt-get update -qq && $SUDO apt-get install -y -qq chromium >/dev/null || echo "could not install chromium: the dashboard browser tests need it" >&2
+fi

@@ -1,0 +1,234 @@
+"""The planner's answer on the DGDR page: the chosen plan against the SLA, the Pareto chart of
+output tokens/s per GPU against tokens/s per user, and the candidate table.
+
+A candidate meets the SLA when its predicted mean TTFT and ITL are within the targets. In the
+chart's plane, ITL ≤ target is the same as tokens/s per user ≥ 1000 / ITL target, which is the
+shaded region; TTFT is not an axis, so candidates inside the region may still miss TTFT (they
+are drawn hollow).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from api.dashboard.charts import Rule, Series, chart, figure
+from api.dashboard.html import dl, h, num
+
+
+def shape(plan: dict[str, Any]) -> str:
+    """``2P3D`` for disaggregated plans, ``3× aggregated`` otherwise."""
+    engines = plan.get("engines") or []
+    by_role = {e.get("role"): e for e in engines}
+    if plan.get("mode") == "disagg":
+        return f"{(by_role.get('prefill') or {}).get('replicas', '?')}P{(by_role.get('decode') or {}).get('replicas', '?')}D"
+    replicas = sum(int(e.get("replicas") or 0) for e in engines)
+    return f"{replicas}× aggregated"
+
+
+def parallelism(engine: dict[str, Any]) -> str:
+    parts = [f"TP{engine.get('tp', 1)}"]
+    for key in ("pp", "dp", "ep"):
+        if int(engine.get(key) or 1) > 1:
+            parts.append(f"{key.upper()}{engine[key]}")
+    return " ".join(parts)
+
+
+def engines_text(plan: dict[str, Any]) -> str:
+    return "; ".join(
+        f"{e.get('role')}: {e.get('replicas')}× {parallelism(e)}" for e in plan.get("engines") or []
+    )
+
+
+def meets(plan: dict[str, Any], sla: dict[str, Any]) -> bool | None:
+    """Whether the predicted mean TTFT and ITL are within the targets (None if unknown)."""
+    p = plan.get("predicted") or {}
+    checks = []
+    for key in ("ttftMs", "itlMs"):
+        target, value = sla.get(key), p.get(key)
+        if target is None:
+            continue
+        if value is None:
+            return False
+        checks.append(value <= target * (1 + 1e-9))
+    return all(checks) if checks else None
+
+
+def _verdict(value: Any, target: Any, *, higher_is_better: bool = False) -> str:
+    if value is None or target is None:
+        return '<td class="verdict">—</td>'
+    ok = value >= target if higher_is_better else value <= target
+    word = "meets" if ok else "misses"
+    return f'<td class="verdict verdict-{"ok" if ok else "bad"}">{"✓" if ok else "✗"} {word}</td>'
+
+
+def chosen_section(doc: dict[str, Any]) -> str:
+    chosen = doc.get("chosen")
+    sla = doc.get("sla") or {}
+    if not chosen:
+        best = []
+        if doc.get("bestTtftMs") is not None:
+            best.append(f"TTFT {num(doc['bestTtftMs'], 1, 'ms')}")
+        if doc.get("bestItlMs") is not None:
+            best.append(f"ITL {num(doc['bestItlMs'], 2, 'ms')}")
+        best_text = f" The best reachable anywhere in the search space: {', '.join(best)}." if best else ""
+        return (
+            '<section aria-labelledby="plan-h"><h2 id="plan-h">Chosen plan</h2>'
+            f'<p class="notice notice-bad">No configuration meets the SLA: {h(doc.get("reason") or "no candidate is feasible")}.'
+            f"{h(best_text)}</p></section>"
+        )
+    p = chosen.get("predicted") or {}
+    engines = "".join(
+        f"<tr><th scope=\"row\">{h(e.get('role'))}</th><td>{h(parallelism(e))}</td><td class=\"n\">{h(e.get('replicas'))}</td>"
+        f"<td class=\"n\">{h(e.get('gpusPerEngine'))}</td><td class=\"n\">{h(e.get('nodesPerEngine'))}</td>"
+        f"<td class=\"n\">{h(e.get('maxBatch'))}</td><td class=\"n\">{num(e.get('maxNumTokens'), 0)}</td></tr>"
+        for e in chosen.get("engines") or []
+    )
+    mode = "Disaggregated prefill/decode" if chosen.get("mode") == "disagg" else "Aggregated"
+    facts = dl([
+        ("Mode", h(f"{mode} ({shape(chosen)})")),
+        ("Backend", h(chosen.get("backend"))),
+        ("GPU", h(f"{chosen.get('totalGpus')} × {chosen.get('gpu')}")),
+        ("Precision", h(chosen.get("precision"))),
+        ("Cost", num(chosen.get("costPerHour"), 2, "$/h") if chosen.get("costPerHour") is not None else ""),
+    ])
+    user_target = 1000.0 / sla["itlMs"] if sla.get("itlMs") else None
+    ttft_extra = f" (p90 {num(p.get('ttftP90Ms'), 0)}, p99 {num(p.get('ttftP99Ms'), 0)})" if p.get("ttftP90Ms") is not None else ""
+    rows = [
+        ("Time to first token (mean)", num(p.get("ttftMs"), 1, "ms") + ttft_extra, num(sla.get("ttftMs"), 0, "ms"),
+         _verdict(p.get("ttftMs"), sla.get("ttftMs"))),
+        ("Inter-token latency (mean)", num(p.get("itlMs"), 2, "ms"), num(sla.get("itlMs"), 1, "ms"),
+         _verdict(p.get("itlMs"), sla.get("itlMs"))),
+        ("Tokens/s per user", num(p.get("tokPerSecPerUser"), 1), f"≥ {num(user_target, 1)}" if user_target else "—",
+         _verdict(p.get("tokPerSecPerUser"), user_target, higher_is_better=True)),
+        ("Output tokens/s per GPU", num(p.get("outputTokPerSecPerGpu"), 0), "—", '<td class="verdict">—</td>'),
+        ("Output tokens/s, whole deployment",
+         num((p.get("outputTokPerSecPerGpu") or 0) * (chosen.get("totalGpus") or 0), 0) if p.get("outputTokPerSecPerGpu") else "—",
+         "—", '<td class="verdict">—</td>'),
+        ("Requests/s", num(p.get("requestsPerSec"), 2),
+         num(sla.get("requestRate"), 2) if sla.get("requestRate") else "—", '<td class="verdict">—</td>'),
+        ("Requests in flight", num(p.get("concurrency"), 0),
+         num(sla.get("concurrency"), 0) if sla.get("concurrency") else "—", '<td class="verdict">—</td>'),
+    ]
+    predicted = "".join(f'<tr><th scope="row">{h(a)}</th><td class="n">{b}</td><td class="n">{c}</td>{d}</tr>' for a, b, c, d in rows)
+    return f"""<section aria-labelledby="plan-h"><h2 id="plan-h">Chosen plan</h2>
+{facts}
+<div class="table-wrap"><table id="predicted"><caption>Predicted against the SLA</caption>
+<thead><tr><th scope="col">Metric</th><th scope="col" class="n">Predicted</th><th scope="col" class="n">Target</th><th scope="col">Verdict</th></tr></thead>
+<tbody>{predicted}</tbody></table></div>
+<div class="table-wrap"><table><caption>Engines</caption>
+<thead><tr><th scope="col">Role</th><th scope="col">Parallelism</th><th scope="col" class="n">Replicas</th><th scope="col" class="n">GPUs / engine</th>
+<th scope="col" class="n">Nodes / engine</th><th scope="col" class="n">Max batch</th><th scope="col" class="n">Tokens / step</th></tr></thead>
+<tbody>{engines}</tbody></table></div>
+</section>"""
+
+
+def _tip(plan: dict[str, Any]) -> str:
+    p = plan.get("predicted") or {}
+    return (
+        f"{shape(plan)} {engines_text(plan)} · {plan.get('totalGpus')} GPUs · "
+        f"{num(p.get('tokPerSecPerUser'), 1)} tok/s/user, {num(p.get('outputTokPerSecPerGpu'), 0)} tok/s/GPU, "
+        f"TTFT {num(p.get('ttftMs'), 0)} ms, ITL {num(p.get('itlMs'), 2)} ms"
+    )
+
+
+def _xy(plan: dict[str, Any]) -> tuple[float, float] | None:
+    p = plan.get("predicted") or {}
+    x, y = p.get("tokPerSecPerUser"), p.get("outputTokPerSecPerGpu")
+    if isinstance(x, (int, float)) and isinstance(y, (int, float)):
+        return float(x), float(y)
+    return None
+
+
+def pareto_section(doc: dict[str, Any]) -> str:
+    sla = doc.get("sla") or {}
+    pareto = doc.get("pareto") or []
+    chosen = doc.get("chosen")
+    good, bad = [], []
+    for plan in pareto:
+        xy = _xy(plan)
+        if xy is None:
+            continue
+        (good if meets(plan, sla) is not False else bad).append((*xy, _tip(plan)))
+    line = Series("Pareto front", [*good, *bad], tone="a", joined=True, radius=0)
+    series = [line, Series("Pareto candidate meeting the SLA", good, tone="a"), Series("Pareto candidate missing the SLA", bad, tone="miss")]
+    legend = [("a", "Pareto candidate meeting the SLA"), ("miss", "Pareto candidate missing the SLA (e.g. TTFT)")]
+    chosen_xy = _xy(chosen) if chosen else None
+    if chosen_xy:
+        series.append(Series("Chosen plan", [(*chosen_xy, "Chosen: " + _tip(chosen))], tone="chosen", radius=7.5))
+        legend.append(("chosen", "Chosen plan"))
+    itl = sla.get("itlMs")
+    shade = 1000.0 / itl if itl else None
+    if shade:
+        legend.append(("region", f"SLA region: ITL ≤ {itl:g} ms (≥ {shade:.1f} tok/s per user)"))
+    if not good and not bad and not chosen_xy:
+        return ('<section aria-labelledby="pareto-h"><h2 id="pareto-h">Pareto front</h2>'
+                '<p class="empty">No candidate has finite predictions to chart.</p></section>')
+    svg = chart(
+        chart_id="pareto-chart",
+        title="Output tokens/s per GPU against tokens/s per user",
+        description=f"{len(good) + len(bad)} Pareto-optimal candidates"
+        + (f"; the chosen plan is highlighted; tokens/s per user at or above {shade:.1f} meets the ITL target" if shade else ""),
+        x_label="tokens/s per user (interactivity)",
+        y_label="output tokens/s per GPU",
+        series=series,
+        rules=(Rule("x", shade, f"ITL {itl:g} ms"),) if shade else (),
+        shade_x_from=shade,
+        shade_label="meets ITL" if shade else "",
+    )
+    caption = ("Each point is a configuration no other beats on both axes. Right is faster for each user, "
+               "up is cheaper per token. Hover or focus a point for its configuration.")
+    return f'<section aria-labelledby="pareto-h"><h2 id="pareto-h">Pareto front</h2>{figure(svg, caption, legend)}</section>'
+
+
+def candidates_section(doc: dict[str, Any]) -> str:
+    sla = doc.get("sla") or {}
+    pareto = doc.get("pareto") or []
+    chosen = doc.get("chosen") or {}
+    if not pareto:
+        return ""
+    body = []
+    for i, plan in enumerate(pareto, 1):
+        p = plan.get("predicted") or {}
+        ok = meets(plan, sla)
+        is_chosen = bool(chosen) and plan.get("engines") == chosen.get("engines") and plan.get("mode") == chosen.get("mode")
+        verdict = "—" if ok is None else ("✓ meets" if ok else "✗ misses")
+        cells = [
+            (i, str(i)),
+            (plan.get("mode"), h(plan.get("mode"))),
+            (shape(plan), h(shape(plan))),
+            (engines_text(plan), h(engines_text(plan))),
+            (plan.get("totalGpus"), h(plan.get("totalGpus"))),
+            (p.get("ttftMs"), num(p.get("ttftMs"), 1)),
+            (p.get("itlMs"), num(p.get("itlMs"), 2)),
+            (p.get("tokPerSecPerUser"), num(p.get("tokPerSecPerUser"), 1)),
+            (p.get("outputTokPerSecPerGpu"), num(p.get("outputTokPerSecPerGpu"), 0)),
+            (p.get("requestsPerSec"), num(p.get("requestsPerSec"), 2)),
+            (verdict, verdict),
+        ]
+        tds = "".join(
+            f'<td{" class=n" if isinstance(v, (int, float)) else ""} data-value="{h(v if v is not None else "")}">{text}</td>'
+            for v, text in cells
+        )
+        mark = ' class="is-chosen" aria-label="chosen plan"' if is_chosen else ""
+        body.append(f"<tr{mark}>{tds}</tr>")
+    headers = ["#", "Mode", "Shape", "Engines", "GPUs", "TTFT ms", "ITL ms", "tok/s/user", "tok/s/GPU", "req/s", "SLA"]
+    numeric = {"#", "GPUs", "TTFT ms", "ITL ms", "tok/s/user", "tok/s/GPU", "req/s"}
+    ths = "".join(
+        f'<th scope="col" aria-sort="none"{" class=n" if t in numeric else ""}>'
+        f'<button type="button" class="sort" data-type="{"num" if t in numeric else "text"}">{h(t)}</button></th>'
+        for t in headers
+    )
+    evaluated = doc.get("evaluated")
+    note = f" of {evaluated} evaluated" if evaluated else ""
+    return f"""<section aria-labelledby="cand-h"><h2 id="cand-h">Candidates</h2>
+<p class="sub">The Pareto-optimal configurations ({len(pareto)}{h(note)}). Sort by any column; the chosen plan is highlighted.</p>
+<div class="table-wrap"><table class="list" id="candidates" data-sortable>
+<caption class="visually-hidden">Pareto-optimal candidates, sortable by column</caption>
+<thead><tr>{ths}</tr></thead><tbody>{"".join(body)}</tbody></table></div></section>"""
+
+
+def assumptions_section(doc: dict[str, Any]) -> str:
+    items = "".join(f"<li>{h(a)}</li>" for a in doc.get("assumptions") or [])
+    if not items:
+        return ""
+    return f'<section aria-labelledby="assume-h"><h2 id="assume-h">Assumptions</h2><ul class="assumptions">{items}</ul></section>'
