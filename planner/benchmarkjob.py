@@ -31,9 +31,9 @@ _SCENARIO = re.compile(
     r"|dataset)$"
 )
 _TASK = re.compile(r"^[a-z]+-to-[a-z]+$")
-# Storage schemes the runner maps to genai-bench flags (pvc:// -> a local base dir,
+# Storage schemes the runner maps to genai-bench flags (pvc://, file://, local:// -> a local base dir,
 # object stores -> --upload-results --storage-provider ...).
-OUTPUT_SCHEMES = ("pvc", "s3", "gs", "az", "oci", "local")
+OUTPUT_SCHEMES = ("pvc", "file", "local", "s3", "gs", "az", "oci")
 
 
 class _Spec(BaseModel):

@@ -1,0 +1,87 @@
+"""``slaplan emulate``: an OpenAI-compatible engine emulator timed by the performance model.
+
+It serves ``/v1/chat/completions``, ``/v1/completions``, ``/v1/models`` and ``/metrics`` on
+``--host``:``--port`` until interrupted, so that benchmarks and dashboards can be rehearsed
+without GPUs. ``--speed 2`` makes it twice as fast as the model predicts, ``0.5`` twice as slow.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "emulate", help="serve an OpenAI-compatible API whose token timing follows the performance model",
+        description="Engine emulator: continuous batching, a batch limit and a queue, timed by the "
+                    "performance model for one engine configuration.")
+    parser.add_argument("--model", required=True, help="Hugging Face id or catalog name, or a path to a config.json")
+    parser.add_argument("--gpu", required=True, help="GPU type, e.g. h100_sxm, a100_sxm")
+    parser.add_argument("--backend", default="vllm", choices=("vllm", "sglang", "trtllm"))
+    parser.add_argument("--tp", type=int, default=1, help="tensor parallelism")
+    parser.add_argument("--pp", type=int, default=1, help="pipeline parallelism")
+    parser.add_argument("--dp", type=int, default=1, help="attention data-parallelism (ranks with their own batch)")
+    parser.add_argument("--ep", type=int, default=1, help="expert parallelism (MoE)")
+    parser.add_argument("--mode", default="agg", choices=("agg", "prefill", "decode"),
+                        help="agg: prefill and decode; prefill: one token per request; decode: no prompt cost")
+    parser.add_argument("--precision", help="weights: bf16 | fp8 | fp4 | int4 (default: implied by the model)")
+    parser.add_argument("--kv-dtype", help="KV cache: bf16 | fp8 | fp4")
+    parser.add_argument("--max-batch", type=int, help="running sequences per engine (default: what KV memory allows)")
+    parser.add_argument("--max-num-tokens", type=int, help="tokens per engine step (prefill chunk)")
+    parser.add_argument("--speed", type=float, default=1.0, help="faster (>1) or slower (<1) than the model predicts")
+    parser.add_argument("--chars-per-token", type=float, default=1.0,
+                        help="prompt bytes per token (1 = slaplan's byte-level tokenizer; ~4 for real tokenizers)")
+    parser.add_argument("--served-model-name", help="model name in requests and /v1/models (default: --model)")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, required=True)
+    parser.set_defaults(func=run)
+
+
+def build(args: argparse.Namespace):
+    """The emulator's FastAPI app for ``args`` (raises ModelError / ValueError when invalid)."""
+    from profiler.config import Parallel
+    from profiler.emulator import EmulatorSettings, create_app
+    from profiler.emulator_engine import Engine
+    from profiler.emulator_timing import model_timing, serving_config
+
+    if args.speed <= 0:
+        raise ValueError("--speed: must be positive")
+    if args.chars_per_token <= 0:
+        raise ValueError("--chars-per-token: must be positive")
+    parallel = Parallel(tp=args.tp, pp=args.pp, dp=args.dp, moe_ep=args.ep)
+    model_name, arch = args.model, None
+    if args.model.endswith(".json"):
+        from profiler.hub import load_model
+
+        arch, implied = load_model(args.model)
+        args.precision = args.precision or implied
+    config = serving_config(model_name, args.gpu, args.backend, parallel, args.mode, precision=args.precision,
+                            kv_dtype=args.kv_dtype, max_batch=args.max_batch, max_num_tokens=args.max_num_tokens)
+    timing, ranks = model_timing(config, args.mode, speed=args.speed, arch=arch)
+    settings = EmulatorSettings(served_model_name=args.served_model_name or args.model,
+                                chars_per_token=args.chars_per_token)
+    return create_app(Engine(timing, ranks), settings), timing, ranks
+
+
+def run(args: argparse.Namespace) -> int:
+    from pydantic import ValidationError
+
+    from profiler.emulator import serve
+    from profiler.errors import ModelError
+
+    try:
+        app, timing, ranks = build(args)
+    except ModelError as exc:
+        print(f"error: {exc.field}: {exc.message}", file=sys.stderr)
+        return 2
+    except (ValidationError, ValueError, OSError) as exc:
+        print(f"error: {exc}".splitlines()[0], file=sys.stderr)
+        return 2
+    print(f"emulating {args.model} on {args.gpu} ({args.backend}, tp={args.tp} pp={args.pp} dp={args.dp} "
+          f"ep={args.ep}, {args.mode}, speed {args.speed:g}): decode step {timing.decode_step_s(1, 1024) * 1e3:.2f} ms "
+          f"at batch 1, prefill of 1024 tokens {timing.prefill_s(1024) * 1e3:.2f} ms, "
+          f"{ranks} rank(s) of {timing.max_batch} sequences / {timing.kv_tokens} KV tokens; "
+          f"http://{args.host}:{args.port}/v1", file=sys.stderr, flush=True)
+    serve(app, args.host, args.port)
+    return 0

@@ -1,0 +1,257 @@
+"""An OpenAI-compatible HTTP server whose token timing follows the performance model.
+
+Endpoints: ``POST /v1/chat/completions`` and ``POST /v1/completions`` (streaming as server-sent
+events, with ``stream_options.include_usage``, or one JSON body), ``GET /v1/models``,
+``GET /metrics`` (Prometheus text, vLLM's metric names), ``GET /health``.
+
+Requests are scheduled by ``profiler.emulator_engine`` (continuous batching, a batch limit, a
+queue). Prompt tokens are counted as UTF-8 bytes / ``chars_per_token`` (1.0 by default, which
+is exactly what slaplan's byte-level tokenizer counts). The emulator has no end-of-sequence
+token: it always generates ``max_tokens`` (or ``max_completion_tokens``), so ``ignore_eos`` is
+accepted and changes nothing; ``min_tokens`` is accepted likewise.
+"""
+
+
+import asyncio
+import json
+import time
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from profiler.emulator_engine import TTFT_BUCKETS_S, Engine, Sequence, count_tokens, token_text
+
+DEFAULT_MAX_TOKENS = 256
+
+
+class EmulatorSettings(BaseModel):
+    """What the server calls itself and how it counts tokens."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    served_model_name: str
+    chars_per_token: float = Field(default=1.0, gt=0, description="prompt bytes per token")
+    default_max_tokens: int = Field(default=DEFAULT_MAX_TOKENS, gt=0)
+    description: str = ""
+
+
+def _error(status: int, message: str, kind: str = "BadRequestError"):
+    from fastapi.responses import JSONResponse
+
+    return JSONResponse({"error": {"message": message, "type": kind, "param": None, "code": status}},
+                        status_code=status, headers={"Cache-Control": "no-store"})
+
+
+def _text_of(content: Any) -> str:
+    """The text of a chat message's content: a string, or the text parts of a list."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
+    return ""
+
+
+def _prompt_text(body: dict[str, Any], chat: bool) -> str | None:
+    if chat:
+        messages = body.get("messages")
+        if not isinstance(messages, list) or not messages:
+            return None
+        return "".join(_text_of(m.get("content")) for m in messages if isinstance(m, dict))
+    prompt = body.get("prompt")
+    if isinstance(prompt, list):
+        return "".join(p if isinstance(p, str) else " " * len(p) for p in prompt)
+    return prompt if isinstance(prompt, str) else None
+
+
+def _max_tokens(body: dict[str, Any], default: int) -> int | None:
+    value = body.get("max_completion_tokens", body.get("max_tokens"))
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        return None
+    return value
+
+
+def create_app(engine: Engine, settings: EmulatorSettings):
+    """The FastAPI application serving ``engine`` (started and stopped with the app)."""
+    from fastapi import FastAPI, Request
+    from fastapi.responses import JSONResponse, PlainTextResponse, StreamingResponse
+
+    @asynccontextmanager
+    async def lifespan(_app):
+        engine.start()
+        try:
+            yield
+        finally:
+            await engine.stop()
+
+    app = FastAPI(title="slaplan engine emulator", lifespan=lifespan, docs_url=None, redoc_url=None)
+    created = int(time.time())
+
+    @app.get("/health")
+    async def health():
+        return PlainTextResponse("ok")
+
+    @app.get("/v1/models")
+    async def models():
+        return {"object": "list", "data": [{
+            "id": settings.served_model_name, "object": "model", "created": created,
+            "owned_by": "slaplan-emulator", "root": settings.served_model_name,
+            "max_model_len": engine.timing.kv_tokens,
+        }]}
+
+    @app.get("/metrics")
+    async def metrics():
+        return PlainTextResponse(_metrics_text(engine, settings.served_model_name),
+                                 media_type="text/plain; version=0.0.4")
+
+    async def complete(request: Request, chat: bool):
+        try:
+            body = await request.json()
+        except (ValueError, UnicodeDecodeError):
+            return _error(400, "the request body is not valid JSON")
+        if not isinstance(body, dict):
+            return _error(400, "the request body must be a JSON object")
+        model = body.get("model")
+        if model is not None and model != settings.served_model_name:
+            return _error(404, f"The model `{model}` does not exist.", "NotFoundError")
+        text = _prompt_text(body, chat)
+        if text is None:
+            return _error(400, "messages: a non-empty list is required" if chat else "prompt: a string is required")
+        max_tokens = _max_tokens(body, settings.default_max_tokens)
+        if max_tokens is None:
+            return _error(400, "max_tokens: must be a positive integer")
+        prompt_tokens = count_tokens(text, settings.chars_per_token)
+        if not engine.fits(prompt_tokens, max_tokens):
+            return _error(400, f"This model's maximum context length is {engine.timing.kv_tokens} tokens; "
+                               f"the request needs {prompt_tokens + max_tokens} ({prompt_tokens} in the prompt, "
+                               f"{max_tokens} to generate).")
+        n = body.get("n", 1)
+        if n != 1:
+            return _error(400, "n: only 1 is supported")
+        seq = await engine.submit(prompt_tokens, max_tokens)
+        rid = ("chatcmpl-" if chat else "cmpl-") + uuid.uuid4().hex
+        name = settings.served_model_name
+        if body.get("stream"):
+            options = body.get("stream_options") or {}
+            usage = bool(options.get("include_usage")) if isinstance(options, dict) else False
+            return StreamingResponse(_stream(engine, seq, rid, name, chat, usage, settings.chars_per_token),
+                                     media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
+        try:
+            count = await _collect(seq)
+        except asyncio.CancelledError:
+            engine.cancel(seq)
+            raise
+        content = "".join(token_text(i, settings.chars_per_token) for i in range(count))
+        choice: dict[str, Any] = ({"index": 0, "message": {"role": "assistant", "content": content},
+                                   "logprobs": None, "finish_reason": "length"} if chat else
+                                  {"index": 0, "text": content, "logprobs": None, "finish_reason": "length"})
+        return JSONResponse({"id": rid, "object": "chat.completion" if chat else "text_completion",
+                             "created": int(time.time()), "model": name, "choices": [choice],
+                             "usage": _usage(seq, count)})
+
+    @app.post("/v1/chat/completions")
+    async def chat_completions(request: Request):
+        return await complete(request, chat=True)
+
+    @app.post("/v1/completions")
+    async def completions(request: Request):
+        return await complete(request, chat=False)
+
+    return app
+
+
+def _usage(seq: Sequence, completion: int) -> dict[str, int]:
+    return {"prompt_tokens": seq.prompt_tokens, "completion_tokens": completion,
+            "total_tokens": seq.prompt_tokens + completion}
+
+
+async def _collect(seq: Sequence) -> int:
+    count = 0
+    while (event := await seq.events.get()) is not None:
+        count += event
+    return count
+
+
+def _chunk(rid: str, name: str, chat: bool, text: str | None, finish: str | None, first: bool) -> str:
+    if chat:
+        delta: dict[str, Any] = {} if text is None else {"content": text}
+        if first:
+            delta = {"role": "assistant", **delta}
+        choice: dict[str, Any] = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
+        kind = "chat.completion.chunk"
+    else:
+        choice = {"index": 0, "text": text or "", "logprobs": None, "finish_reason": finish}
+        kind = "text_completion"
+    payload = {"id": rid, "object": kind, "created": int(time.time()), "model": name, "choices": [choice]}
+    return f"data: {json.dumps(payload, separators=(',', ':'))}\n\n"
+
+
+async def _stream(engine: Engine, seq: Sequence, rid: str, name: str, chat: bool, usage: bool,
+                  chars_per_token: float) -> AsyncIterator[str]:
+    """One SSE event per token; the last token's event carries ``finish_reason``; then the usage
+    event (no choices) when asked for, then ``[DONE]``. A client that goes away frees its slot."""
+    limit = engine.token_limit(seq)
+    count = 0
+    done = False
+    try:
+        while (event := await seq.events.get()) is not None:
+            for _ in range(event):
+                text = token_text(count, chars_per_token)
+                count += 1
+                yield _chunk(rid, name, chat, text, "length" if count >= limit else None, count == 1)
+        done = True
+        if usage:
+            payload = {"id": rid, "object": "chat.completion.chunk" if chat else "text_completion",
+                       "created": int(time.time()), "model": name, "choices": [], "usage": _usage(seq, count)}
+            yield f"data: {json.dumps(payload, separators=(',', ':'))}\n\n"
+        yield "data: [DONE]\n\n"
+    finally:
+        if not done:
+            engine.cancel(seq)
+
+
+def _metrics_text(engine: Engine, name: str) -> str:
+    """Prometheus exposition text with vLLM's metric names for the few that apply."""
+    s = engine.stats
+    label = f'model_name="{name}"'
+    lines = [
+        "# HELP vllm:num_requests_running Requests in the running batch.", "# TYPE vllm:num_requests_running gauge",
+        f"vllm:num_requests_running{{{label}}} {engine.running}",
+        "# HELP vllm:num_requests_waiting Requests waiting to be scheduled.", "# TYPE vllm:num_requests_waiting gauge",
+        f"vllm:num_requests_waiting{{{label}}} {engine.waiting}",
+        "# HELP vllm:prompt_tokens_total Prompt tokens processed.", "# TYPE vllm:prompt_tokens_total counter",
+        f"vllm:prompt_tokens_total{{{label}}} {s.prompt_tokens}",
+        "# HELP vllm:generation_tokens_total Tokens generated.", "# TYPE vllm:generation_tokens_total counter",
+        f"vllm:generation_tokens_total{{{label}}} {s.generated_tokens}",
+        "# HELP vllm:request_success_total Requests finished.", "# TYPE vllm:request_success_total counter",
+        f'vllm:request_success_total{{{label},finished_reason="length"}} {s.finished}',
+        "# HELP slaplan_emulator_requests_total Requests received.", "# TYPE slaplan_emulator_requests_total counter",
+        f"slaplan_emulator_requests_total{{{label}}} {s.requests}",
+        "# HELP slaplan_emulator_cancelled_total Requests abandoned by their clients.",
+        "# TYPE slaplan_emulator_cancelled_total counter",
+        f"slaplan_emulator_cancelled_total{{{label}}} {s.cancelled}",
+        "# HELP slaplan_emulator_steps_total Engine steps run.", "# TYPE slaplan_emulator_steps_total counter",
+        f"slaplan_emulator_steps_total{{{label}}} {s.steps}",
+        "# HELP slaplan_emulator_busy_seconds_total Emulated engine time spent in steps.",
+        "# TYPE slaplan_emulator_busy_seconds_total counter",
+        f"slaplan_emulator_busy_seconds_total{{{label}}} {s.busy_s:.6f}",
+        "# HELP vllm:time_to_first_token_seconds Time to first token.",
+        "# TYPE vllm:time_to_first_token_seconds histogram",
+    ]
+    for bound, count in zip(TTFT_BUCKETS_S, s.ttft_buckets):
+        lines.append(f'vllm:time_to_first_token_seconds_bucket{{{label},le="{bound}"}} {count}')
+    lines.append(f'vllm:time_to_first_token_seconds_bucket{{{label},le="+Inf"}} {s.ttft_count}')
+    lines.append(f"vllm:time_to_first_token_seconds_count{{{label}}} {s.ttft_count}")
+    lines.append(f"vllm:time_to_first_token_seconds_sum{{{label}}} {s.ttft_sum_s:.6f}")
+    return "\n".join(lines) + "\n"
+
+
+def serve(app, host: str, port: int, *, log_level: str = "warning") -> None:
+    """Run ``app`` with uvicorn until interrupted."""
+    import uvicorn
+
+    uvicorn.run(app, host=host, port=port, log_level=log_level, access_log=False)
