@@ -134,24 +134,18 @@ def _finish(sessions: SessionFactory, claimed: Resource, status: dict[str, Any],
     return outcome
 
 
-def process_benchmarkjob(sessions: SessionFactory, uid: str, *, clock: Clock = _utcnow) -> str:
-    """Take one BenchmarkJob. Running benchmarks is not part of this version: the job stays
-    Pending with ``status.details`` saying it waits for a benchmark runner (it is enqueued
-    again at the next service start). Returns ``waiting``, ``done`` or ``gone``."""
+def process_benchmarkjob(sessions: SessionFactory, uid: str, *, clock: Clock = _utcnow, runner=None) -> str:
+    """Run one BenchmarkJob with genai-bench (``workers.bench``): Pending → Running → Completed |
+    Failed. Returns ``completed``, ``failed``, ``done`` (already finished), ``gone`` or
+    ``superseded``. ``runner`` replaces ``profiler.bench_runner.run_benchmarkjob`` (tests)."""
     resource = _load(sessions, uid)
     if resource is None:
         return "gone"
     if resource.status.get("state") in lifecycle.BENCH_TERMINAL:
         return "done"
-    details = "queued; waiting for a benchmark runner, which this version of slaplan does not include"
-    if resource.status.get("state") == "Pending" and resource.status.get("details") == details:
-        return "waiting"  # already says so: no write, so that sweeps do not churn the object
-    waiting = {**resource.status, "state": "Pending", "lastReconcileTime": lifecycle.timestamp(clock()), "details": details}
-    try:
-        _save(sessions, resource, waiting)
-    except (Conflict, NotFound):
-        return "superseded"
-    return "waiting"
+    from workers import bench
+
+    return bench.run_job(resource, save=lambda r, status: _save(sessions, r, status), clock=clock, runner=runner)
 
 
 def _measured(name: str, run: Callable[[], str]) -> str:
