@@ -8,7 +8,7 @@ import sys
 
 # Each module defines ``register(subparsers)``, which adds its sub-command and sets
 # ``func(args) -> int`` as the parser default.
-COMMANDS = ("plan", "estimate", "calibrate", "serve", "worker", "migrate", "apply")
+COMMANDS = ("plan", "estimate", "calibrate", "serve", "worker", "migrate", "apply", "bench", "emulate")
 
 
 def build_parser() -> argparse.ArgumentParser:
