@@ -173,9 +173,6 @@ def register_tasks(app) -> None:
         "autoretry_for": (OperationalError,),  # the database went away for a moment
         "retry_backoff": True,
         "max_retries": 5,
-        # Not shared: Celery would otherwise give every later app in the process the closures of
-        # the first (its settings and database).
-        "shared": False,
     }
 
     @app.task(name=PLAN_TASK, **common)
