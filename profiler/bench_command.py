@@ -187,7 +187,10 @@ def _join(root: str, *parts: str) -> str:
     for p in clean:
         if ".." in p.split("/"):
             raise ValueError(f"path {p!r} may not contain '..'")
-    return "/".join([root.rstrip("/") or "/", *clean]) if clean else root
+    if not clean:
+        return root
+    head = root.rstrip("/")
+    return "/".join([head, *clean]) if head else "/" + "/".join(clean)
 
 
 def local_path(uri: str, local_root: str) -> str:

@@ -142,6 +142,9 @@ def probe_endpoint(base: str, model: str | None, *, api_key: str | None, timeout
             except (ValueError, AttributeError, TypeError):
                 names = []
         if model is None:
+            if listed.status_code == 404:
+                raise Failure(f"404 Not Found at {base}/v1/models: the endpoint does not serve the OpenAI API there "
+                              "(the URL must be the server's base) and spec.endpoint.endpoint.modelName is not set")
             if not names:
                 raise Failure(f"spec.endpoint.endpoint.modelName is not set and {base}/v1/models lists no model "
                               f"(HTTP {listed.status_code})")

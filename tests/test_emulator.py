@@ -1,0 +1,201 @@
+"""The engine emulator: OpenAI-compatible HTTP (httpx, streaming) and its scheduler's timing."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from profiler.emulator_engine import Engine, Timing, count_tokens
+
+ROOT = Path(__file__).resolve().parents[1]
+MODEL = "meta-llama/Llama-3.1-8B-Instruct"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_emulator(*extra: str, model: str = MODEL, gpu: str = "a100_sxm"):
+    """Start ``slaplan emulate`` on a free loopback port; returns (process, base URL)."""
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "api.cli", "emulate", "--model", model, "--gpu", gpu,
+                             "--host", "127.0.0.1", "--port", str(port), *extra],
+                            cwd=ROOT, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"emulator exited: {proc.stderr.read().decode()}")
+        try:
+            if httpx.get(f"{base}/health", timeout=1).status_code == 200:
+                return proc, base
+        except httpx.HTTPError:
+            time.sleep(0.2)
+    proc.kill()
+    raise RuntimeError("emulator did not start in 30 s")
+
+
+def stop(proc) -> None:
+    proc.terminate()
+    try:
+        proc.wait(10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(5)
+
+
+@pytest.fixture(scope="module")
+def emulator():
+    proc, base = start_emulator()
+    yield base
+    stop(proc)
+
+
+def _events(response) -> list:
+    out = []
+    for line in response.iter_lines():
+        if line.startswith("data: "):
+            data = line[6:]
+            out.append(data if data == "[DONE]" else json.loads(data))
+    return out
+
+
+def test_models_and_metrics(emulator):
+    models = httpx.get(f"{emulator}/v1/models").json()
+    assert [m["id"] for m in models["data"]] == [MODEL]
+    text = httpx.get(f"{emulator}/metrics").text
+    assert "vllm:num_requests_running" in text and "vllm:generation_tokens_total" in text
+
+
+def test_streaming_chat_with_usage(emulator):
+    body = {"model": MODEL, "messages": [{"role": "user", "content": "héllo world"}], "max_tokens": 5,
+            "stream": True, "stream_options": {"include_usage": True}, "ignore_eos": True}
+    with httpx.stream("POST", f"{emulator}/v1/chat/completions", json=body, timeout=30) as r:
+        assert r.status_code == 200 and r.headers["content-type"].startswith("text/event-stream")
+        events = _events(r)
+    assert events[-1] == "[DONE]"
+    tokens = [e for e in events[:-1] if e["choices"]]
+    assert len(tokens) == 5
+    assert tokens[0]["choices"][0]["delta"]["role"] == "assistant"
+    assert [t["choices"][0]["finish_reason"] for t in tokens] == [None] * 4 + ["length"]
+    usage = events[-2]
+    assert usage["choices"] == [] and usage["usage"] == {"prompt_tokens": 12, "completion_tokens": 5, "total_tokens": 17}
+    before = httpx.get(f"{emulator}/metrics").text
+    assert 'vllm:request_success_total{model_name="%s",finished_reason="length"}' % MODEL in before
+
+
+def test_streaming_without_usage_and_completions(emulator):
+    body = {"model": MODEL, "prompt": "abcd", "max_tokens": 3, "stream": True}
+    with httpx.stream("POST", f"{emulator}/v1/completions", json=body, timeout=30) as r:
+        events = _events(r)
+    assert events[-1] == "[DONE]" and all(e["choices"] for e in events[:-1]) and len(events) == 4
+    assert events[0]["object"] == "text_completion"
+
+
+def test_non_streaming(emulator):
+    r = httpx.post(f"{emulator}/v1/completions", json={"prompt": "abcd", "max_tokens": 4}, timeout=30)
+    data = r.json()
+    assert data["choices"][0]["text"] == "abcd" and data["choices"][0]["finish_reason"] == "length"
+    assert data["usage"] == {"prompt_tokens": 4, "completion_tokens": 4, "total_tokens": 8}
+    r = httpx.post(f"{emulator}/v1/chat/completions", json={"messages": [{"role": "user", "content": "x"}],
+                                                            "max_completion_tokens": 2}, timeout=30)
+    assert r.json()["choices"][0]["message"]["content"] == "ab"
+
+
+def test_errors_look_like_openai(emulator):
+    r = httpx.post(f"{emulator}/v1/chat/completions", json={"model": "other", "messages": [{"role": "user", "content": "x"}]})
+    assert r.status_code == 404 and "does not exist" in r.json()["error"]["message"]
+    r = httpx.post(f"{emulator}/v1/chat/completions", json={"messages": [{"role": "user", "content": "x"}], "max_tokens": 0})
+    assert r.status_code == 400
+    r = httpx.post(f"{emulator}/v1/chat/completions", json={"messages": []})
+    assert r.status_code == 400
+    assert httpx.post(f"{emulator}/v1/chat/completions", content=b"{").status_code == 400
+
+
+def test_one_request_takes_what_the_model_says(emulator):
+    from profiler.config import Parallel
+    from profiler.emulator_timing import model_timing, serving_config
+
+    timing, _ = model_timing(serving_config(MODEL, "a100_sxm", "vllm", Parallel(tp=1), "agg"))
+    prompt = "x" * 400
+    expected_ttft = timing.fixed_s + timing.prefill_s(400) + timing.decode_step_s(1, 400)
+    expected_tpot = timing.decode_step_s(1, 410)
+    body = json.dumps({"model": MODEL, "messages": [{"role": "user", "content": prompt}], "max_tokens": 20,
+                       "stream": True}).encode()
+    with httpx.Client(timeout=30, headers={"content-type": "application/json"}) as client:
+        client.get(f"{emulator}/health")  # one warm connection: no connection set-up in the timing
+        start = time.monotonic()
+        stamps = []
+        with client.stream("POST", f"{emulator}/v1/chat/completions", content=body) as r:
+            for line in r.iter_lines():
+                if line.startswith("data: {"):
+                    stamps.append(time.monotonic())
+    ttft = stamps[0] - start
+    tpot = (stamps[-1] - stamps[0]) / (len(stamps) - 1)
+    assert ttft == pytest.approx(expected_ttft, rel=0.25)
+    assert tpot == pytest.approx(expected_tpot, rel=0.15)
+
+
+# --------------------------------------------------------------------------- the scheduler alone
+
+
+def _timing(**kw) -> Timing:
+    base = dict(decode_step_s=lambda b, ctx: 0.010, prefill_s=lambda n: 0.010, fixed_s=0.0, max_batch=64,
+                max_num_tokens=8192, kv_tokens=100_000)
+    base.update(kw)
+    return Timing(**base)
+
+
+async def _run(engine: Engine, requests: list[tuple[int, int]]) -> list[tuple[float, float]]:
+    """(first-token time, end time) of each request, in s from the start."""
+    engine.start()
+    t0 = time.monotonic()
+
+    async def one(prompt, out):
+        seq = await engine.submit(prompt, out)
+        first = None
+        while (event := await seq.events.get()) is not None:
+            first = first or time.monotonic() - t0
+        return first, time.monotonic() - t0
+
+    try:
+        return await asyncio.gather(*(one(p, o) for p, o in requests))
+    finally:
+        await engine.stop()
+
+
+def test_batch_limit_queues_requests():
+    times = asyncio.run(_run(Engine(_timing(max_batch=2)), [(10, 5)] * 4))
+    first_two_end = max(t[1] for t in times[:2])
+    assert all(t[0] >= first_two_end - 0.005 for t in times[2:])  # the others waited for a slot
+    assert times[0][0] == pytest.approx(0.030, abs=0.01)  # two prompts prefilled in one step + one decode step
+
+
+def test_speed_factor_scales_time():
+    slow = asyncio.run(_run(Engine(_timing(speed=0.5)), [(10, 10)]))[0][1]
+    fast = asyncio.run(_run(Engine(_timing(speed=2.0)), [(10, 10)]))[0][1]
+    assert slow / fast == pytest.approx(4.0, rel=0.2)
+
+
+def test_load_slows_steps_down():
+    timing = _timing(decode_step_s=lambda b, ctx: 0.005 + 0.001 * b, prefill_s=lambda n: 0.0001 * n)
+    alone = asyncio.run(_run(Engine(timing), [(100, 20)]))[0]
+    crowd = asyncio.run(_run(Engine(timing), [(100, 20)] * 16))
+    assert max(c[1] for c in crowd) > alone[1] * 1.5
+    assert max(c[0] for c in crowd) > alone[0]
+
+
+def test_token_counting():
+    assert count_tokens("héllo", 1.0) == 6  # bytes, as slaplan's byte-level tokenizer counts
+    assert count_tokens("abcdefgh", 4.0) == 2
+    assert count_tokens("", 1.0) == 1
