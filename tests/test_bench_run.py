@@ -19,7 +19,7 @@ from infra.resources import ResourceCreate, create_resource, get_resource_by_uid
 from infra.settings import load_settings
 from planner.benchmarkjob import parse_benchmarkjob
 from profiler.bench_results import parse_iteration
-from profiler.bench_runner import BenchOutcome, default_genai_bench, run_benchmarkjob, runner_settings
+from profiler.bench_runner import BenchOutcome, run_benchmarkjob, runner_settings
 from tests.test_emulator import MODEL, start_emulator, stop
 from workers import lifecycle, tasks
 
@@ -41,8 +41,9 @@ def job(url: str, **spec) -> dict:
 
 
 def test_genai_bench_against_the_emulator_matches_the_model(tmp_path):
-    if not Path(default_genai_bench()).is_file():
-        pytest.skip("genai-bench's environment is missing: run scripts/setup.sh (it installs it)")
+    if not Path(runner_settings().genai_bench).is_file():
+        pytest.skip("genai-bench's environment is missing: run scripts/setup.sh (it installs it) "
+                    "or set SLAPLAN_GENAI_BENCH")
     from profiler.config import Parallel, ServingConfig
     from profiler.estimate import estimate
 
