@@ -47,7 +47,7 @@ def _status_section(resource: Resource, results: Results) -> str:
     elif state == "Running":
         tone, sentence = "busy", "Running: genai-bench is measuring; results appear as they arrive…"
     else:
-        tone, sentence = "wait", f"Not run yet. {results.message}".strip()
+        tone, sentence = "wait", f"Not run yet: {results.message}" if results.message else "Not run yet."
     facts = dl([
         ("Started", h(st.get("startTime"))),
         ("Completed", h(st.get("completionTime"))),

@@ -11,7 +11,8 @@ per-run documents read the same:
 
 A run is one (scenario, concurrency) pair: ``scenario``, ``concurrency`` and metrics in ms or
 tokens/s (``ttftMs``, ``itlMs`` or ``tpotMs``, ``outputTokPerSec``, ``requestsPerSec``, ``e2eMs``,
-optional ``...P99Ms``), or genai-bench's ``aggregated_metrics`` with ``stats.ttft.mean`` and
+optional ``...P99Ms``; a metric may also be a percentile object ``{"mean", "p50", "p90",
+"p99"}`` in ms, as in ``tpotMs: {mean: 12.1, p99: 15.0}``), or genai-bench's ``aggregated_metrics`` with ``stats.ttft.mean`` and
 ``stats.tpot.mean`` in seconds, ``mean_output_throughput_tokens_per_s`` and
 ``requests_per_second``.
 """
@@ -52,10 +53,13 @@ def _number(v: Any) -> float | None:
     return float(v) if math.isfinite(v) else None
 
 
-def _pick(d: dict[str, Any], *keys: str) -> float | None:
+def _pick(d: dict[str, Any], *keys: str, stat: str = "mean") -> float | None:
+    """The first numeric value under ``keys``; a percentile object (``{"mean": .., "p99": ..}``)
+    gives its ``stat``."""
     for key in keys:
         if key in d:
-            value = _number(d[key])
+            raw = d[key]
+            value = _number(raw.get(stat)) if isinstance(raw, dict) else _number(raw)
             if value is not None:
                 return value
     return None
@@ -91,12 +95,12 @@ def run_from(d: dict[str, Any], scenario: str = "") -> Run | None:
         scenario=str(d.get("scenario") or d.get("trafficScenario") or scenario or "default"),
         concurrency=concurrency,
         ttft_ms=_pick(d, "ttftMs", "ttft_ms", "meanTtftMs", "mean_ttft_ms"),
-        ttft_p99_ms=_pick(d, "ttftP99Ms", "ttft_p99_ms", "p99TtftMs"),
+        ttft_p99_ms=_pick(d, "ttftP99Ms", "ttft_p99_ms", "p99TtftMs") or _pick(d, "ttftMs", stat="p99"),
         itl_ms=_pick(d, "itlMs", "itl_ms", "tpotMs", "tpot_ms", "meanItlMs", "mean_itl_ms", "meanTpotMs"),
-        itl_p99_ms=_pick(d, "itlP99Ms", "itl_p99_ms", "tpotP99Ms", "p99ItlMs"),
-        output_tok_s=_pick(d, "outputTokPerSec", "outputTokensPerSec", "outputThroughputTokPerSec", "output_tok_s",
-                           "output_throughput", "mean_output_throughput_tokens_per_s"),
-        requests_s=_pick(d, "requestsPerSec", "requests_per_second", "rps"),
+        itl_p99_ms=_pick(d, "itlP99Ms", "itl_p99_ms", "tpotP99Ms", "p99ItlMs") or _pick(d, "itlMs", "tpotMs", stat="p99"),
+        output_tok_s=_pick(d, "outputTokPerSec", "outputTokensPerSec", "outputTokensPerSecond", "outputThroughputTokPerSec",
+                           "output_tok_s", "output_throughput", "mean_output_throughput_tokens_per_s"),
+        requests_s=_pick(d, "requestsPerSec", "requestsPerSecond", "requests_per_second", "rps"),
         e2e_ms=_pick(d, "e2eMs", "e2e_ms", "meanE2eMs", "e2eLatencyMs"),
         error_rate=_pick(d, "errorRate", "error_rate"),
     )
@@ -162,7 +166,7 @@ def read_results(status: dict[str, Any], annotations: dict[str, str] | None = No
     if isinstance(doc, list):
         runs = _runs(doc)
     elif isinstance(doc, dict):
-        body = next((doc[k] for k in ("results", "runs", "points", "iterations", "scenarios") if k in doc), None)
+        body = next((doc[k] for k in ("results", "runs", "points", "iterations", "metrics", "scenarios") if k in doc), None)
         runs = _runs(body) if body is not None else ([r] if (r := run_from(doc)) else [])
         reports = _reports(doc)
         for key in ("ttftMs", "itlMs"):

@@ -13,7 +13,7 @@ from urllib.parse import quote
 
 STATIC = "/ui/static"
 # Bumped when static files change so that browsers do not keep stale copies.
-ASSET_VERSION = "1"
+ASSET_VERSION = "2"
 
 STATE_TONE = {
     "Ready": "ok",

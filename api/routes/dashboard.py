@@ -99,8 +99,9 @@ def submit_page(request: Request) -> HTMLResponse:
 
 @router.post("/ui/submit")
 async def submit(request: Request, session: SessionDep, enqueue: EnqueueDep) -> JSONResponse:
-    """Create the pasted object. 201 ``{"href": page}``; otherwise ``{"message", "causes": [{field,
-    message, line}]}`` with the API's status code (422 for invalid fields)."""
+    """Create the pasted object: 201 ``{"href": page}``. A refusal is an answer the form shows, not
+    a failed request: 200 ``{"accepted": false, "code": <the API's status code, 422 for invalid
+    fields>, "message", "causes": [{field, message, line}]}``."""
     from api.dashboard.html import q
     from api.dashboard.submit import parse_text, target_of, with_lines
     from api.routes.resources import create
@@ -109,12 +110,12 @@ async def submit(request: Request, session: SessionDep, enqueue: EnqueueDep) -> 
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
-        return JSONResponse({"message": "The file is not UTF-8 text.", "causes": []}, status_code=400)
+        return _refused(400, {"message": "The file is not UTF-8 text.", "causes": []})
     obj, error = parse_text(text)
     if error is None:
         served, error = target_of(obj)
     if error is not None:
-        return JSONResponse(with_lines(text, error), status_code=400 if error["causes"][0]["field"] == "" else 422)
+        return _refused(400 if error["causes"][0]["field"] == "" else 422, with_lines(text, error))
     kind, group, version = served
     metadata = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
     namespace = str(metadata.get("namespace") or "default")
@@ -126,10 +127,16 @@ async def submit(request: Request, session: SessionDep, enqueue: EnqueueDep) -> 
         ]
         if not causes:
             causes = [{"field": "metadata.name" if exc.code == 409 else "", "message": exc.message}]
-        return JSONResponse(with_lines(text, {"message": exc.message, "causes": causes}), status_code=exc.code)
+        return _refused(exc.code, with_lines(text, {"message": exc.message, "causes": causes}))
     name = json.loads(response.body)["metadata"]["name"]
     page = "dgdr" if kind is DGDR else "benchmarkjob"
-    return JSONResponse({"href": f"/ui/{page}/{q(namespace)}/{q(name)}", "name": name, "namespace": namespace}, status_code=201)
+    return JSONResponse(
+        {"accepted": True, "href": f"/ui/{page}/{q(namespace)}/{q(name)}", "name": name, "namespace": namespace}, status_code=201
+    )
+
+
+def _refused(code: int, doc: dict[str, Any]) -> JSONResponse:
+    return JSONResponse({"accepted": False, "code": code, **doc}, status_code=200)
 
 
 @router.get("/ui/static/{filename}")

@@ -263,12 +263,12 @@
             .then(function (doc) { return { ok: r.ok, status: r.status, doc: doc }; });
         })
         .then(function (res) {
-          if (res.ok && res.doc.href) {
+          if (res.ok && res.doc.accepted && res.doc.href) {
             status.textContent = "Accepted. Opening " + res.doc.name + "…";
             window.location.assign(res.doc.href);
             return;
           }
-          if (res.status === 401) res.doc = { message: "This server needs an API token to create objects.", causes: [] };
+          if (res.status === 401 || res.doc.code === 401) res.doc = { message: "This server needs an API token to create objects.", causes: [] };
           status.textContent = "";
           showErrors(res.doc);
           button.disabled = false;

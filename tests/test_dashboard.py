@@ -1,0 +1,365 @@
+"""The web dashboard in a real headless Chromium, against a real `slaplan serve` (embedded
+worker, SQLite in a temporary folder, a random port on 127.0.0.1).
+
+Every page is opened, its charts must hold data points, the submit form must take a DGDR to
+Ready on screen and show an invalid one's error next to its field, and no page may log a
+console error. A screenshot of each page is kept in test-artifacts/dashboard/.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+ARTIFACTS = ROOT / "test-artifacts" / "dashboard"
+CHROMIUM = os.environ.get("SLAPLAN_TEST_CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+    "--disable-sync", "--no-first-run", "--disable-quic",
+]
+DGDRS = "/apis/nvidia.com/v1alpha1/namespaces/default/dynamographdeploymentrequests"
+JOBS = "/apis/ome.io/v1beta1/namespaces/default/benchmarkjobs"
+
+
+def _dgdr(name: str, *, ttft: float = 500, itl: float = 20, model: str = "meta-llama/Llama-3.1-70B-Instruct") -> dict:
+    return {
+        "apiVersion": "nvidia.com/v1alpha1",
+        "kind": "DynamoGraphDeploymentRequest",
+        "metadata": {"name": name},
+        "spec": {
+            "modelName": model,
+            "backend": "vllm",
+            "sla": {"ttft": ttft, "itl": itl, "isl": 3000, "osl": 500},
+            "gpu": {"type": "h200_sxm", "maxNumGPUsPerEngine": 8},
+        },
+    }
+
+
+def _job(name: str) -> dict:
+    return {
+        "apiVersion": "ome.io/v1beta1",
+        "kind": "BenchmarkJob",
+        "metadata": {"name": name, "annotations": {"slaplan.io/ttft-ms": "300", "slaplan.io/itl-ms": "15"}},
+        "spec": {
+            "endpoint": {"endpoint": {"url": "http://llm:8000", "apiFormat": "openai", "modelName": "meta-llama/Llama-3.1-8B-Instruct"}},
+            "task": "text-to-text",
+            "trafficScenarios": ["D(100,100)", "D(2000,200)"],
+            "numConcurrency": [1, 4, 16],
+            "maxTimePerIteration": 1,
+            "maxRequestsPerIteration": 50,
+            "outputLocation": {"storageUri": "pvc://bench/results"},
+        },
+    }
+
+
+def _measured() -> dict:
+    """Results as a benchmark runner writes them: per (scenario, concurrency), times in ms."""
+    runs = []
+    for scenario, base in (("D(100,100)", 40.0), ("D(2000,200)", 180.0)):
+        for c in (1, 4, 16):
+            runs.append({
+                "scenario": scenario, "concurrency": c,
+                "ttftMs": {"mean": base * (1 + c / 8), "p99": base * (1.5 + c / 6)},
+                "tpotMs": {"mean": 8 + c * 0.4, "p99": 10 + c * 0.6},
+                "outputTokensPerSecond": 110.0 * c, "requestsPerSecond": 0.4 * c, "errorRate": 0.0,
+            })
+    return {"results": runs, "reports": [{"name": "genai-bench report", "url": "/reports/x.xlsx"}]}
+
+
+# ------------------------------------------------------------------------------ fixtures
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    """`slaplan serve` with its embedded worker on a fresh SQLite file; yields the base URL."""
+    workdir = tmp_path_factory.mktemp("dashboard-serve")
+    port = _free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SLAPLAN_")}
+    env["PYTHONPATH"] = str(ROOT)
+    env["SLAPLAN_DATABASE_URL"] = f"sqlite:///{workdir / 'dashboard.db'}"
+    log = (workdir / "serve.log").open("a")
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "import sys; from api.cli import main; sys.exit(main(sys.argv[1:]))",
+         "serve", "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning"],
+        cwd=workdir, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 40
+        while True:
+            if proc.poll() is not None:
+                raise RuntimeError((workdir / "serve.log").read_text())
+            try:
+                if httpx.get(f"{base}/readyz", timeout=1).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError("slaplan serve did not become ready:\n" + (workdir / "serve.log").read_text())
+            time.sleep(0.1)
+        yield base
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(5)
+        log.close()
+
+
+@pytest.fixture(scope="module")
+def seeded(server):
+    """Two DGDRs (one feasible, one not) planned to the end, a BenchmarkJob not run yet and one
+    with measurements."""
+    with httpx.Client(base_url=server, timeout=10) as api:
+        for body in (_dgdr("llama-70b"), _dgdr("too-fast", ttft=20, itl=2)):
+            assert api.post(DGDRS, json=body).status_code == 201
+        assert api.post(JOBS, json=_job("waiting-job")).status_code == 201
+        assert api.post(JOBS, json=_job("measured-job")).status_code == 201
+        status = {"status": {"state": "Completed", "startTime": "2025-01-01T00:00:00Z",
+                             "completionTime": "2025-01-01T00:10:00Z", "details": json.dumps(_measured())}}
+        patched = api.patch(f"{JOBS}/measured-job/status", content=json.dumps(status),
+                            headers={"content-type": "application/merge-patch+json"})
+        assert patched.status_code == 200, patched.text
+        deadline = time.monotonic() + 60
+        while True:
+            states = {i["metadata"]["name"]: i.get("status", {}).get("state") for i in api.get(DGDRS).json()["items"]}
+            if states == {"llama-70b": "Ready", "too-fast": "Failed"}:
+                break
+            assert time.monotonic() < deadline, f"DGDRs did not finish: {states}"
+            time.sleep(0.2)
+    return server
+
+
+@pytest.fixture(scope="module")
+def browser_context(tmp_path_factory):
+    if not Path(CHROMIUM).exists():
+        pytest.fail(f"Chromium is needed for the dashboard tests ({CHROMIUM}); scripts/setup.sh installs it")
+    from playwright.sync_api import sync_playwright
+
+    profile = tmp_path_factory.mktemp("chromium-profile")
+    with sync_playwright() as p:
+        context = p.chromium.launch_persistent_context(
+            str(profile), executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS,
+            viewport={"width": 1366, "height": 860},
+        )
+        context.set_default_timeout(15_000)
+        try:
+            yield context
+        finally:
+            context.close()
+    shutil.rmtree(profile, ignore_errors=True)
+
+
+@pytest.fixture
+def page(browser_context, request):
+    """A fresh tab; fails the test on any console error or uncaught exception."""
+    tab = browser_context.new_page()
+    problems: list[str] = []
+    tab.on("console", lambda m: problems.append(f"console {m.type}: {m.text}") if m.type == "error" else None)
+    tab.on("pageerror", lambda e: problems.append(f"page error: {e}"))
+    yield tab
+    tab.close()
+    assert not problems, problems
+
+
+def _shot(page, name: str) -> None:
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
+
+
+def _points(page, selector: str) -> list[tuple[float, float]]:
+    return [
+        (float(c.get_attribute("data-x")), float(c.get_attribute("data-y")))
+        for c in page.locator(f"{selector} circle.pt").all()
+    ]
+
+
+# ------------------------------------------------------------------------------ browser tests
+
+
+def test_home_lists_everything_and_filters(seeded, page):
+    page.goto(seeded + "/")
+    rows = page.locator("#live table tbody tr")
+    assert rows.count() == 4
+    llama = page.locator("tr", has=page.get_by_role("link", name="llama-70b", exact=True))
+    assert "Ready" in llama.inner_text() and "h200_sxm" in llama.inner_text()
+    assert "TTFT ≤ 500 ms" in llama.inner_text()
+    _shot(page, "home")
+
+    page.get_by_label("State").select_option("Failed")
+    page.wait_for_url("**state=Failed**")
+    states = page.locator("#live table tbody tr").evaluate_all("rows => rows.map(r => r.dataset.state)")
+    assert states and set(states) == {"Failed"}  # the DGDR, and the job if its runner already gave up
+    assert "too-fast" in page.locator("#live table tbody").inner_text()
+
+    page.goto(seeded + "/?kind=benchmarkjob")
+    assert page.locator("#live table tbody tr").count() == 2
+    page.get_by_label("Search").fill("measured")  # filters as you type
+    assert page.locator("#live table tbody tr:visible").count() == 1
+
+
+def test_dgdr_page_plan_chart_candidates_and_manifests(seeded, page):
+    page.goto(seeded + "/ui/dgdr/default/llama-70b")
+    assert page.get_by_role("heading", name="llama-70b", level=1).is_visible()
+    assert "Ready" in page.locator("#headline").inner_text()
+    predicted = page.locator("#predicted").inner_text()
+    assert "Time to first token" in predicted and "500 ms" in predicted and "meets" in predicted
+
+    chart = page.locator("svg#pareto-chart")
+    assert chart.is_visible()
+    points = _points(page, "svg#pareto-chart")
+    assert len(points) >= 2 and all(x > 0 and y > 0 for x, y in points)
+    assert chart.locator("circle.pt-chosen").count() == 1
+    assert chart.locator("rect.region").count() == 1  # the SLA region
+    _shot(page, "dgdr")
+
+    table = page.locator("table#candidates")
+    n = table.locator("tbody tr").count()
+    assert n >= 2 and table.locator("tr.is-chosen").count() == 1
+    header = table.locator("th", has=page.get_by_role("button", name="TTFT ms"))
+    header.get_by_role("button").click()
+    assert header.get_attribute("aria-sort") == "ascending"
+    values = [float(v) for v in table.locator("tbody tr td:nth-child(6)").evaluate_all("els => els.map(e => e.dataset.value)")]
+    assert values == sorted(values)
+    header.get_by_role("button").click()
+    assert header.get_attribute("aria-sort") == "descending"
+
+    assert "kind: DynamoGraphDeployment" in page.locator("#code-dynamo").inner_text()
+    for target, kind in (("ome", "kind: InferenceService"), ("kthena", "kind: ModelServing"), ("kubeai", "kind: Model")):
+        page.get_by_role("tab", name=target).click()
+        panel = page.locator(f"#panel-{target}")
+        assert panel.is_visible() and kind in panel.inner_text()
+        assert page.locator("#panel-dynamo").is_hidden()
+    page.get_by_role("tab", name="kubeai").press("ArrowLeft")  # keyboard moves between tabs
+    assert page.locator("#panel-kthena").is_visible()
+    download = page.request.get(seeded + "/ui/dgdr/default/llama-70b/manifests/ome")
+    assert download.ok and "attachment" in download.headers["content-disposition"]
+    assert "InferenceService" in download.text()
+
+
+def test_failed_dgdr_says_why(seeded, page):
+    page.goto(seeded + "/ui/dgdr/default/too-fast")
+    headline = page.locator("#headline").inner_text()
+    assert headline.startswith("Failed at") and "TTFT" in headline
+    assert "✗ Failed" in page.locator("#conditions").inner_text()
+    assert len(_points(page, "svg#pareto-chart")) >= 1
+    assert page.locator("#panel-dynamo").count() == 0  # nothing to deploy
+    _shot(page, "dgdr-failed")
+
+
+def test_benchmarkjob_without_results(seeded, page):
+    page.goto(seeded + "/ui/benchmarkjob/default/waiting-job")
+    # Queued, running or failed (its endpoint does not exist): either way nothing was measured.
+    assert page.locator("#headline").inner_text().startswith(("Not run yet", "Running", "Failed"))
+    assert page.locator("#no-results").is_visible()
+    _shot(page, "benchmarkjob-waiting")
+
+
+def test_benchmarkjob_charts_with_sla_lines(seeded, page):
+    page.goto(seeded + "/ui/benchmarkjob/default/measured-job")
+    assert "Completed" in page.locator("#headline").inner_text()
+    for scenario in ("d-100-100", "d-2000-200"):
+        for metric in ("ttft", "itl", "tput"):
+            points = _points(page, f"svg#chart-{scenario}-{metric}")
+            assert {x for x, _ in points} == {1.0, 4.0, 16.0}, (scenario, metric)
+        assert page.locator(f"svg#chart-{scenario}-ttft line.rule").count() == 1  # SLA line
+        assert page.locator(f"svg#chart-{scenario}-itl line.rule").count() == 1
+    raw = page.get_by_role("table", name="Raw numbers, D(100,100)")
+    assert raw.locator("tbody tr").count() == 3
+    assert page.get_by_role("link", name="genai-bench report").is_visible()
+    _shot(page, "benchmarkjob")
+
+
+def test_submit_dgdr_reaches_ready_on_screen(seeded, page):
+    page.goto(seeded + "/ui/submit")
+    _shot(page, "submit")
+    body = _dgdr("from-the-form", ttft=600, itl=25)
+    page.locator("#manifest").fill(json.dumps(body, indent=2))
+    page.get_by_role("button", name="Submit", exact=True).click()
+    page.wait_for_url("**/ui/dgdr/default/from-the-form")
+    page.locator(".title-meta .badge", has_text="Ready").wait_for(timeout=60_000)
+    page.locator("svg#pareto-chart circle.pt-chosen").wait_for()
+    _shot(page, "dgdr-submitted")
+
+
+def test_submit_invalid_shows_error_next_to_field(seeded, page):
+    page.goto(seeded + "/ui/submit")
+    page.get_by_role("button", name="Use an example DGDR").click()
+    text = page.locator("#manifest").input_value()
+    page.locator("#manifest").fill(text.replace("ttft: 300", "ttft: -5").replace("llama-8b-h100", "bad-one"))
+    page.get_by_role("button", name="Submit", exact=True).click()
+    marked = page.locator(".annotated li.has-error")
+    marked.first.wait_for()
+    assert marked.count() == 1
+    assert "ttft: -5" in marked.locator(".src").inner_text()
+    assert "spec.sla.ttft" in marked.locator(".field-error").inner_text()
+    assert page.locator("#manifest").get_attribute("aria-invalid") == "true"
+    assert page.url.endswith("/ui/submit")
+    _shot(page, "submit-invalid")
+    with httpx.Client(base_url=seeded) as api:  # nothing was created
+        assert api.get(f"{DGDRS}/bad-one").status_code == 404
+
+
+def test_unknown_object_is_a_page_not_a_crash(seeded):
+    assert httpx.get(seeded + "/ui/dgdr/default/nope").status_code == 404
+    assert "does not exist" in httpx.get(seeded + "/ui/benchmarkjob/default/nope").text
+    css = httpx.get(seeded + "/ui/static/dashboard.css")
+    assert css.status_code == 200 and css.headers["content-type"].startswith("text/css")
+    assert httpx.get(seeded + "/ui/static/..%2Fhtml.py").status_code == 404
+
+
+# ------------------------------------------------------------------------------ pure parts
+
+
+def test_field_line_points_at_the_field_or_its_parent():
+    from api.dashboard.submit import field_line
+
+    text = "apiVersion: v1\nspec:\n  sla:\n    ttft: -5\n  scenarios:\n    - a\n    - b\n"
+    assert field_line(text, "spec.sla.ttft") == 4
+    assert field_line(text, "spec.sla.itl") == 3  # missing: its parent
+    assert field_line(text, "spec.scenarios[1]") == 7
+    assert field_line("not: [valid", "spec") is None
+
+
+def test_benchmark_results_read_runner_and_genai_bench_shapes():
+    from api.dashboard.bench_results import read_results
+
+    ours = read_results({"details": json.dumps(_measured())}, {"slaplan.io/itl-ms": "15"})
+    assert len(ours.runs) == 6 and ours.sla == {"itlMs": 15.0}
+    assert ours.runs[0].ttft_p99_ms is not None and ours.reports == [("genai-bench report", "/reports/x.xlsx")]
+    native = read_results({"metrics": [{"aggregated_metrics": {
+        "scenario": "D(1,1)", "num_concurrency": 2, "stats": {"ttft": {"mean": 0.1}, "tpot": {"mean": 0.01}},
+        "mean_output_throughput_tokens_per_s": 50, "requests_per_second": 1}}]})
+    assert native.runs[0].ttft_ms == pytest.approx(100) and native.runs[0].itl_ms == pytest.approx(10)
+    waiting = read_results({"state": "Pending", "details": "queued; waiting for a runner"})
+    assert waiting.runs == [] and waiting.message.startswith("queued")
+
+
+def test_chart_draws_every_point_and_escapes_labels():
+    from api.dashboard.charts import Rule, Series, chart
+
+    svg = chart(chart_id="c", title="<t>", description="d", x_label="x", y_label="y",
+                series=[Series("s", [(1, 2, "<a>"), (4, 3, "b"), (16, 5, "c")], joined=True)],
+                rules=(Rule("y", 4, "SLA"),), log_x=True)
+    assert svg.count('class="pt pt-a"') == 3 and "<t>" not in svg and "&lt;a&gt;" in svg
+    assert 'class="rule"' in svg
