@@ -74,7 +74,7 @@ def _measured() -> dict:
                 "tpotMs": {"mean": 8 + c * 0.4, "p99": 10 + c * 0.6},
                 "outputTokensPerSecond": 110.0 * c, "requestsPerSecond": 0.4 * c, "errorRate": 0.0,
             })
-    return {"results": runs, "reports": [{"name": "genai-bench report", "url": "/reports/x.xlsx"}]}
+    return {"results": runs, "reports": [{"name": "genai-bench report", "url": "https://files.example/x.xlsx"}]}
 
 
 # ------------------------------------------------------------------------------ fixtures
@@ -346,11 +346,14 @@ def test_benchmark_results_read_runner_and_genai_bench_shapes():
 
     ours = read_results({"details": json.dumps(_measured())}, {"slaplan.io/itl-ms": "15"})
     assert len(ours.runs) == 6 and ours.sla == {"itlMs": 15.0}
-    assert ours.runs[0].ttft_p99_ms is not None and ours.reports == [("genai-bench report", "/reports/x.xlsx")]
+    assert ours.runs[0].ttft_p99_ms is not None and ours.reports == [("genai-bench report", "https://files.example/x.xlsx")]
     native = read_results({"metrics": [{"aggregated_metrics": {
         "scenario": "D(1,1)", "num_concurrency": 2, "stats": {"ttft": {"mean": 0.1}, "tpot": {"mean": 0.01}},
         "mean_output_throughput_tokens_per_s": 50, "requests_per_second": 1}}]})
     assert native.runs[0].ttft_ms == pytest.approx(100) and native.runs[0].itl_ms == pytest.approx(10)
+    runner = read_results({"details": "ran genai-bench", "results": _measured()["results"], "resultsLocation": "/data/x"})
+    assert len(runner.runs) == 6 and runner.message == "ran genai-bench"
+    assert runner.reports == [("genai-bench results folder", "/data/x")]
     waiting = read_results({"state": "Pending", "details": "queued; waiting for a runner"})
     assert waiting.runs == [] and waiting.message.startswith("queued")
 

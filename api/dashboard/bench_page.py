@@ -118,7 +118,7 @@ def _table(scenario: str, runs: list[Run], sla: dict[str, float]) -> str:
 def _reports(resource: Resource, results: Results) -> str:
     items = []
     for label, where in results.reports:
-        if where.startswith(("http://", "https://", "/")):
+        if where.startswith(("http://", "https://")):
             items.append(f'<li><a href="{h(where)}">{h(label)}</a></li>')
         else:
             items.append(f"<li>{h(label)}: <code>{h(where)}</code></li>")

@@ -175,6 +175,8 @@ def read_results(status: dict[str, Any], annotations: dict[str, str] | None = No
                 sla[key] = value
         if isinstance(doc.get("message"), str):
             message = doc["message"]
+    if isinstance(status.get("resultsLocation"), str) and status["resultsLocation"]:
+        reports.append(("genai-bench results folder", status["resultsLocation"]))
     for key, ann in (("ttftMs", "slaplan.io/ttft-ms"), ("itlMs", "slaplan.io/itl-ms")):
         value = _number((annotations or {}).get(ann))
         if key not in sla and value is not None:

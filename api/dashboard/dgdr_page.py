@@ -119,6 +119,8 @@ def _request_section(resource: Resource, s: dict[str, Any]) -> str:
 
 def manifests_section(resource: Resource, doc: dict[str, Any] | None) -> str:
     base = f"/ui/dgdr/{q(resource.namespace)}/{q(resource.name)}/manifests"
+    rest = (f"/apis/{resource.group}/{resource.version}/namespaces/{q(resource.namespace)}/{resource.plural}/"
+            f"{q(resource.name)}/manifests?target=")
     tabs, panels = [], []
     for i, target in enumerate(TARGETS):
         r = render_target(resource, doc, target)
@@ -133,6 +135,7 @@ def manifests_section(resource: Resource, doc: dict[str, Any] | None) -> str:
             content = (
                 f'{note}<div class="code-actions"><button type="button" class="copy" data-copy="code-{target}">Copy</button> '
                 f'<a class="button" href="{base}/{target}" download="{h(filename)}">Download {h(filename)}</a>'
+                f'<a href="{rest}{target}">REST API</a>'
                 f'<span class="copied" role="status" aria-live="polite"></span></div>'
                 f'<pre class="code" tabindex="0" aria-label="{h(TARGET_LABELS[target])} YAML"><code id="code-{target}">{h(r.text)}</code></pre>'
             )
