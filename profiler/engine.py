@@ -40,6 +40,7 @@ class EngineShape:
     dp: int
     moe_ep: int
     num_layers: int
+    moe_layers: int
     flops_dense_tok: float  # GEMM FLOPs per token on one GPU outside the routed experts
     flops_moe_tok: float  # routed-expert FLOPs per token per GPU (experts spread over all GPUs)
     attn_pair_flops: float  # attention FLOPs per (query, key) pair per GPU
@@ -151,7 +152,7 @@ def engine_shape(model: Model, gpu: Gpu, backend: str, precision: str, kv_dtype:
     layers_stage = model.num_layers / pp
     mla_extra = (2 * model.num_heads * model.kv_lora_rank * 2 * layers_stage / tp) if model.attention == "mla" else 0.0
     return EngineShape(
-        gpus=par.gpus, tp=tp, pp=pp, dp=dp, moe_ep=par.moe_ep, num_layers=model.num_layers,
+        gpus=par.gpus, tp=tp, pp=pp, dp=dp, moe_ep=par.moe_ep, num_layers=model.num_layers, moe_layers=model.moe_layers,
         flops_dense_tok=_dense_flops_per_token(model) / (tp * pp),
         flops_moe_tok=expert_flops / (moe_gpus * pp),
         attn_pair_flops=model.attention_flops_per_token_pair() / (tp * pp),

@@ -13,9 +13,8 @@ from importlib import resources
 # name: (default, lower bound, upper bound). Efficiencies are fractions of datasheet peaks,
 # times are milliseconds unless the name says otherwise.
 PARAMS: dict[str, tuple[float, float, float]] = {
-    "eff_bf16": (0.70, 0.2, 0.95),  # best GEMM efficiency, bf16 math
-    "eff_fp8": (0.65, 0.2, 0.95),
-    "eff_fp4": (0.50, 0.1, 0.95),
+    "eff_gemm": (0.65, 0.2, 0.95),  # best GEMM efficiency, fraction of the bf16 or fp8 peak
+    "eff_fp4": (0.50, 0.1, 0.95),  # the same for fp4 math (younger kernels)
     "gemm_half_tokens": (48.0, 1.0, 2048.0),  # tokens per GEMM at which efficiency is half its best
     "eff_hbm": (0.80, 0.3, 0.95),  # weight streaming, fraction of HBM bandwidth
     "eff_kv": (0.60, 0.1, 0.95),  # KV-cache reads in decode attention
@@ -25,19 +24,20 @@ PARAMS: dict[str, tuple[float, float, float]] = {
     "step_ms_vllm": (4.0, 0.1, 40.0),  # framework overhead per engine step
     "step_ms_sglang": (3.0, 0.1, 40.0),
     "step_ms_trtllm": (2.0, 0.1, 40.0),
-    "layer_us": (20.0, 0.1, 500.0),  # per transformer layer per step (kernel launches, syncs)
+    "layer_us": (20.0, 0.1, 500.0),  # per transformer layer per decode step (kernel launches, syncs)
+    "moe_layer_us": (20.0, 0.1, 2000.0),  # more per MoE layer per decode step (routing, dispatch)
+    "prefill_layer_us": (100.0, 0.1, 5000.0),  # per layer per prefill chunk (eager, no CUDA graphs)
+    "prefill_moe_layer_us": (200.0, 0.1, 20000.0),  # more per MoE layer per prefill chunk
     "seq_us": (15.0, 0.0, 500.0),  # per running sequence per step (sampling, scheduling)
     "ttft_ms_vllm": (30.0, 0.1, 1000.0),  # per-request fixed cost: frontend, tokenization, routing
     "ttft_ms_sglang": (30.0, 0.1, 1000.0),
     "ttft_ms_trtllm": (30.0, 0.1, 1000.0),
-    "agg_queue": (1.0, 0.05, 20.0),  # scale of the prefill queueing delay in aggregated serving
-    "disagg_queue": (1.0, 0.05, 20.0),  # same for the prefill pool of disaggregated serving
+    "closed_queue": (1.0, 0.01, 20.0),  # scale of the M/D/c prefill wait under a closed loop
     "agg_burst_vllm": (0.08, 0.001, 1.0),  # closed-loop wait per extra client, in prefill times
     "agg_burst_sglang": (0.08, 0.001, 1.0),
     "agg_burst_trtllm": (0.08, 0.001, 1.0),
     "disagg_burst": (0.08, 0.001, 1.0),
     "kv_transfer_eff": (0.5, 0.02, 1.0),  # fraction of link bandwidth a KV handoff achieves
-    "moe_imbalance": (1.3, 1.0, 3.0),  # hottest GPU's expert load over the mean
 }
 
 PARAM_NAMES = tuple(PARAMS)

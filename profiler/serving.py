@@ -105,7 +105,9 @@ def first_token(fp, p, isl, t_pf, t_dec, rate, servers, clients, disagg):
     mean_w, p_wait, rho = mdc_wait(rate, t_pf, servers)
     dis = disagg > 0
     burst = np.where(dis, p["disagg_burst"], by_backend(fp, p, "agg_burst")) * np.maximum(clients / servers - 1.0, 0.0) * t_pf
-    wait = np.where(dis, p["disagg_queue"], p["agg_queue"]) * mean_w
+    # Poisson arrivals wait as M/D/c says; a closed loop's finite population waits less
+    # (fitted scale), its synchronised returns being counted by the burst term instead.
+    wait = np.where(clients > 0, p["closed_queue"], 1.0) * mean_w
     transfer = disagg * isl * fp["kv_bytes_tok_total"] / (fp["kv_transfer_bytes_s"] * p["kv_transfer_eff"])
     return by_backend(fp, p, "ttft_ms") * 1e-3 + t_pf + transfer + t_dec, wait, burst, p_wait, rho
 
