@@ -22,6 +22,7 @@ from profiler.params import PARAMS, default_params
 
 TTFT_WEIGHT = 1.0
 TPOT_WEIGHT = 1.0
+PRIOR_STRENGTH = 0.05
 
 
 @dataclass(frozen=True)
@@ -83,6 +84,11 @@ def fit(data: Prepared, start: dict[str, float] | None = None, names: tuple[str,
     x0 = np.clip(np.log([max(base[n], 1e-3) for n in names]), lo + 1e-9, hi - 1e-9)
     ok = np.isfinite(data.ttft_ms) & np.isfinite(data.tpot_ms) & ~data.inferred
     log_ttft, log_tpot = np.log(data.ttft_ms), np.log(data.tpot_ms)
+    # A weak prior toward the physically plausible defaults (a factor of 2 costs as much as
+    # PRIOR_STRENGTH × √rows log-units of error) keeps parameters the data barely constrains
+    # from drifting to values that fit these rows and nothing else.
+    prior = np.log([PARAMS[n][0] for n in names])
+    prior_weight = PRIOR_STRENGTH * np.sqrt(max(int(ok.sum()), 1)) / np.log(2.0)
 
     def residuals(x):
         p = dict(base, **dict(zip(names, np.exp(x))))
@@ -91,7 +97,7 @@ def fit(data: Prepared, start: dict[str, float] | None = None, names: tuple[str,
         r2 = np.where(ok, np.log(np.maximum(out["itl_ms"], 1e-3)) - log_tpot, 0.0)
         r1 = np.where(np.isfinite(r1), r1, 5.0)
         r2 = np.where(np.isfinite(r2), r2, 5.0)
-        return np.concatenate([TTFT_WEIGHT * r1, TPOT_WEIGHT * r2])
+        return np.concatenate([TTFT_WEIGHT * r1, TPOT_WEIGHT * r2, prior_weight * (x - prior)])
 
     res = least_squares(residuals, x0, bounds=(lo, hi), loss="soft_l1", f_scale=0.2, max_nfev=max_evals,
                         x_scale=1.0, diff_step=1e-3)
