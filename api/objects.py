@@ -70,7 +70,7 @@ def metadata_causes(metadata: dict[str, Any]) -> list[tuple[str, str]]:
         if field == "labels":
             for key, val in value.items():
                 if len(val) > 63 or not _LABEL_VALUE.match(val):
-                    causes.append((f"metadata.labels", f"Invalid value: the value of {key!r} is not a valid label value"))
+                    causes.append(("metadata.labels", f"Invalid value: the value of {key!r} is not a valid label value"))
         elif sum(len(k) + len(v) for k, v in value.items()) > 256 * 1024:
             causes.append(("metadata.annotations", "Too long: may not be more than 262144 bytes"))
     return causes

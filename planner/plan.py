@@ -8,7 +8,6 @@ the full performance model → the cheapest that meets the SLA within the GPU bu
 from __future__ import annotations
 
 import math
-from dataclasses import replace
 
 from planner.search import objective, search
 from planner.sizing import Candidate, Sized, Target, decode_capacity, size_aggregated, size_disaggregated

@@ -9,7 +9,6 @@ always gives the same answer.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 
 import optuna

@@ -12,7 +12,6 @@ import time
 from pathlib import Path
 
 import httpx
-import pytest
 from kubernetes import client as k8s
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -164,7 +164,7 @@ async def _run(engine: Engine, requests: list[tuple[int, int]]) -> list[tuple[fl
     async def one(prompt, out):
         seq = await engine.submit(prompt, out)
         first = None
-        while (event := await seq.events.get()) is not None:
+        while await seq.events.get() is not None:
             first = first or time.monotonic() - t0
         return first, time.monotonic() - t0
 

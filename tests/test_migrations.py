@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import uuid
 
-import pytest
 from sqlalchemy import create_engine, inspect
 
 from infra import migrate
@@ -57,22 +55,5 @@ def test_sqlite_up_and_down(tmp_path):
     _round_trip(f"sqlite:///{tmp_path / 'slaplan.db'}")
 
 
-@pytest.fixture
-def pg_database():
-    """A fresh PostgreSQL database, dropped afterwards."""
-    psycopg = pytest.importorskip("psycopg")
-    name = f"slaplan_test_{uuid.uuid4().hex[:10]}"
-    try:
-        admin = psycopg.connect("host=127.0.0.1 port=5432 user=postgres dbname=postgres", autocommit=True, connect_timeout=3)
-    except psycopg.OperationalError as exc:
-        pytest.skip(f"PostgreSQL not reachable on 127.0.0.1:5432: {exc}")
-    try:
-        admin.execute(f'CREATE DATABASE "{name}"')
-        yield f"postgresql+psycopg://postgres@127.0.0.1:5432/{name}"
-    finally:
-        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        admin.close()
-
-
-def test_postgresql_up_and_down(pg_database):
-    _round_trip(pg_database)
+def test_postgresql_up_and_down(pg_url):
+    _round_trip(pg_url)

@@ -23,9 +23,6 @@ from workers import lifecycle, tasks
 from workers.recovery import unfinished
 
 ROOT = Path(__file__).resolve().parents[1]
-# Redis database number reserved for these tests.
-REDIS_TEST_DB = 11
-REDIS_URL = f"redis://127.0.0.1:6379/{REDIS_TEST_DB}"
 
 # Runs one slaplan sub-command module without the rest of the CLI.
 RUNNER = (
@@ -37,32 +34,6 @@ RUNNER = (
 
 
 # --------------------------------------------------------------------------- real services
-
-
-@pytest.fixture
-def pg_url():
-    psycopg = pytest.importorskip("psycopg")
-    name = f"slaplan_test_{uuid.uuid4().hex[:10]}"
-    try:
-        admin = psycopg.connect("host=127.0.0.1 port=5432 user=postgres dbname=postgres", autocommit=True, connect_timeout=3)
-    except psycopg.OperationalError as exc:
-        pytest.skip(f"PostgreSQL not reachable on 127.0.0.1:5432: {exc}")
-    try:
-        admin.execute(f'CREATE DATABASE "{name}"')
-        yield f"postgresql+psycopg://postgres@127.0.0.1:5432/{name}"
-    finally:
-        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        admin.close()
-
-
-@pytest.fixture
-def redis_url():
-    redis = pytest.importorskip("redis")
-    try:
-        redis.Redis.from_url(REDIS_URL, socket_connect_timeout=2).ping()
-    except redis.exceptions.ConnectionError as exc:
-        pytest.skip(f"Redis not reachable on 127.0.0.1:6379: {exc}")
-    return REDIS_URL
 
 
 @pytest.fixture

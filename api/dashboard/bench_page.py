@@ -5,7 +5,6 @@ files."""
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
 
 from api.dashboard.bench_results import Results, Run, by_scenario, read_results
 from api.dashboard.charts import Rule, Series, chart, figure

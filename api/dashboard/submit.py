@@ -10,7 +10,7 @@ from typing import Any
 
 import yaml
 
-from api.dashboard.html import h, page
+from api.dashboard.html import page
 
 PATH_PART = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
 

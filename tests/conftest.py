@@ -1,0 +1,51 @@
+"""Fixtures for the real services the integration tests use (PostgreSQL, Redis).
+
+Outside CI a missing service skips the test with the reason; in CI (``CI`` set), where
+.ci/run starts both, it fails the test instead, so a broken service cannot hide.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+
+import pytest
+
+PG_ADMIN = "host=127.0.0.1 port=5432 user=postgres dbname=postgres"
+REDIS_URL = "redis://127.0.0.1:6379/11"  # a database number kept for tests
+
+
+def _unavailable(message: str) -> None:
+    if os.environ.get("CI"):
+        pytest.fail(message)
+    pytest.skip(message)
+
+
+@pytest.fixture
+def pg_url():
+    """URL of a fresh PostgreSQL database, dropped afterwards."""
+    import psycopg
+
+    name = f"slaplan_test_{uuid.uuid4().hex[:10]}"
+    try:
+        admin = psycopg.connect(PG_ADMIN, autocommit=True, connect_timeout=3)
+    except psycopg.OperationalError as exc:
+        _unavailable(f"PostgreSQL not reachable on 127.0.0.1:5432: {exc}")
+    try:
+        admin.execute(f'CREATE DATABASE "{name}"')
+        yield f"postgresql+psycopg://postgres@127.0.0.1:5432/{name}"
+    finally:
+        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        admin.close()
+
+
+@pytest.fixture
+def redis_url():
+    """URL of the Redis database the tests may use."""
+    import redis
+
+    try:
+        redis.Redis.from_url(REDIS_URL, socket_connect_timeout=2).ping()
+    except redis.exceptions.ConnectionError as exc:
+        _unavailable(f"Redis not reachable on 127.0.0.1:6379: {exc}")
+    return REDIS_URL
