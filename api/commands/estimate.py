@@ -107,23 +107,16 @@ def predict_rows(rows: list[dict]) -> list[dict[str, str]]:
     prepared rows are solved in one vectorized evaluation with the shipped parameters.
     Models are looked up in the catalog only (no Hub fetch per row).
     """
-    from profiler.dataset import row_config
-    from profiler.estimate import evaluate, prepare
-    from profiler.model_catalog import resolve_model
+    from profiler.dataset import row_prepared
+    from profiler.estimate import evaluate
 
     out = [dict.fromkeys(PRED_COLUMNS, "") for _ in rows]
-    models: dict[str, object] = {}
     keep, preps = [], []
     for i, row in enumerate(rows):
         try:
-            name = str(row.get("model") or "").strip()
-            if not name:
+            if not str(row.get("model") or "").strip():
                 raise _missing("model")
-            if name not in models:
-                models[name] = resolve_model(name)[0]
-            model = models[name]
-            config, _ = row_config(row, model.num_heads, model.is_moe)
-            preps.append(prepare(config))
+            preps.append(row_prepared(row)[0])
             keep.append(i)
         except Exception as exc:  # a bad row must never stop the batch
             out[i]["pred_error"] = _reason(exc)
