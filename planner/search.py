@@ -1,7 +1,7 @@
-"""The search over candidates: exhaustive when small, Optuna TPE with batched ask-and-tell when large.
+"""Optuna over the candidates: exhaustive when the space is small, TPE when it is large.
 
-A space of at most ``GRID_LIMIT`` candidates is enumerated whole, in one vectorized sizing
-pass (cheaper than any sampler's bookkeeping). A larger one is searched by Optuna's TPE
+A space of at most ``GRID_LIMIT`` candidates is enumerated whole: every candidate is an
+enqueued trial, all sized in one vectorized pass. A larger one is searched by Optuna's TPE
 with the SLA and the GPU budget as trial constraints (``Trial.set_constraint``: values ≤ 0
 are satisfied); trials are asked in batches and sized together. Seeded: the same request
 always gives the same answer.
@@ -40,18 +40,23 @@ def search(cands: list[Candidate], size: Callable[[list[Candidate]], list[Sized]
            price: float | None, goodput: bool, strategy: str = "rapid", seed: int = 0) -> list[Sized]:
     """Every candidate the search evaluated, sized (exhaustive when the space is small)."""
     index = {c: i for i, c in enumerate(cands)}
-    if len(cands) <= GRID_LIMIT:
-        # Small space: size every candidate in one vectorized pass (exhaustive enumeration).
-        return size(cands)
     evaluated: dict[Candidate, Sized] = {}
-    sampler = optuna.samplers.TPESampler(seed=seed, multivariate=True, n_startup_trials=BATCH)
-    study = _study(sampler)
-    total = TRIALS[strategy]
     agg = [c for c in cands if c.mode == "agg"]
     prefills = sorted({c.prefill for c in cands if c.mode == "disagg"}, key=str)
     decodes = sorted({c.decode for c in cands if c.mode == "disagg"}, key=str)
-    while len(study.trials) < total:
-        trials = [study.ask() for _ in range(min(BATCH, total - len(study.trials)))]
+    if len(cands) <= GRID_LIMIT:
+        # Exhaustive: every candidate is enqueued as a trial and sized in one vectorized pass.
+        study = _study(optuna.samplers.RandomSampler(seed=seed))
+        for c in cands:
+            study.enqueue_trial(_params(c, agg, prefills, decodes))
+        total = batch = len(cands)
+    else:
+        study = _study(optuna.samplers.TPESampler(seed=seed, multivariate=True, n_startup_trials=BATCH))
+        total, batch = TRIALS[strategy], BATCH
+    asked = 0
+    while asked < total:
+        trials = [study.ask() for _ in range(min(batch, total - asked))]
+        asked += len(trials)
         picked = [_suggest(tr, cands, agg, prefills, decodes, index) for tr in trials]
         new = sorted({c for c in picked if c is not None and c not in evaluated}, key=index.get)
         for s in size(new):
@@ -62,6 +67,13 @@ def search(cands: list[Candidate], size: Callable[[list[Candidate]], list[Sized]
             tr.set_constraint("budget", cons[1])
             study.tell(tr, value if max(cons) <= 0 else value + INFEASIBLE_PENALTY)
     return [evaluated[c] for c in cands if c in evaluated]
+
+
+def _params(c: Candidate, agg, prefills, decodes) -> dict:
+    """The trial parameters that select candidate ``c``."""
+    if c.mode == "agg":
+        return {"mode": "agg", "engine": agg.index(c)}
+    return {"mode": "disagg", "prefill": prefills.index(c.prefill), "decode": decodes.index(c.decode)}
 
 
 def _suggest(trial, cands, agg, prefills, decodes, index) -> Candidate | None:
