@@ -10,6 +10,7 @@ from celery.utils.nodenames import anon_nodename
 from celery.worker import WorkController
 
 from workers.celery_app import QUEUES
+from workers.plan_pool import shareable, start_plan_pool, stop_plan_pool
 
 
 class EmbeddedWorker(NamedTuple):
@@ -17,10 +18,18 @@ class EmbeddedWorker(NamedTuple):
     thread: threading.Thread
 
 
-def start_embedded_worker(app: Celery, *, queues: tuple[str, ...] = QUEUES, concurrency: int = 2) -> EmbeddedWorker:
-    """Start a thread-pool worker consuming ``queues`` in a daemon thread; returns once it is consuming."""
+def start_embedded_worker(
+    app: Celery, *, queues: tuple[str, ...] = QUEUES, concurrency: int = 2, plan_in_processes: bool = False
+) -> EmbeddedWorker:
+    """Start a thread-pool worker consuming ``queues`` in a daemon thread; returns once it is consuming.
+
+    With ``plan_in_processes``, DGDRs are planned in ``concurrency`` child processes
+    (``workers.plan_pool``) so that planning does not hold this process's GIL.
+    """
     ready = threading.Event()
     app.finalize()
+    if plan_in_processes and shareable(app.slaplan_settings.database_url):
+        app.slaplan_plan_pool = start_plan_pool(concurrency)
     controller = WorkController(
         app=app,
         hostname=anon_nodename(),
@@ -44,3 +53,8 @@ def stop_embedded_worker(worker: EmbeddedWorker, timeout_s: float = 10.0) -> Non
     """Stop consuming, let running tasks finish (up to ``timeout_s``)."""
     worker.controller.stop(in_sighandler=False, exitcode=0)
     worker.thread.join(timeout_s)
+    app = worker.controller.app
+    pool = getattr(app, "slaplan_plan_pool", None)
+    if pool is not None:
+        app.slaplan_plan_pool = None
+        stop_plan_pool(pool)

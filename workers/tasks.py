@@ -179,7 +179,13 @@ def register_tasks(app) -> None:
     def plan_dgdr(self, uid: str) -> str:
         from workers import deploy
 
-        outcome = _measured(PLAN_TASK, lambda: process_dgdr(sessions_for(app), uid, cluster=deploy.cluster_for(app)))
+        cluster = deploy.cluster_for(app)
+        if getattr(app, "slaplan_plan_pool", None) is not None and cluster is None:
+            from workers.plan_pool import process_dgdr_in_pool
+
+            outcome = _measured(PLAN_TASK, lambda: process_dgdr_in_pool(app, uid))
+        else:
+            outcome = _measured(PLAN_TASK, lambda: process_dgdr(sessions_for(app), uid, cluster=cluster))
         deploy.track_later(app, uid, outcome)
         return outcome
 

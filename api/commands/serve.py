@@ -47,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
     celery = make_celery(settings)
     app = create_app(settings, celery=celery)
     with_worker = args.worker == "yes" or (args.worker == "auto" and settings.embedded)
-    worker = start_embedded_worker(celery, concurrency=args.concurrency) if with_worker else None
+    worker = start_embedded_worker(celery, concurrency=args.concurrency, plan_in_processes=True) if with_worker else None
 
     def send(task: str, uid: str, queue: str) -> None:
         enqueue(celery, task, uid, queue)

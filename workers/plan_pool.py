@@ -1,0 +1,84 @@
+"""Planning in child processes, for the worker embedded in ``slaplan serve``.
+
+Planning is CPU-bound Python. Run on the embedded worker's threads, it holds the GIL for most
+of each plan and the API's threads wait for it: with a queue of requests, every API call took
+hundreds of milliseconds. Here the whole task (load, claim, plan, render, save) runs in a pool
+of child processes that open the same database; the embedded worker's thread only waits. The
+children run at a lower CPU priority so that, when the API and planning compete for the cores,
+the API answers first and planning takes what is left.
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import os
+import threading
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+CHILD_NICENESS = 10  # added to the children's nice value: the API's threads come first
+_replace_lock = threading.Lock()
+_child_sessions: dict[str, Any] = {}  # database URL -> session factory, in each child
+
+
+def shareable(database_url: str) -> bool:
+    """Whether another process can open the same database (not an in-memory SQLite one)."""
+    return database_url not in ("sqlite://", "sqlite:///:memory:") and "mode=memory" not in database_url
+
+
+def start_plan_pool(processes: int) -> ProcessPoolExecutor:
+    """A pool of ``processes`` spawned children (spawned, not forked: the parent runs threads)."""
+    return ProcessPoolExecutor(
+        max_workers=max(1, processes), mp_context=multiprocessing.get_context("spawn"), initializer=_child_start
+    )
+
+
+def stop_plan_pool(pool: ProcessPoolExecutor) -> None:
+    pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _child_start() -> None:
+    try:
+        os.nice(CHILD_NICENESS)
+    except OSError:  # not permitted here: run at the parent's priority
+        pass
+    import planner  # noqa: F401  (imported once per child, not on the first request)
+
+
+def _process_dgdr_here(database_url: str, uid: str) -> str:
+    """In a child: ``tasks.process_dgdr`` on this child's own engine for ``database_url``."""
+    from infra.db import make_engine, make_session_factory
+    from infra.settings import load_settings
+    from workers.tasks import process_dgdr
+
+    sessions = _child_sessions.get(database_url)
+    if sessions is None:
+        sessions = make_session_factory(make_engine(load_settings({}, database_url=database_url)))
+        _child_sessions[database_url] = sessions
+    return process_dgdr(sessions, uid)
+
+
+def process_dgdr_in_pool(app: Any, uid: str) -> str:
+    """Run the DGDR task for ``uid`` in ``app.slaplan_plan_pool`` and wait for its outcome.
+
+    A child that dies (killed, out of memory) breaks the pool: it is replaced and the task runs
+    once more; the task is idempotent, so a half-done first run costs only time.
+    """
+    url = app.slaplan_settings.database_url
+    for attempt in (1, 2):
+        pool = app.slaplan_plan_pool
+        try:
+            return pool.submit(_process_dgdr_here, url, uid).result()
+        except BrokenProcessPool:
+            if attempt == 2:
+                raise
+            log.warning("a planning process died; starting a new pool and planning %s again", uid)
+            with _replace_lock:
+                if app.slaplan_plan_pool is pool:
+                    app.slaplan_plan_pool = start_plan_pool(pool._max_workers)
+                    stop_plan_pool(pool)
+    raise AssertionError("unreachable")
