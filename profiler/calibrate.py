@@ -87,6 +87,11 @@ def fit(data: Prepared, start: dict[str, float] | None = None, names: tuple[str,
     # A weak prior toward the physically plausible defaults (a factor of 2 costs as much as
     # PRIOR_STRENGTH × √rows log-units of error) keeps parameters the data barely constrains
     # from drifting to values that fit these rows and nothing else.
+    # Each model family counts alike in total (square-root damped), so the families with the
+    # most rows do not set parameters that the others then fail to share.
+    families, counts = np.unique(data.labels["family"][ok], return_counts=True)
+    per_family = dict(zip(families, np.sqrt(ok.sum() / (len(families) * counts))))
+    weight = np.array([per_family.get(f, 0.0) for f in data.labels["family"]])
     prior = np.log([PARAMS[n][0] for n in names])
     prior_weight = PRIOR_STRENGTH * np.sqrt(max(int(ok.sum()), 1)) / np.log(2.0)
 
@@ -97,7 +102,7 @@ def fit(data: Prepared, start: dict[str, float] | None = None, names: tuple[str,
         r2 = np.where(ok, np.log(np.maximum(out["itl_ms"], 1e-3)) - log_tpot, 0.0)
         r1 = np.where(np.isfinite(r1), r1, 5.0)
         r2 = np.where(np.isfinite(r2), r2, 5.0)
-        return np.concatenate([TTFT_WEIGHT * r1, TPOT_WEIGHT * r2, prior_weight * (x - prior)])
+        return np.concatenate([TTFT_WEIGHT * weight * r1, TPOT_WEIGHT * weight * r2, prior_weight * (x - prior)])
 
     res = least_squares(residuals, x0, bounds=(lo, hi), loss="soft_l1", f_scale=0.2, max_nfev=max_evals,
                         x_scale=1.0, diff_step=1e-3)
