@@ -24,7 +24,6 @@ Usage::
 
 import copy
 import json
-import socket
 import threading
 import time
 import uuid
@@ -33,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from procs import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared"
@@ -57,10 +57,6 @@ def _status(code: int, reason: str, message: str, details: dict | None = None) -
     return body
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class FakeKube:
@@ -128,7 +124,7 @@ class FakeKube:
     def start(self) -> str:
         import uvicorn
 
-        port = _free_port()
+        port = free_port()
         self._server = uvicorn.Server(uvicorn.Config(self.app(), host="127.0.0.1", port=port, log_level="warning",
                                                      lifespan="off"))
         self._thread = threading.Thread(target=self._server.run, name="fake-kube", daemon=True)

@@ -4,7 +4,6 @@ uvicorn server on a free local port (SQLite database, in-process queue, no worke
 from __future__ import annotations
 
 import json
-import socket
 import threading
 import time
 
@@ -17,22 +16,19 @@ from kubernetes.client.rest import ApiException
 from api.app import create_app
 from infra import migrate
 from infra.settings import load_settings
+from procs import free_port
 
 GROUP, V1, PLURAL = "nvidia.com", "v1alpha1", "dynamographdeploymentrequests"
 NS_PATH = f"/apis/{GROUP}/{V1}/namespaces/default/{PLURAL}"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _serve(settings):
     """Start uvicorn in a thread; returns (base_url, stop)."""
     migrate.upgrade(settings)
     app = create_app(settings)
-    port = _free_port()
+    port = free_port()
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="off"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()

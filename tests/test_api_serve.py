@@ -5,35 +5,23 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import httpx
 from kubernetes import client as k8s
+from procs import SLAPLAN, free_port
 
 ROOT = Path(__file__).resolve().parents[1]
-RUNNER = (
-    "import argparse, importlib, sys\n"
-    "p = argparse.ArgumentParser(prog='slaplan'); sub = p.add_subparsers(dest='command', required=True)\n"
-    "importlib.import_module('api.commands.' + sys.argv[1]).register(sub)\n"
-    "a = p.parse_args(sys.argv[1:]); sys.exit(a.func(a))\n"
-)
 
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _start(workdir: Path, port: int) -> subprocess.Popen:
     env = {k: v for k, v in os.environ.items() if not k.startswith("SLAPLAN_")}
     env["PYTHONPATH"] = str(ROOT)
     proc = subprocess.Popen(
-        [sys.executable, "-c", RUNNER, "serve", "--port", str(port), "--log-level", "warning"],
+        [*SLAPLAN, "serve", "--port", str(port), "--log-level", "warning"],
         cwd=workdir, env=env, stdin=subprocess.DEVNULL,
         stdout=(workdir / "serve.log").open("a"), stderr=subprocess.STDOUT,
     )
@@ -76,7 +64,7 @@ BENCH = {
 
 
 def test_serve_embedded_and_restart(tmp_path):
-    port = _free_port()
+    port = free_port()
     proc = _start(tmp_path, port)
     try:
         api = k8s.CustomObjectsApi(k8s.ApiClient(k8s.Configuration(host=f"http://127.0.0.1:{port}")))

@@ -12,7 +12,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -20,6 +19,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from procs import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 ARTIFACTS = ROOT / "test-artifacts" / "dashboard"
@@ -80,17 +80,13 @@ def _measured() -> dict:
 # ------------------------------------------------------------------------------ fixtures
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     """`slaplan serve` with its embedded worker on a fresh SQLite file; yields the base URL."""
     workdir = tmp_path_factory.mktemp("dashboard-serve")
-    port = _free_port()
+    port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("SLAPLAN_")}
     env["PYTHONPATH"] = str(ROOT)
     env["SLAPLAN_DATABASE_URL"] = f"sqlite:///{workdir / 'dashboard.db'}"

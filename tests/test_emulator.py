@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 import subprocess
 import sys
 import time
@@ -14,15 +13,12 @@ import httpx
 import pytest
 
 from profiler.emulator_engine import Engine, Timing, count_tokens
+from procs import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 MODEL = "meta-llama/Llama-3.1-8B-Instruct"
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def start_emulator(*extra: str, model: str = MODEL, gpu: str = "a100_sxm"):

@@ -7,9 +7,7 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import socket
 import subprocess
-import sys
 import time
 import uuid
 from pathlib import Path
@@ -25,20 +23,10 @@ from infra.settings import load_settings
 from workers import lifecycle
 from workers.celery_app import enqueue, make_celery
 from workers.recovery import requeue_unfinished
+from procs import SLAPLAN, free_port
 
 ROOT = Path(__file__).resolve().parents[1]
-RUNNER = (
-    "import argparse, importlib, sys\n"
-    "p = argparse.ArgumentParser(prog='slaplan'); sub = p.add_subparsers(dest='command', required=True)\n"
-    "importlib.import_module('api.commands.' + sys.argv[1]).register(sub)\n"
-    "a = p.parse_args(sys.argv[1:]); sys.exit(a.func(a))\n"
-)
 
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _start_redis(folder: Path, port: int) -> subprocess.Popen:
@@ -76,7 +64,7 @@ def private_redis(tmp_path, pg_url):
     """(url, port, folder, process holder) of a redis-server only this test uses."""
     if shutil.which("redis-server") is None:
         pytest.skip("redis-server is not installed")
-    port = _free_port()
+    port = free_port()
     folder = tmp_path / "redis"
     holder = {"proc": _start_redis(folder, port)}
     try:
@@ -100,7 +88,7 @@ def stack(pg_url, private_redis, tmp_path):
     def start_worker() -> subprocess.Popen:
         log = (tmp_path / f"worker-{len(workers)}.log").open("w")
         proc = subprocess.Popen(
-            [sys.executable, "-c", RUNNER, "worker", "--queues", "plan", "--pool", "solo", "--loglevel", "WARNING",
+            [*SLAPLAN, "worker", "--queues", "plan", "--pool", "solo", "--loglevel", "WARNING",
              "--hostname", f"fail-{uuid.uuid4().hex[:6]}@%h"],
             cwd=tmp_path, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
         )

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import time
 import uuid
 from datetime import timedelta
@@ -21,16 +20,9 @@ from infra.resources import ResourceCreate, create_resource, get_resource_by_uid
 from infra.settings import load_settings
 from workers import lifecycle, tasks
 from workers.recovery import unfinished
+from procs import SLAPLAN
 
 ROOT = Path(__file__).resolve().parents[1]
-
-# Runs one slaplan sub-command module without the rest of the CLI.
-RUNNER = (
-    "import argparse, importlib, sys\n"
-    "p = argparse.ArgumentParser(prog='slaplan'); sub = p.add_subparsers(dest='command', required=True)\n"
-    "importlib.import_module('api.commands.' + sys.argv[1]).register(sub)\n"
-    "a = p.parse_args(sys.argv[1:]); sys.exit(a.func(a))\n"
-)
 
 
 # --------------------------------------------------------------------------- real services
@@ -49,7 +41,7 @@ def service(pg_url, redis_url, tmp_path):
     }
     log = (tmp_path / "worker.log").open("w")
     worker = subprocess.Popen(
-        [sys.executable, "-c", RUNNER, "worker", "--queues", "plan,bench", "--pool", "solo",
+        [*SLAPLAN, "worker", "--queues", "plan,bench", "--pool", "solo",
          "--concurrency", "1", "--loglevel", "WARNING", "--hostname", f"test-{uuid.uuid4().hex[:6]}@%h"],
         cwd=tmp_path, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
     )
