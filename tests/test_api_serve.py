@@ -4,14 +4,12 @@ embedded worker; state survives a restart."""
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import time
 from pathlib import Path
 
-import httpx
 from kubernetes import client as k8s
-from procs import SLAPLAN, free_port
+from procs import SLAPLAN, free_port, stop, wait_ready
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -25,28 +23,8 @@ def _start(workdir: Path, port: int) -> subprocess.Popen:
         cwd=workdir, env=env, stdin=subprocess.DEVNULL,
         stdout=(workdir / "serve.log").open("a"), stderr=subprocess.STDOUT,
     )
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError((workdir / "serve.log").read_text())
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=1).status_code == 200:
-                return proc
-        except httpx.TransportError:
-            pass
-        time.sleep(0.1)
-    _stop(proc)
-    raise RuntimeError("slaplan serve did not become ready")
-
-
-def _stop(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(5)
+    wait_ready(proc, f"http://127.0.0.1:{port}/readyz", workdir / "serve.log")
+    return proc
 
 
 BENCH = {
@@ -77,7 +55,7 @@ def test_serve_embedded_and_restart(tmp_path):
         # the embedded worker took it and, with no cluster to resolve the InferenceService, failed it
         assert "no Kubernetes cluster is configured" in obj["status"].get("failureMessage", ""), obj["status"]
     finally:
-        _stop(proc)
+        stop(proc)
     assert (tmp_path / "slaplan.db").exists()  # SQLite in the working directory
 
     proc = _start(tmp_path, port)
@@ -86,4 +64,4 @@ def test_serve_embedded_and_restart(tmp_path):
         again = api.list_namespaced_custom_object("ome.io", "v1beta1", "default", "benchmarkjobs", label_selector="suite=serve")
         assert [i["metadata"]["uid"] for i in again["items"]] == [created["metadata"]["uid"]]
     finally:
-        _stop(proc)
+        stop(proc)

@@ -11,15 +11,13 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import httpx
 import pytest
-from procs import free_port
+from procs import SLAPLAN, free_port, stop, wait_ready
 
 ROOT = Path(__file__).resolve().parents[1]
 ARTIFACTS = ROOT / "test-artifacts" / "dashboard"
@@ -92,33 +90,15 @@ def server(tmp_path_factory):
     env["SLAPLAN_DATABASE_URL"] = f"sqlite:///{workdir / 'dashboard.db'}"
     log = (workdir / "serve.log").open("a")
     proc = subprocess.Popen(
-        [sys.executable, "-c", "import sys; from api.cli import main; sys.exit(main(sys.argv[1:]))",
-         "serve", "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning"],
+        [*SLAPLAN, "serve", "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning"],
         cwd=workdir, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
     )
     base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 40
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError((workdir / "serve.log").read_text())
-            try:
-                if httpx.get(f"{base}/readyz", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError("slaplan serve did not become ready:\n" + (workdir / "serve.log").read_text())
-            time.sleep(0.1)
+        wait_ready(proc, f"{base}/readyz", workdir / "serve.log", timeout_s=40)
         yield base
     finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(5)
+        stop(proc)
         log.close()
 
 
