@@ -20,8 +20,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from infra.settings import SettingsError
+
     args = build_parser().parse_args(argv)
-    return args.func(args)
+    try:
+        return args.func(args)
+    except SettingsError as exc:
+        print(f"slaplan: invalid setting: {exc}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

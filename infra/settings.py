@@ -10,7 +10,7 @@ import os
 from collections.abc import Mapping
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 
 DEFAULT_DATABASE_URL = "sqlite:///slaplan.db"
 DEFAULT_MAX_BODY_BYTES = 1024 * 1024
@@ -38,6 +38,12 @@ class Settings(BaseModel):
     kubeconfig: str | None = Field(default=None, description="kubeconfig path (None: $KUBECONFIG or ~/.kube/config)")
     kube_context: str | None = Field(default=None, description="kubeconfig context (None: its current context)")
     deploy_check_seconds: float = Field(default=15.0, gt=0, description="how often an applied deployment is checked")
+    broker_visibility_timeout_s: float = Field(
+        default=3600.0,
+        gt=0,
+        description="Redis broker: seconds a task taken by a worker may stay unacknowledged before Redis hands it "
+        "to another worker; longer than the longest task (tasks are acknowledged when they finish)",
+    )
 
     @property
     def embedded(self) -> bool:
@@ -45,29 +51,43 @@ class Settings(BaseModel):
         return self.broker_url is None
 
 
+class SettingsError(ValueError):
+    """A ``SLAPLAN_*`` variable with a value slaplan cannot use; the message names the variable."""
+
+
+# Environment variable → settings field (values are validated by the model).
+ENV_FIELDS = {
+    "SLAPLAN_DATABASE_URL": "database_url",
+    "SLAPLAN_BROKER_URL": "broker_url",
+    "SLAPLAN_API_TOKEN": "api_token",
+    "SLAPLAN_MAX_BODY_BYTES": "max_body_bytes",
+    "SLAPLAN_KUBECONFIG": "kubeconfig",
+    "SLAPLAN_CLUSTER": "cluster",
+    "SLAPLAN_KUBE_CONTEXT": "kube_context",
+    "SLAPLAN_DEPLOY_CHECK_SECONDS": "deploy_check_seconds",
+    "SLAPLAN_BROKER_VISIBILITY_TIMEOUT": "broker_visibility_timeout_s",
+}
+
+
 def load_settings(env: Mapping[str, str] | None = None, **overrides: object) -> Settings:
     """Build settings from ``SLAPLAN_*`` variables of ``env`` (default: the process environment).
 
-    Keyword ``overrides`` win over the environment (tests and CLI flags use them).
+    Keyword ``overrides`` win over the environment (tests and CLI flags use them). A value that
+    does not fit raises ``SettingsError`` naming its variable (or keyword).
     """
     env = os.environ if env is None else env
-    values: dict[str, object] = {}
-    if env.get("SLAPLAN_DATABASE_URL"):
-        values["database_url"] = env["SLAPLAN_DATABASE_URL"]
-    if env.get("SLAPLAN_BROKER_URL"):
-        values["broker_url"] = env["SLAPLAN_BROKER_URL"]
-    if env.get("SLAPLAN_API_TOKEN"):
-        values["api_token"] = env["SLAPLAN_API_TOKEN"]
-    if env.get("SLAPLAN_MAX_BODY_BYTES"):
-        values["max_body_bytes"] = int(env["SLAPLAN_MAX_BODY_BYTES"])
-    if env.get("SLAPLAN_KUBECONFIG"):
-        values["kubeconfig"] = env["SLAPLAN_KUBECONFIG"]
+    values: dict[str, object] = {field: env[var] for var, field in ENV_FIELDS.items() if env.get(var)}
+    if env.get("SLAPLAN_KUBECONFIG") and not env.get("SLAPLAN_CLUSTER"):
         values["cluster"] = "kubeconfig"
-    if env.get("SLAPLAN_CLUSTER"):
-        values["cluster"] = env["SLAPLAN_CLUSTER"]
-    if env.get("SLAPLAN_KUBE_CONTEXT"):
-        values["kube_context"] = env["SLAPLAN_KUBE_CONTEXT"]
-    if env.get("SLAPLAN_DEPLOY_CHECK_SECONDS"):
-        values["deploy_check_seconds"] = float(env["SLAPLAN_DEPLOY_CHECK_SECONDS"])
     values.update(overrides)
-    return Settings(**values)
+    try:
+        return Settings(**values)
+    except ValidationError as exc:
+        fields = {f: v for v, f in ENV_FIELDS.items()}
+        problems = []
+        for error in exc.errors():
+            field = str(error["loc"][0]) if error["loc"] else ""
+            name = field if field in overrides else fields.get(field, field)
+            got = "" if field == "api_token" else f" (got {values.get(field)!r})"
+            problems.append(f"{name}: {error['msg']}{got}")
+        raise SettingsError("; ".join(problems)) from None

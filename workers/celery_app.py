@@ -42,7 +42,9 @@ def make_celery(settings: Settings) -> Celery:
         task_publish_retry_policy={"max_retries": 2, "interval_start": 0, "interval_step": 0.5, "interval_max": 1},
         broker_connection_timeout=3,
         broker_connection_retry_on_startup=True,
-        broker_transport_options={"polling_interval": 0.05} if not redis else {"visibility_timeout": 3600},
+        broker_transport_options=(
+            {"visibility_timeout": settings.broker_visibility_timeout_s} if redis else {"polling_interval": 0.05}
+        ),
         worker_hijack_root_logger=False,
         worker_send_task_events=False,
         task_send_sent_event=False,
