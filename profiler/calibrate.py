@@ -72,11 +72,14 @@ def _subset(data: Prepared, mask: np.ndarray) -> Prepared:
 
 
 def fit(data: Prepared, start: dict[str, float] | None = None, names: tuple[str, ...] = tuple(PARAMS),
-        max_evals: int = 400) -> dict[str, float]:
+        max_evals: int = 400, prior: dict[str, float] | None = None,
+        prior_strength: float = PRIOR_STRENGTH) -> dict[str, float]:
     """Least-squares fit of ``names`` (others stay at ``start``) in log-parameter space.
 
     Rows whose deployment was inferred rather than recorded are left out of the fit (they
     would teach the model the guess, not the hardware) but are still predicted and scored.
+    ``prior`` (default: the physical defaults) is where the fit is pulled toward, with
+    ``prior_strength`` log-units of error per factor of 2 per √row.
     """
     base = dict(start or default_params())
     lo = np.log([PARAMS[n][1] if PARAMS[n][1] > 0 else 1e-3 for n in names])
@@ -92,8 +95,8 @@ def fit(data: Prepared, start: dict[str, float] | None = None, names: tuple[str,
     families, counts = np.unique(data.labels["family"][ok], return_counts=True)
     per_family = dict(zip(families, np.sqrt(ok.sum() / (len(families) * counts))))
     weight = np.array([per_family.get(f, 0.0) for f in data.labels["family"]])
-    prior = np.log([PARAMS[n][0] for n in names])
-    prior_weight = PRIOR_STRENGTH * np.sqrt(max(int(ok.sum()), 1)) / np.log(2.0)
+    prior = np.log([(prior or {}).get(n, PARAMS[n][0]) for n in names])
+    prior_weight = prior_strength * np.sqrt(max(int(ok.sum()), 1)) / np.log(2.0)
 
     def residuals(x):
         p = dict(base, **dict(zip(names, np.exp(x))))

@@ -1,0 +1,84 @@
+"""Calibration from measured points of one deployment (pure): points made by the model itself
+with a known difference, so the truth is known."""
+
+from __future__ import annotations
+
+import pytest
+
+from profiler.bench_results import IterationMetrics, Percentiles
+from profiler.config import Parallel, ServingConfig
+from profiler.errors import ModelError
+from profiler.estimate import estimate
+from profiler.measured import Point, fit_deployment
+from profiler.params import shipped_params
+
+MODEL = "meta-llama/Llama-3.1-8B-Instruct"
+DEPLOYMENT = ServingConfig(model=MODEL, gpu="a100_sxm", engine=Parallel(tp=1), isl_tokens=1, osl_tokens=1)
+
+
+def predicted(c: float, isl: int = 100, osl: int = 20, params=None, times: float = 1.0) -> Point:
+    e = estimate(DEPLOYMENT.model_copy(update=dict(isl_tokens=isl, osl_tokens=osl, concurrency=c)), params=params)
+    return Point(isl_tokens=isl, osl_tokens=osl, concurrency=c, ttft_ms=e.ttft_ms * times, tpot_ms=e.itl_ms * times)
+
+
+def test_a_uniformly_slower_deployment_is_recovered_from_three_points():
+    points = [predicted(c, times=1.4) for c in (1, 4, 16)]
+    fit = fit_deployment(DEPLOYMENT, points)
+    assert fit.points == 3 and fit.scale == pytest.approx(1.4, rel=0.01)
+    assert fit.before.ttft_mdape_pct == pytest.approx(100 * 0.4 / 1.4, rel=0.01)
+    assert fit.after.ttft_mdape_pct < 1 and fit.after.tpot_mdape_pct < 1
+    # other loads and shapes are predicted 1.4× slower too
+    for c, isl, osl in ((64, 100, 20), (8, 2000, 200)):
+        truth, calibrated = predicted(c, isl, osl, times=1.4), predicted(c, isl, osl, params=fit.params)
+        assert calibrated.ttft_ms == pytest.approx(truth.ttft_ms, rel=0.03)
+        assert calibrated.tpot_ms == pytest.approx(truth.tpot_ms, rel=0.03)
+
+
+def test_a_faster_deployment_gives_a_scale_below_one():
+    fit = fit_deployment(DEPLOYMENT, [predicted(c, times=0.8) for c in (2, 8)])
+    assert fit.scale == pytest.approx(0.8, rel=0.01) and fit.after.tpot_mdape_pct < 1
+
+
+def test_an_uneven_difference_is_refined_and_unfitted_parameters_stay():
+    base = shipped_params()
+    truth = dict(base, eff_hbm=base["eff_hbm"] * 0.7, ttft_ms_vllm=base["ttft_ms_vllm"] + 30,
+                 step_ms_vllm=base["step_ms_vllm"] * 1.5)
+    shapes = ((100, 20), (1000, 200))
+    points = [predicted(c, isl, osl, params=truth) for c in (1, 4, 16) for isl, osl in shapes]
+    fit = fit_deployment(DEPLOYMENT, points)
+    assert fit.before.ttft_mdape_pct > 20 and fit.before.tpot_mdape_pct > 20
+    assert fit.after.ttft_mdape_pct < fit.before.ttft_mdape_pct / 3
+    assert fit.after.tpot_mdape_pct < fit.before.tpot_mdape_pct / 3
+    assert "eff_hbm" in fit.fitted and "closed_queue" not in fit.fitted
+    assert fit.params["closed_queue"] == base["closed_queue"] and fit.params["eff_link"] != base["eff_link"]
+    held = predicted(8, 100, 20, params=truth)
+    calibrated, shipped = predicted(8, 100, 20, params=fit.params), predicted(8, 100, 20)
+    assert abs(calibrated.tpot_ms / held.tpot_ms - 1) < abs(shipped.tpot_ms / held.tpot_ms - 1) / 3
+
+
+def _iteration(c: int, *, requests: int = 10, errors: int = 0, input_tokens: float | None = 100.0) -> IterationMetrics:
+    truth = predicted(c, times=1.2)
+    return IterationMetrics(scenario="D(100,20)", concurrency=c, file=f"D100_20_c{c}.json", requests=requests,
+                            errors=errors, error_rate=errors / requests, duration_s=5.0, requests_per_s=2.0,
+                            output_tok_s=40.0, input_tok_s=200.0, mean_input_tokens=input_tokens,
+                            mean_output_tokens=20.0, ttft=Percentiles(mean_ms=truth.ttft_ms),
+                            tpot=Percentiles(mean_ms=truth.tpot_ms), e2e=Percentiles())
+
+
+def test_genai_bench_iterations_are_read_and_failed_ones_skipped():
+    fit = fit_deployment(DEPLOYMENT, [_iteration(1), _iteration(4), _iteration(2, errors=10)])
+    assert fit.points == 2 and fit.scale == pytest.approx(1.2, rel=0.01)
+
+
+def test_bad_input_is_named():
+    with pytest.raises(ValueError, match="^measured: no iteration"):
+        fit_deployment(DEPLOYMENT, [])
+    with pytest.raises(ValueError, match="^measured: no iteration"):
+        fit_deployment(DEPLOYMENT, [_iteration(2, errors=10)])
+    with pytest.raises(ValueError, match="D100_20_c4.json: no positive mean isl_tokens"):
+        fit_deployment(DEPLOYMENT, [_iteration(4, input_tokens=None)])
+    with pytest.raises(ModelError, match="^model: ") as err:
+        fit_deployment(DEPLOYMENT.model_copy(update={"model": "no/such-model"}), [predicted(1)])
+    assert err.value.field == "model"
+    with pytest.raises(ValueError, match="^names: unknown parameter"):
+        fit_deployment(DEPLOYMENT, [predicted(1)], names=("eff_nothing",))
