@@ -43,3 +43,20 @@ class ResourceRow(Base):
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     deleted_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+
+
+class CalibrationRow(Base):
+    """The parameters fitted to measurements of one (model, GPU, backend), and where they came from."""
+
+    __tablename__ = "slaplan_calibrations"
+    __table_args__ = (UniqueConstraint("model", "gpu", "backend", name="uq_slaplan_calibrations_key"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    model: Mapped[str] = mapped_column(String(253))
+    gpu: Mapped[str] = mapped_column(String(63))
+    backend: Mapped[str] = mapped_column(String(31))
+    params: Mapped[dict] = mapped_column(JSON)
+    deployment: Mapped[dict] = mapped_column(JSON)
+    fit: Mapped[dict] = mapped_column(JSON)  # scale, fitted names, points, errors before and after
+    source: Mapped[str] = mapped_column(String(1024))
+    calibrated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
