@@ -44,6 +44,21 @@ class Settings(BaseModel):
         description="Redis broker: seconds a task taken by a worker may stay unacknowledged before Redis hands it "
         "to another worker; longer than the longest task (tasks are acknowledged when they finish)",
     )
+    online_target: Literal["auto", "local", "kubernetes"] = Field(
+        default="auto",
+        description="where online DGDRs deploy their candidates: local engine processes, the cluster, or auto "
+        "(the cluster when one is configured, else local)",
+    )
+    online_engine_command: str | None = Field(
+        default=None,
+        description="local engine command template ({model} {port} {host} {tp} …); None = slaplan's emulator",
+    )
+    online_emulator_speed: float = Field(default=1.0, gt=0, description="local emulators: >1 faster than the model")
+    online_max_trials: int = Field(default=8, gt=0, description="candidates measured per online DGDR, unless it says")
+    online_max_minutes: float = Field(default=240.0, gt=0, description="wall time of one online DGDR, unless it says")
+    online_heartbeat_seconds: int = Field(
+        default=60, gt=0, description="a running trial's heartbeat; one silent for twice this is failed and retried"
+    )
 
     @property
     def embedded(self) -> bool:
@@ -66,6 +81,12 @@ ENV_FIELDS = {
     "SLAPLAN_KUBE_CONTEXT": "kube_context",
     "SLAPLAN_DEPLOY_CHECK_SECONDS": "deploy_check_seconds",
     "SLAPLAN_BROKER_VISIBILITY_TIMEOUT": "broker_visibility_timeout_s",
+    "SLAPLAN_ONLINE_TARGET": "online_target",
+    "SLAPLAN_ONLINE_ENGINE_COMMAND": "online_engine_command",
+    "SLAPLAN_ONLINE_EMULATOR_SPEED": "online_emulator_speed",
+    "SLAPLAN_ONLINE_MAX_TRIALS": "online_max_trials",
+    "SLAPLAN_ONLINE_MAX_MINUTES": "online_max_minutes",
+    "SLAPLAN_ONLINE_HEARTBEAT_SECONDS": "online_heartbeat_seconds",
 }
 
 
