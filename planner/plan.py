@@ -8,6 +8,7 @@ the full performance model → the cheapest that meets the SLA within the GPU bu
 from __future__ import annotations
 
 import math
+from collections.abc import Collection
 
 from planner.search import objective, search
 from planner.sizing import Candidate, Sized, Target, decode_capacity, size_aggregated, size_disaggregated
@@ -43,7 +44,8 @@ def _disagg_prepared(pre: Prepared, dec: Prepared, n_p: int, n_d: int, t: Target
 
 
 def plan(request: PlanRequest, *, model: tuple[Model, str] | None = None,
-         params: dict[str, float] | None = None, seed: int = 0, suggest: bool = True) -> PlanResult:
+         params: dict[str, float] | None = None, seed: int = 0, suggest: bool = True,
+         only: Collection[Candidate] | None = None) -> PlanResult:
     """Plan ``request``.
 
     ``model`` is the architecture and the weights precision its name implies, as
@@ -93,6 +95,11 @@ def plan(request: PlanRequest, *, model: tuple[Model, str] | None = None,
 
     cands = [Candidate("agg", engine=par) for par in shapes]
     cands += [Candidate("disagg", prefill=a, decode=b) for a in shapes for b in shapes]
+    if only is not None:
+        cands = [c for c in cands if c in only]
+        if not cands:
+            return PlanResult(request=request, feasible=False, chosen=None, assumptions=assumptions,
+                              reason="none of the given configurations fits in memory under these bounds")
     evaluated = search(cands, size, budget=request.total_gpus, price=request.gpu_price_per_hour,
                        goodput=t.load is None, strategy=request.search_strategy, seed=seed)
     plans = tuple(_plan(s, request, model, gpu.name, precision, node, shapes, t, p) for s in evaluated)

@@ -17,7 +17,10 @@ Two API versions are accepted, both as documents of kind ``DynamoGraphDeployment
   The later upstream v1alpha1 revision (``model`` instead of ``modelName``; the SLA inside the
   free-form ``profilingConfig.config.sla`` and GPU bounds in ``profilingConfig.config.hardware``
   as ``min_num_gpus_per_engine`` / ``max_num_gpus_per_engine`` / ``num_gpus_per_node``;
-  ``enableGpuDiscovery``, ``useMocker``, ``runtimeVersionOverride``) parses too. A v1alpha1
+  ``enableGpuDiscovery``, ``useMocker``, ``runtimeVersionOverride``) parses too. With
+  ``online: true``, ``profilingConfig.config.online`` (slaplan) sets the search's budgets and
+  sweep: ``max_trials`` (candidates measured), ``max_wall_time_minutes`` and ``concurrency``
+  (closed-loop clients of each measurement); the service's settings fill what is missing. A v1alpha1
   request may also carry the v1beta1 blocks ``spec.workload`` (a load) and ``spec.hardware``
   (a GPU budget); ``workload.isl/osl`` win over ``sla.isl/osl``.
 
@@ -56,7 +59,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -256,11 +259,22 @@ class _ProfileHardware(_FreeForm):
     num_gpus_per_node: int | None = Field(default=None, gt=0)
 
 
+class _ProfileOnline(_Spec):
+    """``profilingConfig.config.online`` (slaplan): budgets and sweep of an online search."""
+
+    model_config = ConfigDict(alias_generator=None)
+
+    max_trials: int | None = Field(default=None, gt=0, description="candidates measured at most")
+    max_wall_time_minutes: float | None = Field(default=None, gt=0, description="wall time of the search")
+    concurrency: list[Annotated[int, Field(gt=0)]] | None = Field(default=None, min_length=1, max_length=16)
+
+
 class _ProfileConfig(_FreeForm):
     """The parts of the upstream profiler config (``profilingConfig.config``) we read."""
 
     sla: _ProfileSLA | None = None
     hardware: _ProfileHardware | None = None
+    online: _ProfileOnline | None = None
 
 
 class SpecV1alpha1(_Spec):
@@ -653,6 +667,7 @@ def _from_v1alpha1(spec: SpecV1alpha1, causes: list[tuple[str, str]]) -> dict[st
     if budget.get("gpus_per_node") is None:
         budget["gpus_per_node"] = cfg_hw.num_gpus_per_node
 
+    online = config.online if config is not None and config.online is not None else _ProfileOnline()
     over = spec.deployment_overrides or DeploymentOverrides()
     if model is None or gpu_type is None or ttft is None or itl is None:
         return None
@@ -668,6 +683,9 @@ def _from_v1alpha1(spec: SpecV1alpha1, causes: list[tuple[str, str]]) -> dict[st
         "max_gpus_per_engine": hi,
         "gpu_price_per_hour": price,
         "online": spec.online,
+        "max_trials": online.max_trials,
+        "max_wall_minutes": online.max_wall_time_minutes,
+        "sweep_concurrency": tuple(sorted(set(online.concurrency))) if online.concurrency else None,
         "auto_apply": spec.auto_apply,
         "deployment_name": over.name,
         "deployment_namespace": over.namespace,
