@@ -167,6 +167,8 @@ def profiling_results(result: PlanResult) -> dict[str, Any]:
     doc["pareto"] = [_plan_doc(p) for p in pareto_front(result.candidates)]
     doc["assumptions"] = list(result.assumptions)
     doc["evaluated"] = result.evaluated
+    if result.online is not None:
+        doc["online"] = result.online
     return doc
 
 

@@ -7,7 +7,7 @@ first output token; ITL (= TPOT) is the mean gap between output tokens after the
 from __future__ import annotations
 
 import math
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -143,3 +143,4 @@ class PlanResult(_Frozen):
     best_itl_ms: float | None = None
     assumptions: tuple[str, ...] = ()
     evaluated: int = 0
+    online: dict[str, Any] | None = Field(default=None, description="online search: budget, trials, calibration")
