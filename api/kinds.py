@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from api.conversion import convert_dgdr
 from workers import lifecycle
 
 DGDR_GROUP = "nvidia.com"
@@ -36,6 +37,8 @@ class ServedKind:
     unfinished_states: frozenset[str]
     # States in which the spec may still change (before work starts).
     editable_states: frozenset[str]
+    # convert(object, version) -> the object at that served version (conversion webhook's job).
+    convert: Callable[[dict[str, Any], str], dict[str, Any]] = lambda obj, _version: obj
 
     @property
     def list_kind(self) -> str:
@@ -76,6 +79,7 @@ DGDR = ServedKind(
     initial_status=lifecycle.dgdr_pending,
     unfinished_states=lifecycle.DGDR_UNFINISHED,
     editable_states=frozenset({"", "Pending"}),
+    convert=convert_dgdr,
 )
 
 BENCHMARKJOB = ServedKind(

@@ -88,6 +88,15 @@ def render(resource: Resource, version: str | None = None) -> dict[str, Any]:
     return to_object(resource, version)
 
 
+def dig(d: Any, *keys: str) -> Any:
+    """``d[k1][k2]…``, or None when a level is absent or not an object."""
+    for key in keys:
+        if not isinstance(d, dict):
+            return None
+        d = d.get(key)
+    return d
+
+
 def merge_patch(target: Any, patch: Any) -> Any:
     """RFC 7386 JSON merge patch: objects merge recursively, ``null`` deletes, anything else replaces."""
     if not isinstance(patch, dict):

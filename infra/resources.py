@@ -2,14 +2,12 @@
 
 Every write bumps ``resource_version``; writes given an ``expected_version`` succeed only if
 the stored object still has it (optimistic concurrency), else they raise ``Conflict``.
-Resource versions are integers that grow with time (microseconds since the epoch, and at
-least one more than the previous version of the same object), so the largest version in a
-list is a meaningful list version.
+Resource versions come from one counter for the whole table and grow in commit order
+(``infra.events``); every write also records the change, which is what watches stream.
 """
 
 from __future__ import annotations
 
-import time
 import uuid
 from datetime import UTC, datetime
 from typing import Any
@@ -19,6 +17,7 @@ from sqlalchemy import delete, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from infra import events
 from infra.labels import Requirement, matches
 from infra.tables import ResourceRow
 
@@ -99,10 +98,6 @@ def _now() -> datetime:
     return datetime.now(UTC)
 
 
-def _next_version(previous: int = 0) -> int:
-    return max(previous + 1, time.time_ns() // 1000)
-
-
 def _aware(value: datetime) -> datetime:
     # SQLite returns naive datetimes even for timezone-aware columns; they were stored as UTC.
     return value if value.tzinfo else value.replace(tzinfo=UTC)
@@ -144,7 +139,7 @@ def create_resource(session: Session, new: ResourceCreate) -> Resource:
         **new.model_dump(),
         uid=str(uuid.uuid4()),
         generation=1,
-        resource_version=_next_version(),
+        resource_version=events.next_version(session),
         created_at=now,
         updated_at=now,
     )
@@ -154,7 +149,9 @@ def create_resource(session: Session, new: ResourceCreate) -> Resource:
     except IntegrityError as exc:
         session.rollback()
         raise AlreadyExists(f'{new.plural} "{new.name}" already exists') from exc
-    return _to_domain(row)
+    created = _to_domain(row)
+    _record(session, "ADDED", created)
+    return created
 
 
 def get_resource(session: Session, key: ResourceKey) -> Resource | None:
@@ -184,25 +181,29 @@ def list_resources(
     return [_to_domain(r) for r in rows if matches(selector, r.labels or {})]
 
 
-def list_version(session: Session, group: str, plural: str) -> int:
-    """The list resource version of a kind: the newest object version (0 when empty)."""
-    query = select(ResourceRow.resource_version).where(ResourceRow.group == group, ResourceRow.plural == plural)
-    versions = session.scalars(query.order_by(ResourceRow.resource_version.desc()).limit(1)).all()
-    return versions[0] if versions else 0
-
-
 def delete_resource(session: Session, key: ResourceKey) -> Resource:
-    """Delete a resource and return what it was; ``NotFound`` if absent."""
+    """Delete a resource and return what it was (with the version of its deletion); ``NotFound``
+    if absent."""
+    version = events.next_version(session)
     row = session.scalars(_select_key(key)).one_or_none()
     if row is None:
         raise NotFound(f'{key.plural} "{key.name}" not found')
-    gone = _to_domain(row)
+    gone = _to_domain(row).model_copy(update={"resource_version": version})
     session.execute(delete(ResourceRow).where(ResourceRow.id == row.id))
+    _record(session, "DELETED", gone)
     return gone
+
+
+def _record(session: Session, kind: events.EventType, resource: Resource, prior_labels: dict | None = None) -> None:
+    events.record(
+        session, kind, to_object(resource), group=resource.group, plural=resource.plural,
+        prior_labels=prior_labels, at=resource.updated_at,
+    )
 
 
 def _write(session: Session, key: ResourceKey | None, uid: str | None, expected_version: int | None, **values) -> Resource:
     """Conditional update of one row, by key or uid; returns the new state."""
+    version = events.next_version(session)
     query = _select_key(key) if key is not None else select(ResourceRow).where(ResourceRow.uid == uid)
     row = session.scalars(query).one_or_none()
     if row is None:
@@ -211,8 +212,8 @@ def _write(session: Session, key: ResourceKey | None, uid: str | None, expected_
         raise Conflict(
             f'the object "{row.name}" has been modified; please apply your changes to the latest version and try again'
         )
-    current = row.resource_version
-    values["resource_version"] = _next_version(current)
+    current, prior_labels = row.resource_version, dict(row.labels or {})
+    values["resource_version"] = version
     values["updated_at"] = _now()
     if "spec" in values and values["spec"] != row.spec:
         values["generation"] = row.generation + 1
@@ -225,7 +226,9 @@ def _write(session: Session, key: ResourceKey | None, uid: str | None, expected_
     if result.rowcount != 1:
         raise Conflict(f'the object "{row.name}" has been modified concurrently; try again')
     session.expire(row)
-    return _to_domain(session.get(ResourceRow, row.id))
+    updated = _to_domain(session.get(ResourceRow, row.id))
+    _record(session, "MODIFIED", updated, prior_labels)
+    return updated
 
 
 def patch_metadata(
@@ -275,8 +278,8 @@ def update_status(
 def to_object(resource: Resource, version: str | None = None) -> dict[str, Any]:
     """The resource as a Kubernetes object (apiVersion, kind, metadata, spec, status).
 
-    Served at the version it was stored with unless ``version`` is given: there is no
-    conversion between versions, each object keeps the shape it was written in.
+    ``apiVersion`` names the version it was stored with unless ``version`` is given; the body
+    keeps the stored shape (converting it is the API's business).
     """
     metadata: dict[str, Any] = {
         "name": resource.name,

@@ -60,3 +60,36 @@ class CalibrationRow(Base):
     fit: Mapped[dict] = mapped_column(JSON)  # scale, fitted names, points, errors before and after
     source: Mapped[str] = mapped_column(String(1024))
     calibrated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
+class ResourceEventRow(Base):
+    """One change to a stored resource, kept for watches: ``version`` is the resource version the
+    change produced (ADDED, MODIFIED or DELETED), ``object`` the resource as it was then.
+
+    ``prior_labels`` are the labels before a MODIFIED change, so that a watch with a label
+    selector can tell an object entering or leaving the selection.
+    """
+
+    __tablename__ = "slaplan_resource_events"
+    __table_args__ = (Index("ix_slaplan_resource_events_kind", "group", "plural", "version"),)
+
+    version: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=False)
+    type: Mapped[str] = mapped_column(String(16))
+    group: Mapped[str] = mapped_column(String(253))
+    plural: Mapped[str] = mapped_column(String(63))
+    namespace: Mapped[str] = mapped_column(String(63))
+    labels: Mapped[dict] = mapped_column(JSON, default=dict)
+    prior_labels: Mapped[dict | None] = mapped_column(JSON, nullable=True)
+    object: Mapped[dict] = mapped_column(JSON)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
+class CounterRow(Base):
+    """Named counters. ``resource_version``: the last resource version handed out, one for the
+    whole table; it is bumped (and so row-locked) first in every write, which makes versions
+    grow in commit order. ``events_compacted``: every event up to this version was pruned."""
+
+    __tablename__ = "slaplan_counters"
+
+    name: Mapped[str] = mapped_column(String(63), primary_key=True)
+    value: Mapped[int] = mapped_column(BigInteger)

@@ -48,3 +48,30 @@ def stop(proc) -> None:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(5)
+
+
+def start_serve(workdir, env_extra: dict[str, str] | None = None, *, worker: bool = False):
+    """``slaplan serve`` in ``workdir`` with no ``SLAPLAN_*`` variables but ``env_extra``, and with
+    ``worker`` a ``slaplan worker`` for the plan queue beside it. Returns (base URL, processes)."""
+    import os
+    import subprocess
+    import uuid
+    from pathlib import Path
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SLAPLAN_")}
+    env.update(PYTHONPATH=str(Path(__file__).resolve().parents[1]), **(env_extra or {}))
+    port = free_port()
+    log = workdir / "serve.log"
+    procs = [subprocess.Popen(
+        [*SLAPLAN, "serve", "--port", str(port), "--log-level", "warning"],
+        cwd=workdir, env=env, stdin=subprocess.DEVNULL, stdout=log.open("a"), stderr=subprocess.STDOUT,
+    )]
+    wait_ready(procs[0], f"http://127.0.0.1:{port}/readyz", log)
+    if worker:
+        procs.append(subprocess.Popen(
+            [*SLAPLAN, "worker", "--queues", "plan", "--pool", "solo", "--loglevel", "WARNING",
+             "--hostname", f"test-{uuid.uuid4().hex[:6]}@%h"],
+            cwd=workdir, env=env, stdin=subprocess.DEVNULL, stdout=(workdir / "worker.log").open("a"),
+            stderr=subprocess.STDOUT,
+        ))
+    return f"http://127.0.0.1:{port}", procs

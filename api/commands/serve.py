@@ -5,12 +5,14 @@ from __future__ import annotations
 import argparse
 import logging
 import threading
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 log = logging.getLogger(__name__)
 
 SWEEP_EVERY_S = 60.0
 STALE_AFTER = timedelta(minutes=10)
+WATCH_HISTORY = timedelta(minutes=15)  # how far back a watch may resume (older: 410 Expired)
+GRACEFUL_SHUTDOWN_S = 5  # open watches are cut after this on shutdown
 
 
 def register(subparsers) -> None:
@@ -33,7 +35,8 @@ def run(args: argparse.Namespace) -> int:
     import uvicorn
 
     from api.app import create_app
-    from infra import migrate
+    from infra import events, migrate
+    from infra.db import session_scope
     from infra.settings import load_settings
     from workers.celery_app import enqueue, make_celery
     from workers.embedded import start_embedded_worker, stop_embedded_worker
@@ -65,11 +68,19 @@ def run(args: argparse.Namespace) -> int:
             n = requeue_unfinished(app.state.sessions, send, idle_for=STALE_AFTER)
             if n:
                 log.info("re-enqueued %d stale request(s)", n)
+            try:
+                with session_scope(app.state.sessions) as session:
+                    events.compact(session, datetime.now(UTC) - WATCH_HISTORY)
+            except Exception:  # the database is away for a moment: compact on the next round
+                log.warning("could not compact the watch history", exc_info=True)
 
     sweeper = threading.Thread(target=sweep, name="slaplan-recovery", daemon=True)
     sweeper.start()
     try:
-        uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level.lower())
+        uvicorn.run(
+            app, host=args.host, port=args.port, log_level=args.log_level.lower(),
+            timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
+        )
     finally:
         stop.set()
         if worker is not None:

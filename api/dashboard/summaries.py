@@ -10,15 +10,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from api.objects import dig
 from infra.resources import Resource
-
-
-def _get(d: Any, *keys: str) -> Any:
-    for key in keys:
-        if not isinstance(d, dict):
-            return None
-        d = d.get(key)
-    return d
 
 
 def _first(*values: Any) -> Any:
@@ -43,20 +36,20 @@ def dgdr_summary(resource: Resource) -> dict[str, Any]:
     """model, gpu, backend, SLA (ms / tokens), GPUs used and the results document of a DGDR."""
     spec = resource.spec
     doc = results(resource)
-    cfg_sla = _get(spec, "profilingConfig", "config", "sla")
-    sla = _get(doc, "sla") or {}
-    chosen = _get(doc, "chosen") or {}
+    cfg_sla = dig(spec, "profilingConfig", "config", "sla")
+    sla = dig(doc, "sla") or {}
+    chosen = dig(doc, "chosen") or {}
     return {
-        "model": _first(spec.get("modelName"), spec.get("model"), _get(doc, "model")),
-        "gpu": _first(_get(spec, "gpu", "type"), _get(spec, "hardware", "gpuSku"), _get(doc, "gpu")),
-        "backend": _first(resource.status.get("backend"), spec.get("backend"), _get(doc, "backend")),
-        "ttft_ms": _first(sla.get("ttftMs"), _get(spec, "sla", "ttft"), _get(cfg_sla, "ttft")),
-        "itl_ms": _first(sla.get("itlMs"), _get(spec, "sla", "itl"), _get(cfg_sla, "itl")),
-        "e2e_ms": _first(sla.get("e2eMs"), _get(spec, "sla", "e2eLatency")),
-        "isl": _first(sla.get("islTokens"), _get(spec, "workload", "isl"), _get(spec, "sla", "isl"), _get(cfg_sla, "isl")),
-        "osl": _first(sla.get("oslTokens"), _get(spec, "workload", "osl"), _get(spec, "sla", "osl"), _get(cfg_sla, "osl")),
-        "concurrency": _first(sla.get("concurrency"), _get(spec, "workload", "concurrency")),
-        "request_rate": _first(sla.get("requestRate"), _get(spec, "workload", "requestRate")),
+        "model": _first(spec.get("modelName"), spec.get("model"), dig(doc, "model")),
+        "gpu": _first(dig(spec, "gpu", "type"), dig(spec, "hardware", "gpuSku"), dig(doc, "gpu")),
+        "backend": _first(resource.status.get("backend"), spec.get("backend"), dig(doc, "backend")),
+        "ttft_ms": _first(sla.get("ttftMs"), dig(spec, "sla", "ttft"), dig(cfg_sla, "ttft")),
+        "itl_ms": _first(sla.get("itlMs"), dig(spec, "sla", "itl"), dig(cfg_sla, "itl")),
+        "e2e_ms": _first(sla.get("e2eMs"), dig(spec, "sla", "e2eLatency")),
+        "isl": _first(sla.get("islTokens"), dig(spec, "workload", "isl"), dig(spec, "sla", "isl"), dig(cfg_sla, "isl")),
+        "osl": _first(sla.get("oslTokens"), dig(spec, "workload", "osl"), dig(spec, "sla", "osl"), dig(cfg_sla, "osl")),
+        "concurrency": _first(sla.get("concurrency"), dig(spec, "workload", "concurrency")),
+        "request_rate": _first(sla.get("requestRate"), dig(spec, "workload", "requestRate")),
         "gpus": chosen.get("totalGpus"),
         "results": doc,
     }

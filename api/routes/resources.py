@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import logging
 from datetime import UTC, datetime
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse
 from sqlalchemy.orm import Session
 
@@ -19,7 +19,9 @@ from api import errors
 from api.deps import BodyDep, EnqueueDep, OptionalBodyDep, SessionDep
 from api.errors import ApiError
 from api.kinds import InvalidSpec, ServedKind, find_kind
+from api.watch import DEFAULT_TIMEOUT_S, WatchRequest, watch_response
 from api.objects import generate_name, is_label, merge_patch, metadata_causes, render
+from infra import events
 from infra import resources as repo
 from infra.labels import SelectorError, parse_selector
 
@@ -48,45 +50,74 @@ def _load(session: Session, kind: ServedKind, namespace: str, name: str) -> repo
     return found
 
 
-def _list(session: Session, kind: ServedKind, version: str, namespace: str | None, selector: str | None, watch: bool):
-    if watch:
-        raise ApiError(400, "watch is not supported by this server; poll the list instead")
+class ListQuery:
+    """The query of a list call (and of a watch: ``?watch=true``)."""
+
+    def __init__(
+        self,
+        labelSelector: str | None = None,  # noqa: N803 (Kubernetes' parameter names)
+        watch: bool = False,
+        resourceVersion: str | None = None,  # noqa: N803
+        timeoutSeconds: int | None = Query(default=None, ge=0),  # noqa: N803
+        allowWatchBookmarks: bool = False,  # noqa: N803
+    ):
+        self.label_selector = labelSelector
+        self.watch = watch
+        self.resource_version = resourceVersion
+        self.timeout_s = timeoutSeconds
+        self.bookmarks = allowWatchBookmarks
+
+
+ListQueryDep = Annotated[ListQuery, Depends()]
+
+
+def _list(request: Request, session: Session, kind: ServedKind, version: str, namespace: str | None, query: ListQuery):
     try:
-        requirements = parse_selector(selector)
+        requirements = parse_selector(query.label_selector)
     except SelectorError as exc:
         raise ApiError(400, f"unable to parse requirement: {exc}") from None
+    if query.watch:
+        session.close()  # the stream opens its own sessions, one per poll
+        watch = _watch_request(kind, version, namespace, requirements, query)
+        return watch_response(request.app.state.sessions, watch, lambda obj: kind.convert(obj, version))
+    latest = events.latest_version(session)
     items = repo.list_resources(session, kind.group, kind.plural, namespace, requirements)
     return {
         "apiVersion": f"{kind.group}/{version}",
         "kind": kind.list_kind,
-        "metadata": {"resourceVersion": str(repo.list_version(session, kind.group, kind.plural))},
-        "items": [render(r) for r in items],
+        "metadata": {"resourceVersion": str(latest)},
+        "items": [_present(kind, version, r) for r in items],
     }
 
 
-@router.get("/apis/{group}/{version}/{plural}", summary="List a kind in all namespaces")
-def list_all(
-    group: str,
-    version: str,
-    plural: str,
-    session: SessionDep,
-    labelSelector: str | None = Query(default=None),  # noqa: N803 (Kubernetes' parameter name)
-    watch: bool = False,
-) -> dict[str, Any]:
-    return _list(session, _kind(group, version, plural), version, None, labelSelector, watch)
+def _watch_request(kind: ServedKind, version: str, namespace: str | None, selector, query: ListQuery) -> WatchRequest:
+    try:
+        start = int(query.resource_version) if query.resource_version not in (None, "") else None
+    except ValueError:
+        raise ApiError(400, f'resourceVersion "{query.resource_version}" is not a valid resource version') from None
+    if start is not None and start < 0:
+        raise ApiError(400, f'resourceVersion "{query.resource_version}" is not a valid resource version')
+    return WatchRequest(
+        group=kind.group,
+        plural=kind.plural,
+        api_version=f"{kind.group}/{version}",
+        kind=kind.kind,
+        namespace=namespace,
+        selector=selector,
+        resource_version=start,
+        timeout_s=query.timeout_s if query.timeout_s else DEFAULT_TIMEOUT_S,
+        bookmarks=query.bookmarks,
+    )
 
 
-@router.get(NS, summary="List a kind in one namespace")
-def list_namespaced(
-    group: str,
-    version: str,
-    namespace: str,
-    plural: str,
-    session: SessionDep,
-    labelSelector: str | None = Query(default=None),  # noqa: N803
-    watch: bool = False,
-) -> dict[str, Any]:
-    return _list(session, _kind(group, version, plural), version, namespace, labelSelector, watch)
+@router.get("/apis/{group}/{version}/{plural}", summary="List (or watch) a kind in all namespaces")
+def list_all(request: Request, group: str, version: str, plural: str, session: SessionDep, query: ListQueryDep):
+    return _list(request, session, _kind(group, version, plural), version, None, query)
+
+
+@router.get(NS, summary="List (or watch) a kind in one namespace")
+def list_namespaced(request: Request, group: str, version: str, namespace: str, plural: str, session: SessionDep, query: ListQueryDep):
+    return _list(request, session, _kind(group, version, plural), version, namespace, query)
 
 
 @router.post(NS, status_code=201, summary="Create (JSON or YAML body)")
@@ -138,17 +169,19 @@ def create(
         raise errors.already_exists(plural, name, group) from None
     session.commit()  # committed before it is enqueued: nothing is lost if the broker is down
     _enqueue(enqueue, kind, stored)
-    return JSONResponse(render(stored), status_code=201)
+    return JSONResponse(_present(kind, version, stored), status_code=201)
 
 
 @router.get(NS + "/{name}", summary="Get")
 def get(group: str, version: str, namespace: str, plural: str, name: str, session: SessionDep) -> dict[str, Any]:
-    return render(_load(session, _kind(group, version, plural), namespace, name))
+    kind = _kind(group, version, plural)
+    return _present(kind, version, _load(session, kind, namespace, name))
 
 
 @router.get(NS + "/{name}/status", summary="Get (status subresource)")
 def get_status(group: str, version: str, namespace: str, plural: str, name: str, session: SessionDep) -> dict[str, Any]:
-    return render(_load(session, _kind(group, version, plural), namespace, name))
+    kind = _kind(group, version, plural)
+    return _present(kind, version, _load(session, kind, namespace, name))
 
 
 @router.delete(NS + "/{name}", summary="Delete (what a DGDR deployed is kept)")
@@ -188,8 +221,8 @@ def patch(
     kind = _kind(group, version, plural)
     _check_merge_type(request)
     current = _load(session, kind, namespace, name)
-    desired = merge_patch(render(current), body)
-    return _update(session, enqueue, kind, current, desired, require_version=False)
+    desired = merge_patch(_present(kind, version, current), body)
+    return _update(session, enqueue, kind, version, current, desired, require_version=False)
 
 
 @router.put(NS + "/{name}", summary="Replace (metadata.resourceVersion required)")
@@ -199,7 +232,7 @@ def replace(
     kind = _kind(group, version, plural)
     _check_type(body, kind, group, version)
     current = _load(session, kind, namespace, name)
-    return _update(session, enqueue, kind, current, body, require_version=True)
+    return _update(session, enqueue, kind, version, current, body, require_version=True)
 
 
 @router.patch(NS + "/{name}/status", summary="Merge-patch status")
@@ -210,7 +243,7 @@ def patch_status(
     _check_merge_type(request)
     current = _load(session, kind, namespace, name)
     status = merge_patch(current.status, body.get("status") or {})
-    return _write_status(session, kind, current, status, _given_version(body))
+    return _write_status(session, kind, version, current, status, _given_version(body))
 
 
 @router.put(NS + "/{name}/status", summary="Replace status (metadata.resourceVersion required)")
@@ -225,7 +258,7 @@ def replace_status(
     status = body.get("status") or {}
     if not isinstance(status, dict):
         raise errors.invalid(kind.kind, group, name, [("status", "Invalid value: must be an object")])
-    return _write_status(session, kind, current, status, given)
+    return _write_status(session, kind, version, current, status, given)
 
 
 def _check_type(body: dict[str, Any], kind: ServedKind, group: str, version: str) -> None:
@@ -262,9 +295,23 @@ def _given_version(body: dict[str, Any]) -> int | None:
         return -1  # never matches: a conflict, as for any stale version
 
 
+def _present(kind: ServedKind, version: str, resource: repo.Resource) -> dict[str, Any]:
+    """The stored resource as a Kubernetes object at the requested ``version``."""
+    return kind.convert(render(resource), version)
+
+
 def _update(
-    session: Session, enqueue, kind: ServedKind, current: repo.Resource, desired: dict[str, Any], *, require_version: bool
+    session: Session,
+    enqueue,
+    kind: ServedKind,
+    version: str,
+    current: repo.Resource,
+    desired: dict[str, Any],
+    *,
+    require_version: bool,
 ) -> dict[str, Any]:
+    if isinstance(desired.get("metadata"), dict):  # written at ``version``; stored at the version it was created with
+        desired = kind.convert({**desired, "apiVersion": f"{kind.group}/{version}"}, current.version)
     metadata = desired.get("metadata") or {}
     if not isinstance(metadata, dict):
         raise ApiError(400, "metadata must be an object")
@@ -314,10 +361,12 @@ def _update(
     session.commit()
     if spec_changed:
         _enqueue(enqueue, kind, updated)
-    return render(updated)
+    return _present(kind, version, updated)
 
 
-def _write_status(session: Session, kind: ServedKind, current: repo.Resource, status: dict[str, Any], given: int | None):
+def _write_status(
+    session: Session, kind: ServedKind, version: str, current: repo.Resource, status: dict[str, Any], given: int | None
+):
     try:
         updated = repo.update_status(
             session, status, key=current.key, expected_version=given if given is not None else current.resource_version
@@ -326,7 +375,7 @@ def _write_status(session: Session, kind: ServedKind, current: repo.Resource, st
         session.rollback()
         raise errors.conflict(kind.plural, current.name, kind.group, str(exc)) from None
     session.commit()
-    return render(updated)
+    return _present(kind, version, updated)
 
 
 def _enqueue(enqueue, kind: ServedKind, resource: repo.Resource) -> None:

@@ -1,0 +1,128 @@
+"""``?watch=true`` on list endpoints: a stream of newline-delimited JSON ``WatchEvent``s, as
+kube-apiserver serves them.
+
+Events come from the recorded history of changes (``infra.events``), polled from the
+database, so changes written by any process (an embedded worker's child, a ``slaplan
+worker`` elsewhere) appear. Without ``resourceVersion`` (or with ``0``) the stream starts
+with an ADDED event per matching object; with one, it carries every change after it, or a
+single ERROR event with a 410 ``Expired`` Status when the history no longer reaches back that
+far. A label selector is applied to each change: an object that starts matching arrives as
+ADDED and one that stops matching as DELETED. ``allowWatchBookmarks`` adds BOOKMARK events
+(only ``metadata.resourceVersion``) after a quiet minute and just before the stream ends at
+``timeoutSeconds``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from fastapi.responses import StreamingResponse
+from starlette.concurrency import run_in_threadpool
+
+from api.errors import status_body
+from infra import events
+from infra import resources as repo
+from infra.labels import Requirement, matches
+
+POLL_S = 0.25  # how often the history is read, seconds
+BOOKMARK_EVERY_S = 60.0  # quiet time after which a BOOKMARK is sent, seconds
+DEFAULT_TIMEOUT_S = 1800  # a watch without timeoutSeconds ends after this, seconds (clients re-watch)
+
+Present = Callable[[dict[str, Any]], dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class WatchRequest:
+    """What to watch: a kind in one namespace (or all), a parsed selector, where to start."""
+
+    group: str
+    plural: str
+    api_version: str
+    kind: str
+    namespace: str | None
+    selector: tuple[Requirement, ...]
+    resource_version: int | None  # None or 0: start with the current objects
+    timeout_s: float
+    bookmarks: bool
+
+
+def _line(kind: str, obj: dict[str, Any]) -> bytes:
+    return (json.dumps({"type": kind, "object": obj}, separators=(",", ":")) + "\n").encode()
+
+
+def _event_type(change: events.Change, selector: tuple[Requirement, ...]) -> str | None:
+    """What a watcher with ``selector`` sees of ``change`` (None: nothing)."""
+    now = matches(selector, change.labels)
+    if change.type != "MODIFIED" or change.prior_labels is None:
+        return change.type if now else None
+    before = matches(selector, change.prior_labels)
+    if now and before:
+        return "MODIFIED"
+    if now:
+        return "ADDED"
+    return "DELETED" if before else None
+
+
+def _start(sessions, watch: WatchRequest) -> tuple[int, list[dict[str, Any]], dict[str, int], bool]:
+    """(version to stream after, initial objects, their versions by uid, expired?)."""
+    with sessions() as session:
+        latest = events.latest_version(session)  # read first: nothing committed after it is missed
+        if watch.resource_version:
+            return watch.resource_version, [], {}, watch.resource_version < events.compacted_through(session)
+        items = repo.list_resources(session, watch.group, watch.plural, watch.namespace, watch.selector)
+    objects = [repo.to_object(r) for r in items]
+    return latest, objects, {r.uid: r.resource_version for r in items}, False
+
+
+def _poll(sessions, watch: WatchRequest, after: int) -> tuple[int, list[events.Change]]:
+    """Changes committed after ``after``, and the version they bring the watcher to."""
+    with sessions() as session:
+        upto = events.latest_version(session)
+        found = events.changes(session, watch.group, watch.plural, watch.namespace, after=after, upto=upto)
+    if len(found) == 500:  # more to read: the next poll continues from the last one read
+        upto = found[-1].version
+    return upto, found
+
+
+async def stream(sessions, watch: WatchRequest, present: Present) -> AsyncIterator[bytes]:
+    """The events of ``watch`` as NDJSON lines; objects pass through ``present`` (conversion)."""
+    deadline = time.monotonic() + watch.timeout_s
+    after, initial, listed, expired = await run_in_threadpool(_start, sessions, watch)
+    if expired:
+        message = f"too old resource version: {watch.resource_version} ({after})"
+        yield _line("ERROR", status_body(410, message, reason="Expired"))
+        return
+    for obj in initial:
+        yield _line("ADDED", present(obj))
+    quiet_since = time.monotonic()
+    while time.monotonic() < deadline:
+        upto, found = await run_in_threadpool(_poll, sessions, watch, after)
+        for change in found:
+            uid = change.object["metadata"]["uid"]
+            if change.version <= listed.get(uid, 0):
+                continue  # already in the initial list
+            kind = _event_type(change, watch.selector)
+            if kind is not None:
+                yield _line(kind, present(change.object))
+                quiet_since = time.monotonic()
+        after = max(after, upto)
+        if watch.bookmarks and time.monotonic() - quiet_since >= BOOKMARK_EVERY_S:
+            yield _bookmark(watch, after)
+            quiet_since = time.monotonic()
+        if not found:
+            await asyncio.sleep(min(POLL_S, max(0.0, deadline - time.monotonic())))
+    if watch.bookmarks:
+        yield _bookmark(watch, after)
+
+
+def _bookmark(watch: WatchRequest, version: int) -> bytes:
+    return _line("BOOKMARK", {"apiVersion": watch.api_version, "kind": watch.kind, "metadata": {"resourceVersion": str(version)}})
+
+
+def watch_response(sessions, watch: WatchRequest, present: Present) -> StreamingResponse:
+    return StreamingResponse(stream(sessions, watch, present), media_type="application/json")
