@@ -300,12 +300,12 @@ def _run(command: BenchCommand, cwd: Path, console: Path, env: Mapping[str, str]
             code = None
         finally:
             if proc.poll() is None:
-                _stop_group(proc)
+                stop_group(proc)
     return code, time.monotonic() - started
 
 
-def _stop_group(proc: subprocess.Popen) -> None:
-    """Stop the genai-bench process and the workers it started (its own session)."""
+def stop_group(proc: subprocess.Popen) -> None:
+    """Stop a process started in its own session and everything it started: SIGTERM, then SIGKILL."""
     for sig, wait_s in ((signal.SIGTERM, 10), (signal.SIGKILL, 5)):
         try:
             os.killpg(proc.pid, sig)

@@ -1,0 +1,96 @@
+"""Optuna studies of online searches, stored in the service database (Optuna's RDB storage).
+
+Optuna creates its own tables (``studies``, ``trials``, ``trial_heartbeats``, …, and its own
+``alembic_version``). None of ours shares a name (ours are ``slaplan_*``; our Alembic keeps
+``slaplan_alembic_version``); on PostgreSQL they live apart anyway, in the schema
+``OPTUNA_SCHEMA``. One study per DGDR (and spec generation), named after its uid, so a restarted worker resumes it and
+several workers can run trials of it at once.
+
+A worker that dies mid-trial leaves the trial RUNNING. Each running trial records a heartbeat
+every ``heartbeat_s``; a trial whose heartbeat is older than ``2 × heartbeat_s`` is failed by the
+next worker that asks for a trial, and retried once (Optuna re-enqueues its parameters).
+"""
+
+from __future__ import annotations
+
+import threading
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import optuna
+
+OPTUNA_SCHEMA = "slaplan_optuna"
+STUDY_PREFIX = "slaplan-dgdr-"
+
+
+def study_name(uid: str, generation: int) -> str:
+    """The study of generation ``generation`` of the DGDR with ``uid`` (an edited spec starts afresh)."""
+    return f"{STUDY_PREFIX}{uid}-g{generation}"
+
+
+def storage(database_url: str, *, heartbeat_s: int = 60) -> optuna.storages.RDBStorage:
+    """Optuna's storage in the database at ``database_url`` (SQLite file or PostgreSQL)."""
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    kwargs: dict = {}
+    if database_url.startswith("sqlite"):
+        kwargs = {"connect_args": {"timeout": 30}}
+    elif database_url.startswith("postgresql"):
+        _create_schema(database_url)
+        kwargs = {"connect_args": {"options": f"-csearch_path={OPTUNA_SCHEMA}"}, "pool_pre_ping": True}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        return optuna.storages.RDBStorage(
+            database_url, engine_kwargs=kwargs, heartbeat_interval=heartbeat_s, grace_period=2 * heartbeat_s,
+            heartbeat_stale_trial_callback=optuna.storages.RetryHeartbeatStaleTrialCallback(max_retry=1))
+
+
+def _create_schema(database_url: str) -> None:
+    from sqlalchemy import create_engine, text
+
+    engine = create_engine(database_url)
+    try:
+        with engine.begin() as conn:
+            conn.execute(text(f"CREATE SCHEMA IF NOT EXISTS {OPTUNA_SCHEMA}"))
+    finally:
+        engine.dispose()
+
+
+def open_study(store: optuna.storages.RDBStorage, name: str) -> optuna.Study:
+    """The study ``name`` (created on first use, loaded after), maximizing goodput per GPU."""
+    return optuna.create_study(storage=store, study_name=name, direction="maximize", load_if_exists=True)
+
+
+def fail_stale(study: optuna.Study) -> None:
+    """Fail (and re-enqueue once) trials of workers that stopped sending heartbeats."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        optuna.storages.fail_stale_trials(study)
+
+
+def ask(study: optuna.Study) -> optuna.Trial:
+    """``study.ask()`` outside ``optimize`` (Optuna warns about heartbeats there; we send them)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        return study.ask()
+
+
+@contextmanager
+def heartbeat(store: optuna.storages.RDBStorage, trial: optuna.Trial) -> Iterator[None]:
+    """Record ``trial``'s heartbeat every interval while the block runs."""
+    stop = threading.Event()
+    interval = store.get_heartbeat_interval() or 60
+
+    def beat() -> None:
+        while True:
+            store.record_heartbeat(trial._trial_id)
+            if stop.wait(interval):
+                return
+
+    thread = threading.Thread(target=beat, name=f"heartbeat-{trial.number}", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()

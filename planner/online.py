@@ -1,0 +1,139 @@
+"""The online search (pure): which deployment units to measure, how a measurement scores
+against the SLA, and which unit to measure next.
+
+A candidate is one deployment unit of the offline planner's space — one aggregated engine, or
+one prefill engine with one decode engine — as a ``Plan`` with one replica per role, so the
+same renderers deploy it. Each unit is measured by a short sweep: the request's ISL/OSL at a
+few closed-loop concurrencies, one ``SweepPoint`` each.
+
+Score (maximized): goodput per GPU, the highest output tokens/s per GPU among the sweep
+points whose mean TTFT and mean ITL (and end-to-end latency, when the request has a target)
+meet the SLA. A unit with no point within the SLA scores minus its smallest miss ratio
+(−1.3: 30 % over the target at its best point), so the search still moves toward the SLA.
+
+Next unit: the performance model, calibrated on the best unit measured so far, predicts each
+unmeasured unit's sweep, and the highest predicted score is measured next. The search is done
+when no unmeasured unit is predicted within ``MARGIN`` of the best measured score, i.e.
+better than the model's error across engine shapes allows it to rule out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from planner.sizing import Candidate
+from planner.types import Plan, PlanRequest
+from profiler.config import Parallel, ServingConfig
+from profiler.estimate import evaluate, prepare, stack_prepared
+from profiler.models import Model
+
+SWEEP_CONCURRENCY = (1, 4, 16)  # closed-loop clients per measured unit
+MARGIN = 0.10  # relative error of the calibrated model across engine shapes
+
+
+class SweepPoint(BaseModel):
+    """One measured (or predicted) operating point of one unit: means over its requests."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    concurrency: int = Field(gt=0, description="closed-loop clients")
+    ttft_ms: float = Field(description="mean time to first token, ms")
+    itl_ms: float = Field(description="mean gap between output tokens after the first, ms")
+    output_tok_s: float = Field(ge=0, description="output tokens/s of the whole unit")
+
+
+def _describe(e) -> str:
+    parts = [f"tp{e.tp}"] + [f"{n}{v}" for n, v in (("pp", e.pp), ("dp", e.dp), ("ep", e.ep)) if v > 1]
+    return "".join(parts)
+
+
+def unit_key(plan: Plan) -> str:
+    """A stable name of a unit: ``agg tp2`` or ``disagg tp1+tp4`` (prefill + decode)."""
+    return f"{plan.mode} " + "+".join(_describe(e) for e in plan.engines)
+
+
+def units(candidates: Iterable[Plan]) -> dict[str, Plan]:
+    """The offline planner's evaluated plans as one-replica units, by key (first wins)."""
+    out: dict[str, Plan] = {}
+    for plan in candidates:
+        key = unit_key(plan)
+        if key not in out:
+            engines = tuple(e.model_copy(update={"replicas": 1}) for e in plan.engines)
+            out[key] = plan.model_copy(update={"engines": engines, "cost_per_hour": None})
+    return out
+
+
+def _parallel(e) -> Parallel:
+    return Parallel(tp=e.tp, pp=e.pp, dp=e.dp, moe_ep=e.ep)
+
+
+def deployment(unit: Plan, req: PlanRequest, concurrency: float = 1.0) -> ServingConfig:
+    """The performance model's description of ``unit`` under ``concurrency`` clients."""
+    common = dict(model=unit.model, gpu=unit.gpu, backend=unit.backend, precision=unit.precision,
+                  isl_tokens=req.isl_tokens, osl_tokens=req.osl_tokens, concurrency=float(concurrency))
+    if unit.mode == "agg":
+        e = unit.engines[0]
+        return ServingConfig(mode="agg", engine=_parallel(e), max_batch=e.max_batch,
+                             max_num_tokens=e.max_num_tokens, **common)
+    pre, dec = unit.role("prefill"), unit.role("decode")
+    return ServingConfig(mode="disagg", prefill=_parallel(pre), decode=_parallel(dec), max_batch=dec.max_batch,
+                         max_num_tokens=dec.max_num_tokens, **common)
+
+
+def _miss(point: SweepPoint, req: PlanRequest) -> float:
+    """How far ``point`` is from the SLA: the largest ratio of measured to target (≤ 1 meets it)."""
+    ratios = [point.ttft_ms / req.ttft_ms, point.itl_ms / req.itl_ms]
+    if req.e2e_ms is not None:
+        ratios.append((point.ttft_ms + (req.osl_tokens - 1) * point.itl_ms) / req.e2e_ms)
+    return max(ratios)
+
+
+def score(points: Sequence[SweepPoint], gpus: int, req: PlanRequest) -> float:
+    """Goodput per GPU within the SLA (output tokens/s/GPU), or minus the smallest miss ratio."""
+    if not points:
+        return float("-inf")
+    good = [p.output_tok_s / gpus for p in points if _miss(p, req) <= 1.0]
+    if good:
+        return max(good)
+    return -min(_miss(p, req) for p in points)
+
+
+def predict(unit_plans: dict[str, Plan], req: PlanRequest, concurrency: Sequence[int], params: dict[str, float],
+            model: Model | None = None) -> dict[str, list[SweepPoint]]:
+    """The sweep each unit would measure, as the model with ``params`` predicts it."""
+    keys, rows = [], []
+    for key, unit in unit_plans.items():
+        for c in concurrency:
+            keys.append((key, c))
+            rows.append(prepare(deployment(unit, req, c), model))
+    out: dict[str, list[SweepPoint]] = {key: [] for key in unit_plans}
+    if not rows:
+        return out
+    res = evaluate(stack_prepared(rows), params)
+    for i, (key, c) in enumerate(keys):
+        out[key].append(SweepPoint(concurrency=c, ttft_ms=float(res["ttft_ms"][i]), itl_ms=float(res["itl_ms"][i]),
+                                   output_tok_s=float(res["output_tok_s_per_gpu"][i]) * unit_plans[key].total_gpus))
+    return out
+
+
+def next_unit(predicted: dict[str, float], measured: dict[str, float], busy: Iterable[str] = ()) -> str | None:
+    """The unit to measure next: the best predicted among those neither measured nor being
+    measured, unless none is predicted within ``MARGIN`` of the best measured score."""
+    skip = set(measured) | set(busy)
+    todo = [k for k in predicted if k not in skip]
+    if not todo:
+        return None
+    key = max(todo, key=lambda k: predicted[k])
+    best = max(measured.values(), default=None)
+    if best is not None and predicted[key] < best - MARGIN * abs(best):
+        return None
+    return key
+
+
+def candidate(unit: Plan) -> Candidate:
+    """The planner's search-space point of ``unit`` (``plan(..., only={candidate(unit)})``)."""
+    if unit.mode == "agg":
+        return Candidate("agg", engine=_parallel(unit.engines[0]))
+    return Candidate("disagg", prefill=_parallel(unit.role("prefill")), decode=_parallel(unit.role("decode")))

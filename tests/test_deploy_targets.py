@@ -1,0 +1,146 @@
+"""Deployment targets of the online search: local engine processes (the real emulator, a user's
+command template, an engine that dies) and Kubernetes against the fake API server, which
+enforces the real CRD schemas but runs no pods (the operator's status changes are played by
+the test: ready, failed, never ready, deleted)."""
+
+from __future__ import annotations
+
+import shlex
+import sys
+
+import httpx
+import pytest
+
+from fake_kube import CRD_DIR, SKIP_REASON, FakeKube
+from infra.deploy_targets import KubeTarget, LocalTarget, TargetError, deployed
+from planner import online as search
+from planner import plan
+from planner.types import PlanRequest
+
+REQUEST = PlanRequest(name="trial", model="meta-llama/Llama-3.1-8B-Instruct", gpu="a100_sxm", ttft_ms=300,
+                      itl_ms=20, isl_tokens=200, osl_tokens=30, max_gpus_per_engine=2)
+DGD = "nvidia.com/v1alpha1"
+
+
+@pytest.fixture(scope="module")
+def units():
+    return search.units(plan(REQUEST).candidates)
+
+
+# --------------------------------------------------------------------------- local
+
+
+def test_the_local_emulator_serves_until_torn_down(units):
+    target = LocalTarget(speed=4.0)
+    with deployed(target, units["agg tp1"], REQUEST, "t-local") as endpoint:
+        models = httpx.get(f"{endpoint.base_url}/v1/models", timeout=5).json()
+        assert [m["id"] for m in models["data"]] == [REQUEST.model] == [endpoint.model_name]
+        assert endpoint.base_url.startswith("http://127.0.0.1:")
+    with pytest.raises(httpx.ConnectError):
+        httpx.get(f"{endpoint.base_url}/v1/models", timeout=2)
+
+
+def test_a_local_engine_command_template(units):
+    command = f"{shlex.quote(sys.executable)} -m api.cli emulate --model {{model}} --gpu {{gpu}} --tp {{tp}} " \
+              f"--max-batch {{max_batch}} --served-model-name {{model}} --host {{host}} --port {{port}}"
+    with deployed(LocalTarget(command=command), units["agg tp2"], REQUEST, "t-template") as endpoint:
+        assert httpx.get(f"{endpoint.base_url}/v1/models", timeout=5).status_code == 200
+
+
+def test_local_failures_say_why(units):
+    dying = LocalTarget(command="sh -c 'echo CUDA out of memory; exit 3'")
+    with pytest.raises(TargetError, match=r"exited with code 3 before serving: CUDA out of memory"):
+        dying.up(units["agg tp1"], REQUEST, "t-dies")
+    with pytest.raises(TargetError, match=r"template .* is invalid: 'gpus'"):
+        LocalTarget(command="engine --gpus {gpus}").up(units["agg tp1"], REQUEST, "t-bad")
+    with pytest.raises(TargetError, match="cannot start the engine 'no-such-engine-here'"):
+        LocalTarget(command="no-such-engine-here --port {port}").up(units["agg tp1"], REQUEST, "t-missing")
+    silent = LocalTarget(command="sleep 30", ready_timeout_s=1)
+    with pytest.raises(TargetError, match=r"did not serve http://127.0.0.1:\d+/v1/models within 1 s"):
+        silent.up(units["agg tp1"], REQUEST, "t-silent")
+    disagg = next(u for k, u in units.items() if k.startswith("disagg"))
+    assert "aggregated units only" in LocalTarget().supports(disagg)
+    with pytest.raises(TargetError, match="aggregated units only"):
+        LocalTarget().up(disagg, REQUEST, "t-disagg")
+
+
+# --------------------------------------------------------------------------- Kubernetes
+
+
+@pytest.fixture
+def fake(tmp_path):
+    if not CRD_DIR.is_dir():
+        pytest.skip(SKIP_REASON)
+    fake = FakeKube()
+    fake.start()
+    yield fake, fake.write_kubeconfig(tmp_path / "kubeconfig")
+    fake.stop()
+
+
+def _target(kubeconfig, operator, **kw) -> KubeTarget:
+    """A KubeTarget whose waits run ``operator`` (what the Dynamo operator would do meanwhile)
+    and advance a fake clock, so timeouts need no real waiting."""
+    from infra.kube import connect
+
+    now = [0.0]
+
+    def sleep(seconds: float) -> None:
+        operator()
+        now[0] += seconds
+
+    return KubeTarget(connect(kubeconfig=str(kubeconfig)), sleep=sleep, clock=lambda: now[0], **kw)
+
+
+@pytest.mark.parametrize("key", ["agg tp2", "disagg tp1+tp2"])
+def test_kubernetes_applies_waits_for_the_operator_and_deletes(fake, units, key):
+    server, kubeconfig = fake
+    ready = lambda: server.set_status(DGD, "DynamoGraphDeployment", "default", "t-kube", {"state": "successful"})  # noqa: E731
+    target = _target(kubeconfig, ready, poll_s=5)
+    endpoint = target.up(units[key], REQUEST, "t-kube")
+    applied = server.get(DGD, "DynamoGraphDeployment", "default", "t-kube")
+    assert applied["metadata"]["labels"]["slaplan.io/online-trial"] == "t-kube"
+    workers = [s for s in applied["spec"]["services"].values() if s["componentType"] == "worker"]
+    assert len(workers) == (1 if key.startswith("agg") else 2) and all(s["replicas"] == 1 for s in workers)
+    assert endpoint.base_url == "http://t-kube-frontend.default.svc.cluster.local:8000"
+    assert endpoint.model_name == REQUEST.model
+    target.down(endpoint)
+    assert server.get(DGD, "DynamoGraphDeployment", "default", "t-kube") is None
+    target.down(endpoint)  # already gone: nothing to do
+
+
+def test_kubernetes_failures_clean_up_and_say_why(fake, units):
+    server, kubeconfig = fake
+    unit = units["agg tp1"]
+
+    def state(value, message=None):
+        return lambda: server.set_status(DGD, "DynamoGraphDeployment", "default", "t-fail",
+                                         {"state": value, **({"message": message} if message else {})})
+
+    never = _target(kubeconfig, state("pending"), ready_timeout_s=30, poll_s=10)
+    with pytest.raises(TargetError, match=r"default/t-fail was not ready within 30 s \(last state: pending\)"):
+        never.up(unit, REQUEST, "t-fail")
+    assert server.get(DGD, "DynamoGraphDeployment", "default", "t-fail") is None  # deleted on the way out
+
+    broken = _target(kubeconfig, state("failed", "ImagePullBackOff"))
+    with pytest.raises(TargetError, match="t-fail failed: ImagePullBackOff"):
+        broken.up(unit, REQUEST, "t-fail")
+    assert server.get(DGD, "DynamoGraphDeployment", "default", "t-fail") is None
+
+    gone = _target(kubeconfig, lambda: server.remove(DGD, "DynamoGraphDeployment", "default", "t-fail"))
+    with pytest.raises(TargetError, match="was deleted while it was starting"):
+        gone.up(unit, REQUEST, "t-fail")
+
+
+def test_kubernetes_without_the_operator(tmp_path, units):
+    if not CRD_DIR.is_dir():
+        pytest.skip(SKIP_REASON)
+    from infra.kube import connect
+
+    server = FakeKube(served=[("ome.io", "v1beta1", "InferenceService")])
+    server.start()
+    try:
+        target = KubeTarget(connect(kubeconfig=str(server.write_kubeconfig(tmp_path / "kc"))))
+        with pytest.raises(TargetError, match="does not serve nvidia.com DynamoGraphDeployment; install the Dynamo operator"):
+            target.up(units["agg tp1"], REQUEST, "t-none")
+    finally:
+        server.stop()

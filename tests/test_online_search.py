@@ -1,0 +1,248 @@
+"""The online search without deployments: scoring, the next-unit rule, the Optuna study in the
+service database (resume, a lost worker's trial, budgets), and budget validation.
+
+Measurements here come from the performance model with *other* parameters than the planner
+starts from (a deployment slower than the model in uneven ways), so the search has to measure
+and calibrate to find the best unit; the real deployments are in test_online_worker.py."""
+
+from __future__ import annotations
+
+import time
+
+import optuna
+import pytest
+from fastapi.testclient import TestClient
+from optuna.trial import TrialState
+from sqlalchemy import create_engine, inspect
+
+from api.app import create_app
+from infra import migrate, studies
+from infra.settings import load_settings
+from infra.tables import Base
+from planner import online as search
+from planner import plan
+from planner.types import PlanRequest
+from profiler.bench_results import IterationMetrics, Percentiles
+from profiler.hub import load_model
+from profiler.params import shipped_params
+from workers import online
+
+REQUEST = PlanRequest(name="big", model="meta-llama/Llama-3.1-70B-Instruct", gpu="h100_sxm", ttft_ms=600, itl_ms=30,
+                      isl_tokens=2000, osl_tokens=300, max_gpus_per_engine=8)
+SWEEP = (1, 4, 16)
+
+
+def truth_params() -> dict[str, float]:
+    """A deployment unevenly slower than the shipped model: slow links, heavy steps, slower HBM."""
+    p = dict(shipped_params())
+    p["eff_link"] *= 0.5
+    p["step_ms_vllm"] *= 2.0
+    p["eff_hbm"] *= 0.8
+    return p
+
+
+class Everywhere:
+    """A target that can run every unit (measurements come from ``model_measure``)."""
+
+    def supports(self, unit):
+        return None
+
+
+def model_measure(truth: dict[str, float], calls: list[str]):
+    """A measurement function: the model with ``truth`` parameters, as genai-bench iterations."""
+    arch = load_model(REQUEST.model)[0]
+
+    def measure(unit, req, name):
+        calls.append(search.unit_key(unit))
+        points = search.predict({"u": unit}, req, SWEEP, truth, arch)["u"]
+        return [IterationMetrics(scenario=f"D({req.isl_tokens},{req.osl_tokens})", concurrency=p.concurrency,
+                                 file=f"{name}-{p.concurrency}.json", requests=16, errors=0, error_rate=0.0,
+                                 duration_s=10.0, requests_per_s=p.output_tok_s / req.osl_tokens,
+                                 output_tok_s=p.output_tok_s, input_tok_s=p.output_tok_s * 6,
+                                 mean_input_tokens=req.isl_tokens, mean_output_tokens=req.osl_tokens,
+                                 ttft=Percentiles(mean_ms=p.ttft_ms), tpot=Percentiles(mean_ms=p.itl_ms),
+                                 e2e=Percentiles(mean_ms=p.ttft_ms + (req.osl_tokens - 1) * p.itl_ms))
+                for p in points], f"/results/{name}", None
+
+    return measure
+
+
+def setup_for(url: str, **kw) -> online.Online:
+    return online.Online(database_url=url, target=Everywhere(), target_name="model", runner=None, **kw)
+
+
+def sweep_best(truth) -> str:
+    units = search.units(plan(REQUEST).candidates)
+    predicted = search.predict(units, REQUEST, SWEEP, truth)
+    return max(units, key=lambda k: search.score(predicted[k], units[k].total_gpus, REQUEST))
+
+
+# --------------------------------------------------------------------------- pure rules
+
+
+def test_score_is_goodput_per_gpu_within_the_sla_else_the_smallest_miss():
+    req = PlanRequest(name="s", model="m", gpu="g", ttft_ms=100, itl_ms=10, osl_tokens=11)
+    fast = search.SweepPoint(concurrency=1, ttft_ms=50, itl_ms=5, output_tok_s=100)
+    busy = search.SweepPoint(concurrency=8, ttft_ms=90, itl_ms=9.5, output_tok_s=600)
+    slow = search.SweepPoint(concurrency=32, ttft_ms=400, itl_ms=12, output_tok_s=1500)
+    assert search.score([fast, busy, slow], 2, req) == 300.0  # the busiest point within the SLA, per GPU
+    assert search.score([slow], 2, req) == -4.0  # TTFT 4× over the target
+    assert search.score([], 2, req) == float("-inf")
+    with_e2e = req.model_copy(update={"e2e_ms": 150})  # busy: 90 + 10 × 9.5 = 185 ms > 150
+    assert search.score([fast, busy], 2, with_e2e) == 50.0
+
+
+def test_next_unit_takes_the_best_prediction_until_none_can_beat_the_best_measured():
+    predicted = {"a": 100.0, "b": 95.0, "c": 80.0}
+    assert search.next_unit(predicted, {}) == "a"
+    assert search.next_unit(predicted, {}, busy={"a"}) == "b"
+    assert search.next_unit(predicted, {"a": 90.0}) == "b"  # 95 could beat 90
+    assert search.next_unit(predicted, {"a": 120.0}) is None  # 95 < 120 × (1 − margin)
+    assert search.next_unit({"b": -1.2}, {"a": -1.5}) == "b"  # closer to the SLA than the best so far
+    assert search.next_unit({"b": -2.0}, {"a": -1.5}) is None
+
+
+# --------------------------------------------------------------------------- the search
+
+
+def test_search_finds_what_an_exhaustive_sweep_picks_with_few_measurements(tmp_path):
+    truth = truth_params()
+    calls: list[str] = []
+    result, fit = online.profile_online(REQUEST, uid="u1", generation=1, setup=setup_for(f"sqlite:///{tmp_path / 's.db'}"),
+                                        measure=model_measure(truth, calls))
+    space = result.online["trials"]
+    units = search.units(plan(REQUEST).candidates)
+    assert result.online["best"] == sweep_best(truth)
+    assert len(calls) == len(set(calls)) and len(calls) * 3 <= len(units)
+    assert fit.scale > 1.05 and fit.after.tpot_mdape_pct < fit.before.tpot_mdape_pct  # slower than shipped, learnt
+    assert result.feasible and search.unit_key(result.chosen).split()[1] in result.online["best"]
+    assert [t["unit"] for t in space] == calls and all(t["state"] == "complete" for t in space)
+    assert any("calibrated on" in a for a in result.assumptions)
+
+
+def test_a_resumed_study_keeps_its_measurements(tmp_path):
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    truth, first, second = truth_params(), [], []
+    online.profile_online(REQUEST, uid="u2", generation=1, setup=setup_for(url, max_trials=1),
+                          measure=model_measure(truth, first))
+    result, _ = online.profile_online(REQUEST, uid="u2", generation=1, setup=setup_for(url, max_trials=4),
+                                      measure=model_measure(truth, second))
+    assert len(first) == 1 and first[0] not in second  # the first measurement was not repeated
+    assert [t["unit"] for t in result.online["trials"]][0] == first[0]
+    assert result.online["trialsDone"] == 1 + len(second)
+    # a spec edit (new generation) is a new study
+    third: list[str] = []
+    online.profile_online(REQUEST, uid="u2", generation=2, setup=setup_for(url, max_trials=1),
+                          measure=model_measure(truth, third))
+    assert third == first
+
+
+def test_a_lost_workers_trial_is_failed_and_retried(tmp_path):
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    store = studies.storage(url, heartbeat_s=1)
+    study = studies.open_study(store, studies.study_name("u3", 1))
+    units = list(online._ranked(search.units(plan(REQUEST).candidates), REQUEST, SWEEP, shipped_params(),
+                                load_model(REQUEST.model)[0]))
+    # a worker asked for a trial, recorded one heartbeat, and died
+    study.enqueue_trial({online.UNIT_PARAM: units[0]})
+    lost = studies.ask(study)
+    lost.suggest_categorical(online.UNIT_PARAM, units)
+    store.record_heartbeat(lost._trial_id)
+    time.sleep(2.5)  # older than the grace period (2 heartbeats)
+    calls: list[str] = []
+    result, _ = online.profile_online(REQUEST, uid="u3", generation=1, setup=setup_for(url, max_trials=1, heartbeat_s=1),
+                                      measure=model_measure(truth_params(), calls))
+    states = {t.number: t.state for t in study.get_trials(deepcopy=False)}
+    assert states[lost.number] == TrialState.FAIL
+    assert calls == [units[0]]  # retried first, measured once
+    assert result.online["trialsDone"] == 1
+
+
+def test_budgets_end_the_search(tmp_path):
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    calls: list[str] = []
+    result, _ = online.profile_online(REQUEST, uid="u4", generation=1, setup=setup_for(url, max_trials=1),
+                                      measure=model_measure(truth_params(), calls))
+    assert len(calls) == 1 and result.online["stopped"] == "trial budget used (1 trials)"
+    clock = iter([time.time()])  # the study starts now; every later look at the clock is an hour on
+
+    def wall() -> float:
+        return next(clock, time.time() + 3600)
+
+    with pytest.raises(online.OnlineError, match=r"no candidate could be measured \(wall-time budget used \(1 min\)\)"):
+        online.profile_online(REQUEST.model_copy(update={"max_wall_minutes": 1.0}), uid="u5", generation=1,
+                              setup=setup_for(url), measure=model_measure(truth_params(), calls), wall=wall)
+    assert len(calls) == 1
+
+
+def test_failed_deployments_are_trials_with_their_reason(tmp_path):
+    from infra.deploy_targets import TargetError
+
+    def broken(unit, req, name):
+        raise TargetError("the engine exited with code 1 before serving: out of memory")
+
+    with pytest.raises(online.OnlineError, match="out of memory"):
+        online.profile_online(REQUEST, uid="u6", generation=1, setup=setup_for(f"sqlite:///{tmp_path / 's.db'}", max_trials=2),
+                              measure=broken)
+    study = optuna.load_study(study_name=studies.study_name("u6", 1), storage=studies.storage(f"sqlite:///{tmp_path / 's.db'}"))
+    failed = study.get_trials(states=(TrialState.FAIL,))
+    assert len(failed) == 2 and len({t.params[online.UNIT_PARAM] for t in failed}) == 2
+    assert failed[0].user_attrs["error"].startswith("not deployed: the engine exited")
+
+
+# --------------------------------------------------------------------------- storage
+
+
+def _optuna_tables(engine) -> set[str]:
+    return set(inspect(engine).get_table_names())
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_studies_live_beside_our_tables_without_colliding(backend, tmp_path, request):
+    url = f"sqlite:///{tmp_path / 's.db'}" if backend == "sqlite" else request.getfixturevalue("pg_url")
+    settings = load_settings({}, database_url=url)
+    migrate.upgrade(settings)
+    store = studies.storage(url)
+    study = studies.open_study(store, studies.study_name("u7", 1))
+    study.enqueue_trial({"unit": "agg tp1"})
+    engine = create_engine(url)
+    try:
+        ours = set(Base.metadata.tables) | {migrate.VERSION_TABLE}
+        tables = _optuna_tables(engine)
+        if backend == "postgresql":
+            optuna_side = set(inspect(engine).get_table_names(schema=studies.OPTUNA_SCHEMA))
+            assert "trials" in optuna_side and "trials" not in tables
+        else:
+            optuna_side = tables - ours
+            assert {"studies", "trials", "trial_heartbeats"} <= optuna_side
+        assert not ours & optuna_side
+        assert migrate.is_up_to_date(settings, engine)  # Optuna's own version table did not confuse ours
+    finally:
+        engine.dispose()
+    again = optuna.load_study(study_name=studies.study_name("u7", 1), storage=studies.storage(url))
+    assert len(again.trials) == 1
+
+
+# --------------------------------------------------------------------------- validation
+
+
+def test_bad_budgets_are_422_naming_the_field(tmp_path):
+    settings = load_settings({}, database_url=f"sqlite:///{tmp_path / 'api.db'}")
+    migrate.upgrade(settings)
+    app = create_app(settings)
+    body = {"apiVersion": "nvidia.com/v1alpha1", "kind": "DynamoGraphDeploymentRequest", "metadata": {"name": "o"},
+            "spec": {"modelName": "meta-llama/Llama-3.1-8B-Instruct", "sla": {"ttft": 300, "itl": 20},
+                     "gpu": {"type": "a100_sxm"}, "online": True,
+                     "profilingConfig": {"config": {"online": {"max_trials": 0, "max_wall_time_minutes": "ten",
+                                                               "concurrency": [4, -1]}}}}}
+    path = "/apis/nvidia.com/v1alpha1/namespaces/default/dynamographdeploymentrequests"
+    with TestClient(app) as client:
+        answer = client.post(path, json=body)
+        assert answer.status_code == 422
+        causes = {c["field"]: c["message"] for c in answer.json()["details"]["causes"]}
+        prefix = "spec.profilingConfig.config.online."
+        assert causes[prefix + "max_trials"] == "must be greater than 0"
+        assert causes[prefix + "max_wall_time_minutes"] == "must be a number"
+        assert causes[prefix + "concurrency[1]"] == "must be greater than 0"
+        assert client.get(path).json()["items"] == []  # nothing stored
+    app.state.engine.dispose()
