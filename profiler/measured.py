@@ -26,6 +26,8 @@ from profiler.calibrate import Prepared, ape, family, fit
 from profiler.config import ServingConfig
 from profiler.errors import ModelError
 from profiler.estimate import evaluate, prepare, stack_prepared
+from profiler.gpus import get_gpu
+from profiler.model_catalog import resolve_model
 from profiler.params import PARAMS, shipped_params
 
 PRIOR_STRENGTH = 0.3
@@ -83,6 +85,12 @@ class Iteration(Protocol):
     mean_output_tokens: float | None
     ttft: _Percentiles
     tpot: _Percentiles
+
+
+def calibration_key(model: str, gpu: str, backend: str) -> tuple[str, str, str]:
+    """The canonical (model id, GPU name, backend) a calibration is stored and found under, so
+    aliases meet. Raises ``ModelError`` naming ``model`` or ``gpu`` when unknown."""
+    return resolve_model(model)[0].hf_id, get_gpu(gpu).name, backend
 
 
 def fitted_names(backend: str) -> tuple[str, ...]:

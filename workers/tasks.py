@@ -24,6 +24,7 @@ from workers import lifecycle
 log = logging.getLogger(__name__)
 
 PLAN_TASK = "slaplan.plan_dgdr"
+ONLINE_TASK = "slaplan.profile_dgdr_online"
 BENCH_TASK = "slaplan.run_benchmarkjob"
 
 Clock = Callable[[], datetime]
@@ -43,16 +44,20 @@ def _load(sessions: SessionFactory, uid: str) -> Resource | None:
         return get_resource_by_uid(session, uid)
 
 
-def process_dgdr(sessions: SessionFactory, uid: str, *, clock: Clock = _utcnow, cluster: Callable | None = None) -> str:
+def process_dgdr(sessions: SessionFactory, uid: str, *, clock: Clock = _utcnow, cluster: Callable | None = None,
+                 online: Callable | None = None) -> str:
     """Plan one DGDR. Returns the outcome: ``ready``, ``failed``, ``done`` (already had a result),
     ``gone`` (deleted), ``superseded`` (changed or claimed by another worker meanwhile) or, with
-    autoApply and a ``cluster`` (a connector, see ``workers.deploy``), ``deploying``."""
+    autoApply and a ``cluster`` (a connector, see ``workers.deploy``), ``deploying``. An
+    ``online: true`` DGDR is profiled by measuring candidates (``workers.online``) on the target
+    ``online()`` sets up (default: the one the environment's settings name)."""
     resource = _load(sessions, uid)
     if resource is None:
         return "gone"
     status = resource.status
     if status.get("state") in lifecycle.DGDR_TERMINAL and status.get("observedGeneration") == resource.generation:
         return "done"
+    from infra.calibrations import find_calibration, with_calibration
     from planner import plan
     from planner import request as request_module
     from planner import status as status_module
@@ -78,7 +83,18 @@ def process_dgdr(sessions: SessionFactory, uid: str, *, clock: Clock = _utcnow, 
         return "superseded"
 
     try:
-        result = plan(request, model=load_model(request.model))
+        if request.online:
+            from workers.online import online_setup, run_online
+
+            setup = online() if online else online_setup(_settings(), cluster)
+            result, claimed = run_online(sessions, claimed, request, setup=setup, clock=clock)
+        else:
+            with session_scope(sessions) as session:
+                calibration = find_calibration(session, request.model, request.gpu, request.backend)
+            params = calibration.params if calibration else None
+            result = with_calibration(plan(request, model=load_model(request.model), params=params), calibration)
+    except (Conflict, NotFound):  # changed, deleted or claimed by another worker during a long online search
+        return "superseded"
     except Exception as exc:  # a bug or a model the catalog cannot size: the request fails, visibly
         log.exception("planning DGDR %s/%s failed", resource.namespace, resource.name)
         failed = make_status(
@@ -110,6 +126,12 @@ def process_dgdr(sessions: SessionFactory, uid: str, *, clock: Clock = _utcnow, 
     return _finish(sessions, claimed, ready, "ready")
 
 
+def _settings():
+    from infra.settings import load_settings
+
+    return load_settings()
+
+
 def _nothing_applied(status: dict[str, Any], generation: int, now: datetime) -> dict[str, Any]:
     """autoApply without a configured cluster: Ready, and DeploymentReady says nothing was applied."""
     status = {k: v for k, v in status.items() if k != "deployment"}
@@ -134,10 +156,12 @@ def _finish(sessions: SessionFactory, claimed: Resource, status: dict[str, Any],
     return outcome
 
 
-def process_benchmarkjob(sessions: SessionFactory, uid: str, *, clock: Clock = _utcnow, runner=None) -> str:
+def process_benchmarkjob(sessions: SessionFactory, uid: str, *, clock: Clock = _utcnow, runner=None,
+                         cluster: Callable | None = None, settings=None) -> str:
     """Run one BenchmarkJob with genai-bench (``workers.bench``): Pending → Running → Completed |
     Failed. Returns ``completed``, ``failed``, ``done`` (already finished), ``gone`` or
-    ``superseded``. ``runner`` replaces ``profiler.bench_runner.run_benchmarkjob`` (tests)."""
+    ``superseded``. ``runner`` replaces ``profiler.bench_runner.run_benchmarkjob`` (tests);
+    ``cluster`` (a connector) resolves ``endpoint.inferenceService`` references."""
     resource = _load(sessions, uid)
     if resource is None:
         return "gone"
@@ -145,7 +169,8 @@ def process_benchmarkjob(sessions: SessionFactory, uid: str, *, clock: Clock = _
         return "done"
     from workers import bench
 
-    return bench.run_job(resource, save=lambda r, status: _save(sessions, r, status), clock=clock, runner=runner)
+    return bench.run_job(resource, save=lambda r, status: _save(sessions, r, status), clock=clock, runner=runner,
+                         cluster=cluster, settings=settings)
 
 
 def _measured(name: str, run: Callable[[], str]) -> str:
@@ -178,7 +203,11 @@ def register_tasks(app) -> None:
     @app.task(name=PLAN_TASK, **common)
     def plan_dgdr(self, uid: str) -> str:
         from workers import deploy
+        from workers.online import wants_online
 
+        if wants_online(sessions_for(app), uid):  # long: measured on the bench queue
+            app.send_task(ONLINE_TASK, args=[uid], queue="bench")
+            return "online"
         cluster = deploy.cluster_for(app)
         if getattr(app, "slaplan_plan_pool", None) is not None and cluster is None:
             from workers.plan_pool import process_dgdr_in_pool
@@ -189,9 +218,22 @@ def register_tasks(app) -> None:
         deploy.track_later(app, uid, outcome)
         return outcome
 
+    @app.task(name=ONLINE_TASK, **common)
+    def profile_dgdr_online(self, uid: str) -> str:
+        from workers import deploy
+        from workers.online import online_setup
+
+        cluster = deploy.cluster_for(app)
+        setup = lambda: online_setup(app.slaplan_settings, cluster)  # noqa: E731
+        outcome = _measured(ONLINE_TASK, lambda: process_dgdr(sessions_for(app), uid, cluster=cluster, online=setup))
+        deploy.track_later(app, uid, outcome)
+        return outcome
+
     @app.task(name=BENCH_TASK, **common)
     def run_benchmarkjob(self, uid: str) -> str:
-        return _measured(BENCH_TASK, lambda: process_benchmarkjob(sessions_for(app), uid))
+        from workers.deploy import cluster_for
+
+        return _measured(BENCH_TASK, lambda: process_benchmarkjob(sessions_for(app), uid, cluster=cluster_for(app)))
 
     from workers.deploy import register_deploy_tasks
 

@@ -1,4 +1,5 @@
-"""``slaplan calibrate``: refit the performance model's parameters from measured serving data.
+"""``slaplan calibrate``: refit the performance model's parameters from measured serving data
+(``--from-benchmarks``: from one deployment's genai-bench results instead, see ``calibrate_measured``).
 
 Deterministic: the same data gives a byte-identical ``params.json`` (sorted keys, values
 rounded to 6 significant digits, no timestamp unless ``--date`` is given). The file holds
@@ -17,6 +18,8 @@ import json
 import sys
 from pathlib import Path
 
+from api.commands import calibrate_measured
+
 DATA_NAME = "measured_serving_calibration.csv"
 GROUPS = ("mode", "backend", "gpu", "family")
 
@@ -32,6 +35,7 @@ def register(subparsers) -> None:
     parser.add_argument("--max-evals", type=int, default=400, help="model evaluations the fit may spend (default 400)")
     parser.add_argument("--cv", action="store_true",
                         help="also run grouped cross-validation and print its error table (slow: one fit per group)")
+    calibrate_measured.add_arguments(parser)
     parser.set_defaults(func=run)
 
 
@@ -57,6 +61,8 @@ def read_rows(path: Path) -> list[dict]:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.from_benchmarks:
+        return calibrate_measured.run(args)
     from profiler.calibrate import cross_validate, fit, prepare_rows
     from profiler.params import PARAMS, shipped_params
 

@@ -73,10 +73,25 @@ def _validate(files: list[str], models: dict) -> tuple[list[PlanRequest], list[s
 
 
 def _plan_one(job) -> PlanResult:
+    from infra.calibrations import with_calibration
     from planner import plan
 
-    request, model = job
-    return plan(request, model=model)
+    request, model, calibration = job
+    params = calibration.params if calibration else None
+    return with_calibration(plan(request, model=model, params=params), calibration)
+
+
+def _calibrations(requests: list[PlanRequest]) -> dict[tuple[str, str, str], object]:
+    """Stored calibrations by (model, gpu, backend), from the service's database
+    (SLAPLAN_DATABASE_URL or the default SQLite file); one that cannot be read is said, and
+    planning goes on with the shipped parameters."""
+    from infra.calibrations import read_calibrations
+    from infra.settings import load_settings
+
+    found, problem = read_calibrations(load_settings(), [(r.model, r.gpu, r.backend) for r in requests])
+    if problem:
+        print(f"note: {problem}; planning with the shipped parameters", file=sys.stderr)
+    return found
 
 
 def _write(path: Path, text: str) -> None:
@@ -179,16 +194,18 @@ def run(args: argparse.Namespace) -> int:
             print(f"error: {e}", file=sys.stderr)
         return 1
     targets = list(TARGETS) if args.target and "all" in args.target else sorted(set(args.target or []))
+    calibrations = _calibrations(requests)
+    jobs = [(r, models[r.model], calibrations.get((r.model, r.gpu, r.backend))) for r in requests]
     workers = args.workers or (min(os.cpu_count() or 1, len(requests)) if len(requests) >= 4 else 1)
     results: list[PlanResult] = []
     if workers > 1:
         with ProcessPoolExecutor(max_workers=workers) as pool:
-            for i, res in enumerate(pool.map(_plan_one, [(r, models[r.model]) for r in requests]), 1):
+            for i, res in enumerate(pool.map(_plan_one, jobs), 1):
                 results.append(res)
                 _progress(i, len(requests))
     else:
-        for i, req in enumerate(requests, 1):
-            results.append(_plan_one((req, models[req.model])))
+        for i, job in enumerate(jobs, 1):
+            results.append(_plan_one(job))
             _progress(i, len(requests))
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

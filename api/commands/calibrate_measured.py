@@ -1,0 +1,216 @@
+"""``slaplan calibrate --from-benchmarks PATH… --model M --gpu G [--backend B] [--tp …]``: fit the
+performance model to genai-bench's measurements of one deployment and store the result for
+later plans of the same model, GPU and backend (in SLAPLAN_DATABASE_URL or the default SQLite
+file, the service's database).
+
+A PATH is a genai-bench experiment folder, a folder of experiment folders (a BenchmarkJob's
+output location), or a BenchmarkJob manifest whose local ``outputLocation`` holds its results
+(its newest run). Everything is read and checked before anything is stored. Exit codes: 0
+stored, 2 invalid input (nothing stored).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
+
+
+class InputError(ValueError):
+    """Input the calibration cannot use; the message starts with the option or path at fault."""
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("calibration from measurements of one deployment")
+    group.add_argument("--from-benchmarks", nargs="+", metavar="PATH",
+                       help="genai-bench result folders, or BenchmarkJob manifests whose outputLocation holds results")
+    group.add_argument("--model", help="the deployment's model (catalog name or Hugging Face id)")
+    group.add_argument("--gpu", help="its GPU type, e.g. h100_sxm")
+    group.add_argument("--backend", default="vllm", choices=("vllm", "sglang", "trtllm"))
+    group.add_argument("--mode", default="agg", choices=("agg", "disagg"))
+    group.add_argument("--tp", type=int, default=1, help="tensor parallelism of each engine")
+    group.add_argument("--pp", type=int, default=1, help="pipeline parallelism")
+    group.add_argument("--dp", type=int, default=1, help="attention data-parallelism")
+    group.add_argument("--ep", type=int, default=1, help="expert parallelism (MoE)")
+    group.add_argument("--replicas", type=int, default=1, help="aggregated engines behind the endpoint")
+    group.add_argument("--prefill-tp", type=int, help="disagg: prefill engine TP (default --tp)")
+    group.add_argument("--decode-tp", type=int, help="disagg: decode engine TP (default --tp)")
+    group.add_argument("--prefill-workers", type=int, default=1, help="disagg: prefill engines")
+    group.add_argument("--decode-workers", type=int, default=1, help="disagg: decode engines")
+    group.add_argument("--precision", help="weights: bf16 | fp8 | fp4 | int4 (default: implied by the model)")
+    group.add_argument("--kv-dtype", help="KV cache: bf16 | fp8 | fp4")
+    group.add_argument("--max-batch", type=int, help="running sequences per engine (default: what KV memory allows)")
+    group.add_argument("--max-num-tokens", type=int, help="tokens per engine step (prefill chunk)")
+    group.add_argument("--root", metavar="DIR", help="where a manifest's file:// and pvc:// locations live "
+                       "(default: $SLAPLAN_BENCH_ROOT or ./bench-results)")
+
+
+def deployment(args: argparse.Namespace):
+    """The measured deployment as a ServingConfig (its load fields are placeholders)."""
+    from profiler.config import Parallel, ServingConfig
+
+    if not args.model:
+        raise InputError("--model: required with --from-benchmarks")
+    if not args.gpu:
+        raise InputError("--gpu: required with --from-benchmarks")
+
+    def parallel(tp: int | None) -> Parallel:
+        return Parallel(tp=tp or args.tp, pp=args.pp, dp=args.dp, moe_ep=args.ep)
+
+    roles = ({"engine": parallel(None), "replicas": args.replicas} if args.mode == "agg" else
+             {"prefill": parallel(args.prefill_tp), "decode": parallel(args.decode_tp),
+              "prefill_workers": args.prefill_workers, "decode_workers": args.decode_workers})
+    return ServingConfig(model=args.model, gpu=args.gpu, backend=args.backend, precision=args.precision,
+                         kv_dtype=args.kv_dtype, mode=args.mode, max_batch=args.max_batch,
+                         max_num_tokens=args.max_num_tokens, isl_tokens=1, osl_tokens=1, **roles)
+
+
+def _is_experiment(folder: Path) -> bool:
+    from profiler.bench_results import result_file_kind
+
+    return any(result_file_kind(p.name) in ("result", "metadata") for p in folder.glob("*.json"))
+
+
+def _manifest_folder(path: Path, root: str | None) -> Path:
+    """The newest experiment folder a BenchmarkJob manifest's outputLocation holds."""
+    from api.commands.bench import load_job
+    from planner.benchmarkjob import BenchmarkJobError, parse_benchmarkjob
+    from profiler.bench_command import output_target
+    from profiler.bench_runner import runner_settings
+
+    try:
+        obj = load_job(str(path))
+        spec = parse_benchmarkjob(obj)
+    except BenchmarkJobError as exc:
+        raise InputError(f"{path}: " + "; ".join(f"{f}: {m}" for f, m in exc.causes)) from exc
+    except Exception as exc:  # unreadable, not YAML
+        raise InputError(f"{path}: {str(exc).splitlines()[0]}") from exc
+    name = str((obj.get("metadata") or {}).get("name") or "benchmark")
+    if spec.output_location is None:
+        raise InputError(f"{path}: spec.outputLocation: not set, so the results' folder is unknown")
+    try:
+        base = Path(output_target(spec.output_location, runner_settings(local_root=root).local_root, name).base_dir)
+    except ValueError as exc:
+        raise InputError(f"{path}: spec.outputLocation: {exc}") from exc
+    wanted = spec.result_folder_name or name
+    runs = [p for p in base.glob(f"{wanted}*") if p.is_dir() and (p.name == wanted or
+            p.name.removeprefix(f"{wanted}-").isdigit()) and _is_experiment(p)]
+    if not runs:
+        raise InputError(f"{path}: spec.outputLocation: no genai-bench results in {base / wanted}")
+    return max(runs, key=lambda p: p.stat().st_mtime)
+
+
+def experiment_folders(paths: list[str], root: str | None) -> list[Path]:
+    """The experiment folders ``paths`` name (see the module docstring)."""
+    out: list[Path] = []
+    for text in paths:
+        path = Path(text)
+        if not path.exists():
+            raise InputError(f"--from-benchmarks: {path} does not exist")
+        if path.is_file():
+            if path.suffix not in MANIFEST_SUFFIXES:
+                raise InputError(f"--from-benchmarks: {path} is neither a folder nor a BenchmarkJob manifest")
+            out.append(_manifest_folder(path, root))
+        elif _is_experiment(path):
+            out.append(path)
+        else:
+            found = sorted(p for p in path.iterdir() if p.is_dir() and _is_experiment(p))
+            if not found:
+                raise InputError(f"--from-benchmarks: {path} holds no genai-bench result files")
+            out += found
+    return out
+
+
+def _served_model(folder: Path) -> str | None:
+    try:
+        meta = json.loads((folder / "experiment_metadata.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return meta.get("api_model_name") if isinstance(meta, dict) else None
+
+
+def check_model(folder: Path, model: str) -> None:
+    """Refuse results whose metadata names a catalog model other than ``model``."""
+    from profiler.errors import ModelError
+    from profiler.model_catalog import resolve_model
+
+    served = _served_model(folder)
+    if not served:
+        return
+    try:
+        theirs = resolve_model(served)[0].hf_id
+    except ModelError:
+        return  # a served name outside the catalog ("llama", say): nothing to compare
+    if theirs != resolve_model(model)[0].hf_id:
+        raise InputError(f"--model: {model!r} does not match {folder}, which measured {served!r}")
+
+
+def measured_iterations(folders: list[Path], model: str):
+    """Every successful iteration of ``folders`` (checked against ``model``)."""
+    from profiler.bench_runner import read_results
+
+    iterations = []
+    for folder in folders:
+        check_model(folder, model)
+        results, _failed = read_results(folder)
+        ok = [r for r in results if r.successes > 0]
+        if not ok:
+            raise InputError(f"--from-benchmarks: {folder} has no iteration with a successful request")
+        iterations += ok
+    return iterations
+
+
+def run(args: argparse.Namespace) -> int:
+    from pydantic import ValidationError
+
+    from infra import migrate
+    from infra.calibrations import save_calibration
+    from infra.db import make_engine, make_session_factory, session_scope
+    from infra.settings import load_settings
+    from profiler.errors import ModelError
+    from profiler.measured import calibration_key, fit_deployment
+
+    try:
+        config = deployment(args)
+        key = calibration_key(config.model, config.gpu, config.backend)
+        folders = experiment_folders(args.from_benchmarks, args.root)
+        iterations = measured_iterations(folders, config.model)
+        fit = fit_deployment(config, iterations)
+    except ModelError as exc:
+        print(f"error: --{exc.field.replace('_', '-')}: {exc.message}", file=sys.stderr)
+        return 2
+    except ValidationError as exc:
+        for e in exc.errors():
+            print(f"error: --{'.'.join(map(str, e['loc'])).replace('_', '-')}: {e['msg']}", file=sys.stderr)
+        return 2
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    settings = load_settings()
+    migrate.upgrade(settings)
+    engine = make_engine(settings)
+    try:
+        with session_scope(make_session_factory(engine)) as session:
+            stored = save_calibration(session, key, fit, source=", ".join(str(f) for f in folders),
+                                      deployment=config.model_dump(mode="json", exclude_none=True,
+                                                                   exclude={"isl_tokens", "osl_tokens"}))
+    finally:
+        engine.dispose()
+    print(report(stored))
+    return 0
+
+
+def report(stored) -> str:
+    """Before/after errors per metric, the scale and what was refined."""
+    f = stored.fit
+    return "\n".join([
+        f"{stored.model} on {stored.gpu} ({stored.backend}): {f.points} measured point(s)",
+        f"  {'metric':8}{'before':>10}{'after':>10}   (median absolute % error)",
+        f"  {'TTFT':8}{f.before.ttft_mdape_pct:>9.1f}%{f.after.ttft_mdape_pct:>9.1f}%",
+        f"  {'TPOT':8}{f.before.tpot_mdape_pct:>9.1f}%{f.after.tpot_mdape_pct:>9.1f}%",
+        f"  times ×{f.scale:.3g} against the parameters it started from; refined: {', '.join(f.fitted) or 'nothing'}",
+        f"stored: later plans of {stored.model} on {stored.gpu} with {stored.backend} use it",
+    ])

@@ -1,0 +1,188 @@
+"""``slaplan calibrate --from-benchmarks``: the real genai-bench measures an emulator 1.4× slower
+than the model, the calibration learns it from those results and later plans (CLI and service)
+use it; bad input is refused by name with nothing stored."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import uuid
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+import yaml
+
+from infra import migrate
+from infra.calibrations import list_calibrations, save_calibration
+from infra.db import make_engine, make_session_factory, session_scope
+from infra.resources import ResourceCreate, create_resource, get_resource_by_uid
+from infra.settings import load_settings
+from procs import SLAPLAN
+from profiler.bench_runner import read_results, runner_settings
+from profiler.config import Parallel, ServingConfig
+from profiler.estimate import estimate
+from profiler.measured import Point, calibration_key, fit_deployment
+from tests.test_emulator import MODEL, start_emulator, stop
+
+ROOT = Path(__file__).resolve().parents[1]
+SLOWER = 1.4
+HELD_OUT = 2
+GPU = "l40s"  # slower steps than an A100: engine times dwarf the client's overheads on a busy machine
+DEPLOYMENT = ServingConfig(model=MODEL, gpu=GPU, engine=Parallel(tp=1), isl_tokens=1, osl_tokens=1)
+DGDR = """apiVersion: nvidia.com/v1beta1
+kind: DynamoGraphDeploymentRequest
+metadata: {name: small}
+spec:
+  model: meta-llama/Llama-3.1-8B-Instruct
+  backend: vllm
+  hardware: {gpuSku: l40s, totalGpus: 1}
+  workload: {isl: 200, osl: 40, concurrency: 1}
+  sla: {ttft: 5000, itl: 200}
+"""
+
+
+def slaplan(*args: str, db: Path, cwd: Path = ROOT) -> subprocess.CompletedProcess:
+    env = dict(os.environ, SLAPLAN_DATABASE_URL=f"sqlite:///{db}")
+    return subprocess.run([*SLAPLAN, *args], cwd=cwd, env=env, stdin=subprocess.DEVNULL, capture_output=True,
+                          text=True, timeout=300)
+
+
+def stored(db: Path):
+    engine = make_engine(load_settings({}, database_url=f"sqlite:///{db}"))
+    try:
+        with session_scope(make_session_factory(engine)) as session:
+            return list_calibrations(session)
+    finally:
+        engine.dispose()
+
+
+@pytest.fixture(scope="module")
+def measured(tmp_path_factory) -> Path:
+    """The experiment folder of a real genai-bench run against an emulator 1.4× slower than the model."""
+    if not Path(runner_settings().genai_bench).is_file():
+        pytest.skip("genai-bench's environment is missing: run scripts/setup.sh (it installs it) "
+                    "or set SLAPLAN_GENAI_BENCH")
+    tmp = tmp_path_factory.mktemp("slow")
+    proc, base = start_emulator("--speed", str(1 / SLOWER), gpu=GPU)
+    try:
+        job = {"apiVersion": "ome.io/v1beta1", "kind": "BenchmarkJob", "metadata": {"name": "slow"},
+               "spec": {"endpoint": {"endpoint": {"url": base + "/v1", "apiFormat": "openai"}},
+                        "task": "text-to-text", "trafficScenarios": ["D(200,40)"], "numConcurrency": [1, HELD_OUT, 4],
+                        "maxTimePerIteration": 3, "maxRequestsPerIteration": 24,
+                        "outputLocation": {"storageUri": "pvc://results/slow"}}}
+        (tmp / "job.yaml").write_text(yaml.safe_dump(job))
+        run = slaplan("bench", str(tmp / "job.yaml"), "--offline", "--root", str(tmp / "root"), "--json",
+                      db=tmp / "unused.db")
+    finally:
+        stop(proc)
+    assert run.returncode == 0, run.stdout + run.stderr
+    return Path(json.loads(run.stdout)["experimentDir"])
+
+
+def test_calibration_learns_a_slower_deployment_and_later_plans_use_it(measured, tmp_path):
+    # Fit on concurrency 1 and 4; concurrency 3 is held out.
+    fit_dir = tmp_path / "fit"
+    shutil.copytree(measured, fit_dir, ignore=shutil.ignore_patterns(f"*_num_concurrency_{HELD_OUT}_*"))
+    db = tmp_path / "s.db"
+    run = slaplan("calibrate", "--from-benchmarks", str(fit_dir), "--model", "llama-3.1-8b", "--gpu", GPU, db=db)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "TTFT" in run.stdout and "TPOT" in run.stdout and "stored" in run.stdout
+    [cal] = stored(db)
+    assert (cal.model, cal.gpu, cal.backend) == calibration_key(MODEL, GPU, "vllm")
+    assert cal.fit.points == 2 and str(fit_dir) in cal.source and cal.deployment["engine"]["tp"] == 1
+    # the error on the fitted points drops substantially, and the slowdown is found
+    assert cal.fit.before.tpot_mdape_pct > 15 and cal.fit.after.tpot_mdape_pct < cal.fit.before.tpot_mdape_pct / 3
+    assert cal.fit.after.ttft_mdape_pct < cal.fit.before.ttft_mdape_pct / 2
+    assert 1.2 < cal.fit.scale < 1.8
+    # the held-out concurrency is predicted within tolerance, and better than before
+    results, _ = read_results(measured)
+    [held] = [r for r in results if r.concurrency == HELD_OUT]
+    at = DEPLOYMENT.model_copy(update=dict(isl_tokens=round(held.mean_input_tokens),
+                                           osl_tokens=round(held.mean_output_tokens), concurrency=HELD_OUT))
+    calibrated, shipped = estimate(at, params=cal.params), estimate(at)
+    assert calibrated.itl_ms == pytest.approx(held.tpot.mean_ms, rel=0.1)
+    assert calibrated.ttft_ms == pytest.approx(held.ttft.mean_ms, rel=0.2)
+    assert abs(calibrated.ttft_ms - held.ttft.mean_ms) < abs(shipped.ttft_ms - held.ttft.mean_ms)
+
+    # a later plan of the same model, GPU and backend uses it and says so
+    (tmp_path / "small.yaml").write_text(DGDR)
+    plans = {}
+    for name, database in (("calibrated", db), ("shipped", tmp_path / "none.db")):
+        run = slaplan("plan", str(tmp_path / "small.yaml"), "--out", str(tmp_path / name), "--quiet", db=database)
+        assert run.returncode == 0, run.stdout + run.stderr
+        plans[name] = json.loads((tmp_path / name / "small.plan.json").read_text())
+    notes = plans["calibrated"]["results"]["assumptions"]
+    assert any(n.startswith("calibrated on 2 measured point(s)") for n in notes)
+    assert not any("calibrated" in n for n in plans["shipped"]["results"]["assumptions"])
+    assert not (tmp_path / "none.db").exists()  # reading never creates the default database
+    # one L40S at concurrency 1: the calibrated plan predicts what was measured there, the shipped one less
+    [one] = [r for r in results if r.concurrency == 1]
+    assert plans["calibrated"]["predicted"]["itl_ms"] == pytest.approx(one.tpot.mean_ms, rel=0.1)
+    assert plans["shipped"]["predicted"]["itl_ms"] < 0.85 * one.tpot.mean_ms
+
+
+def test_a_benchmarkjob_manifest_leads_to_its_results(measured, tmp_path):
+    root = measured.parent.parent.parent  # <root>/results/slow/<experiment>
+    job = yaml.safe_load((root.parent / "job.yaml").read_text())
+    (tmp_path / "job.yaml").write_text(yaml.safe_dump(job))
+    db = tmp_path / "s.db"
+    run = slaplan("calibrate", "--from-benchmarks", str(tmp_path / "job.yaml"), "--root", str(root),
+                  "--model", MODEL, "--gpu", GPU, db=db)
+    assert run.returncode == 0, run.stdout + run.stderr
+    [cal] = stored(db)
+    assert cal.fit.points == 3 and cal.source == str(measured)
+
+
+@pytest.mark.parametrize("case", ["unknown model", "empty folder", "missing path", "other model", "no gpu"])
+def test_invalid_input_is_named_and_nothing_is_stored(measured, tmp_path, case):
+    (tmp_path / "empty").mkdir()
+    args, expected = {
+        "unknown model": ([str(measured), "--model", "no/such-model", "--gpu", GPU], "error: --model: "),
+        "empty folder": ([str(tmp_path / "empty"), "--model", MODEL, "--gpu", GPU],
+                         f"error: --from-benchmarks: {tmp_path / 'empty'} holds no genai-bench result files"),
+        "missing path": ([str(tmp_path / "nope"), "--model", MODEL, "--gpu", GPU],
+                         f"error: --from-benchmarks: {tmp_path / 'nope'} does not exist"),
+        "other model": ([str(measured), "--model", "Qwen/Qwen3-32B", "--gpu", GPU],
+                        f"error: --model: 'Qwen/Qwen3-32B' does not match {measured}"),
+        "no gpu": ([str(measured), "--model", MODEL], "error: --gpu: required"),
+    }[case]
+    db = tmp_path / "s.db"
+    run = slaplan("calibrate", "--from-benchmarks", *args, db=db)
+    assert run.returncode == 2 and run.stderr.startswith(expected), run.stderr
+    assert not db.exists()
+
+
+def test_the_service_plans_with_the_stored_calibration(tmp_path):
+    from workers import lifecycle, tasks
+
+    settings = load_settings({}, database_url=f"sqlite:///{tmp_path / 'w.db'}")
+    migrate.upgrade(settings)
+    engine = make_engine(settings)
+    sessions = make_session_factory(engine)
+    try:
+        slow = [Point(isl_tokens=200, osl_tokens=40, concurrency=c,
+                      ttft_ms=estimate(DEPLOYMENT.model_copy(update=dict(isl_tokens=200, osl_tokens=40, concurrency=c))).ttft_ms * 2,
+                      tpot_ms=estimate(DEPLOYMENT.model_copy(update=dict(isl_tokens=200, osl_tokens=40, concurrency=c))).itl_ms * 2)
+                for c in (1, 4)]
+        fit = fit_deployment(DEPLOYMENT, slow)
+        uids = {}
+        with session_scope(sessions) as s:
+            save_calibration(s, calibration_key(MODEL, GPU, "vllm"), fit, deployment={}, source="a test")
+            for name, gpu in (("calibrated", GPU), ("other-gpu", "h100_sxm")):
+                spec = yaml.safe_load(DGDR)["spec"] | {"hardware": {"gpuSku": gpu, "totalGpus": 1}}
+                uids[name] = create_resource(s, ResourceCreate(
+                    group="nvidia.com", version="v1beta1", kind="DynamoGraphDeploymentRequest",
+                    plural="dynamographdeploymentrequests", namespace="default", name=f"{name}-{uuid.uuid4().hex[:6]}",
+                    spec=spec, status=lifecycle.dgdr_pending(1, datetime.now(UTC)))).uid
+        results = {}
+        for name, uid in uids.items():
+            assert tasks.process_dgdr(sessions, uid) == "ready"
+            with session_scope(sessions) as s:
+                results[name] = json.loads(get_resource_by_uid(s, uid).status["profilingResults"])
+        assert any(a.startswith("calibrated on 2 measured point(s) of a test") for a in results["calibrated"]["assumptions"])
+        assert not any("calibrated" in a for a in results["other-gpu"]["assumptions"])
+    finally:
+        engine.dispose()
