@@ -7,6 +7,10 @@ Pure: takes rows already read (dicts of strings or numbers). Conventions of the 
   the GPU's scale-up (NVLink) domain runs attention TP inside the domain and DP across it
   (``domain`` is the domain size, in GPUs);
 - a ``moe_ep`` of 0 means no expert parallelism;
+- a MoE row whose ``tp`` is recorded as ``moe_tp × moe_ep`` (both above 1) beyond one
+  scale-up domain describes the ``moe_tp``-GPU engine with EP ``moe_ep``: the data holds the
+  very same measurements (to the last digit) under both spellings, so such rows are read as
+  the smaller engine and marked inferred;
 - disaggregated rows without worker counts are read as a deployment sized for its load:
   enough decode workers for ``UNRECORDED_BATCH_PER_RANK`` sequences per attention rank,
   and prefill GPUs in the ratio ``UNRECORDED_DECODE_PER_PREFILL_GPU`` (recorded in the
@@ -53,8 +57,17 @@ def _int(row: dict, key: str, default: int | None = None) -> int:
     return int(x)
 
 
+def _product_spelling(row: dict, prefix: str, moe: bool, domain: int) -> int | None:
+    """The engine's real TP when the row spells ``tp`` as ``moe_tp × moe_ep`` (see above)."""
+    tp, moe_tp = _int(row, f"{prefix}tp", 1) or 1, _int(row, f"{prefix}moe_tp", 1) or 1
+    ep = _int(row, f"{prefix}moe_ep", 1) or 1
+    if moe and tp > domain and moe_tp > 1 and ep > 1 and tp == moe_tp * ep:
+        return moe_tp
+    return None
+
+
 def _parallel(row: dict, prefix: str, heads: int | None, moe: bool, domain: int) -> Parallel:
-    tp = _int(row, f"{prefix}tp", 1) or 1
+    tp = _product_spelling(row, prefix, moe, domain) or _int(row, f"{prefix}tp", 1) or 1
     dp = _int(row, f"{prefix}attn_dp", 1) or 1
     ep = (_int(row, f"{prefix}moe_ep", 1) or 1) if moe else 1
     if moe and heads and heads % tp and dp == 1:
@@ -85,7 +98,10 @@ def row_config(row: dict, heads: int | None = None, moe: bool = False,
                   precision=(str(row["precision"]).strip() or None) if row.get("precision") else None,
                   mode=mode, isl_tokens=_int(row, "isl"), osl_tokens=_int(row, "osl"), concurrency=conc)
     if mode == "agg":
-        return ServingConfig(engine=_parallel(row, "", heads, moe, domain), **common), ()
+        real_tp = _product_spelling(row, "", moe, domain)
+        if real_tp:
+            notes.append(f"tp {row.get('tp')} read as moe_tp × moe_ep: a {real_tp}-GPU engine")
+        return ServingConfig(engine=_parallel(row, "", heads, moe, domain), **common), tuple(notes)
     prefill, decode = _parallel(row, "p_", heads, moe, domain), _parallel(row, "d_", heads, moe, domain)
     pw, dw = _num(row, "p_workers"), _num(row, "d_workers")
     if pw is None or dw is None:
