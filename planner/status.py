@@ -38,6 +38,7 @@ import json
 import math
 from typing import Any
 
+from planner.candidate_table import candidate_table
 from planner.types import Plan, PlanResult
 
 __all__ = [
@@ -164,7 +165,9 @@ def profiling_results(result: PlanResult) -> dict[str, Any]:
         doc["bestTtftMs"] = _num(result.best_ttft_ms)
     if result.best_itl_ms is not None:
         doc["bestItlMs"] = _num(result.best_itl_ms)
-    doc["pareto"] = [_plan_doc(p) for p in pareto_front(result.candidates)]
+    front = pareto_front(result.candidates)
+    doc["pareto"] = [_plan_doc(p) for p in front]
+    doc["candidates"] = candidate_table(result, front)
     doc["assumptions"] = list(result.assumptions)
     doc["evaluated"] = result.evaluated
     if result.online is not None:

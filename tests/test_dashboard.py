@@ -209,16 +209,32 @@ def test_dgdr_page_plan_chart_candidates_and_manifests(seeded, page):
     assert chart.locator("rect.region").count() == 1  # the SLA region
     _shot(page, "dgdr")
 
+    # every evaluated candidate, the chosen one and the Pareto ones marked, as the stored results say
+    results = json.loads(page.request.get(seeded + DGDRS + "/llama-70b").json()["status"]["profilingResults"])
+    stored = [dict(zip(results["candidates"]["columns"], row)) for row in results["candidates"]["rows"]]
+    assert len(stored) == results["candidates"]["total"] == results["evaluated"] > len(results["pareto"])
     table = page.locator("table#candidates")
-    n = table.locator("tbody tr").count()
-    assert n >= 2 and table.locator("tr.is-chosen").count() == 1
+    assert table.locator("tbody tr").count() == len(stored)
+    assert table.locator("tr.is-chosen").count() == 1 and "Chosen" in table.locator("tr.is-chosen").inner_text()
+    assert table.locator("tr.is-pareto").count() == len(results["pareto"]) == sum(c["pareto"] for c in stored)
+    feasible = sum(c["feasible"] for c in stored)
+    assert 0 < feasible < len(stored)  # both kinds, so the filter has something to do
     header = table.locator("th", has=page.get_by_role("button", name="TTFT ms"))
     header.get_by_role("button").click()
     assert header.get_attribute("aria-sort") == "ascending"
-    values = [float(v) for v in table.locator("tbody tr td:nth-child(6)").evaluate_all("els => els.map(e => e.dataset.value)")]
-    assert values == sorted(values)
+    cells = table.locator("tbody tr td:nth-child(6)").evaluate_all("els => els.map(e => e.dataset.value)")
+    values = [float(v) for v in cells if v]
+    assert len(values) >= 2 and values == sorted(values)
     header.get_by_role("button").click()
     assert header.get_attribute("aria-sort") == "descending"
+    page.get_by_label("Feasible only").check()  # submits the filter
+    page.wait_for_url("**feasible=1**")
+    table = page.locator("table#candidates")
+    assert table.locator("tbody tr").count() == feasible
+    assert set(table.locator("tbody tr").evaluate_all("rows => rows.map(r => r.dataset.feasible)")) == {"1"}
+    assert table.locator("tr.is-chosen").count() == 1 and page.get_by_label("Feasible only").is_checked()
+    _shot(page, "dgdr-feasible-candidates")
+    page.goto(seeded + "/ui/dgdr/default/llama-70b")
 
     assert "kind: DynamoGraphDeployment" in page.locator("#code-dynamo").inner_text()
     for target, kind in (("ome", "kind: InferenceService"), ("kthena", "kind: ModelServing"), ("kubeai", "kind: Model")):

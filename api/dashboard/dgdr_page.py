@@ -150,7 +150,8 @@ def manifests_section(resource: Resource, doc: dict[str, Any] | None) -> str:
 <div class="tabs" data-tabs><div role="tablist" aria-label="Deployment targets">{"".join(tabs)}</div>{"".join(panels)}</div></section>"""
 
 
-def render_dgdr(resource: Resource, now: datetime) -> str:
+def render_dgdr(resource: Resource, now: datetime, *, feasible_only: bool = False) -> str:
+    """The page; ``feasible_only`` keeps only the feasible candidates in the table."""
     s = dgdr_summary(resource)
     doc = s["results"]
     state = resource.status.get("state") or "Pending"
@@ -163,7 +164,8 @@ def render_dgdr(resource: Resource, now: datetime) -> str:
         _conditions_table(resource),
     ]
     if doc:
-        parts += [chosen_section(doc), pareto_section(doc), candidates_section(doc)]
+        page_url = f"/ui/dgdr/{q(resource.namespace)}/{q(resource.name)}"
+        parts += [chosen_section(doc), pareto_section(doc), candidates_section(doc, feasible_only=feasible_only, action=page_url)]
         if doc.get("chosen"):
             parts.append(manifests_section(resource, doc))
         parts.append(assumptions_section(doc))

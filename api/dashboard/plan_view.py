@@ -180,18 +180,53 @@ def pareto_section(doc: dict[str, Any]) -> str:
     return f'<section aria-labelledby="pareto-h"><h2 id="pareto-h">Pareto front</h2>{figure(svg, caption, legend)}</section>'
 
 
-def candidates_section(doc: dict[str, Any]) -> str:
-    sla = doc.get("sla") or {}
-    pareto = doc.get("pareto") or []
-    chosen = doc.get("chosen") or {}
-    if not pareto:
-        return ""
-    body = []
-    for i, plan in enumerate(pareto, 1):
-        p = plan.get("predicted") or {}
+def candidate_rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every evaluated candidate as a plan-like dict with ``pareto`` and ``chosen`` marks, chosen
+    first, then the Pareto ones, then feasible ones by GPUs. Results stored before the planner kept
+    every candidate give only their Pareto set."""
+    table = doc.get("candidates") or {}
+    columns, rows = table.get("columns") or [], table.get("rows") or []
+    if not rows:
+        chosen = doc.get("chosen") or {}
+        return [
+            {**plan, "pareto": True,
+             "chosen": bool(chosen) and plan.get("engines") == chosen.get("engines") and plan.get("mode") == chosen.get("mode")}
+            for plan in doc.get("pareto") or []
+        ]
+    out = []
+    for row in rows:
+        cells = dict(zip(columns, row))
+        engines = [dict(zip(("role", "replicas", "tp", "pp", "dp", "ep"), e)) for e in cells.get("engines") or []]
+        predicted = {k: cells.get(k) for k in ("ttftMs", "itlMs", "tokPerSecPerUser", "outputTokPerSecPerGpu", "requestsPerSec")}
+        out.append({**cells, "engines": engines, "predicted": predicted})
+    return sorted(out, key=lambda c: (not c.get("chosen"), not c.get("pareto"), c.get("feasible") is False, c.get("totalGpus") or 0))
+
+
+def _feasible_cell(plan: dict[str, Any], sla: dict[str, Any]) -> tuple[str, str]:
+    """(sort value, html) of the Feasible column: the planner's verdict, or the SLA check."""
+    ok = plan.get("feasible")
+    if ok is None:
         ok = meets(plan, sla)
-        is_chosen = bool(chosen) and plan.get("engines") == chosen.get("engines") and plan.get("mode") == chosen.get("mode")
-        verdict = "—" if ok is None else ("✓ meets" if ok else "✗ misses")
+    if ok is None:
+        return "", "—"
+    if ok:
+        return "1", '<span class="verdict-ok">✓ yes</span>'
+    reason = plan.get("reason") or "misses the SLA"
+    return "0", f'<span class="verdict-bad">✗ no</span> <span class="sub">{h(reason)}</span>'
+
+
+def candidates_section(doc: dict[str, Any], *, feasible_only: bool = False, action: str = "") -> str:
+    """The sortable table of every evaluated candidate; ``feasible_only`` hides the others."""
+    sla = doc.get("sla") or {}
+    plans = candidate_rows(doc)
+    if not plans:
+        return ""
+    shown = [p for p in plans if p.get("feasible", meets(p, sla)) is not False] if feasible_only else plans
+    body = []
+    for i, plan in enumerate(shown, 1):
+        p = plan.get("predicted") or {}
+        feasible_value, feasible_html = _feasible_cell(plan, sla)
+        marks = [m for m, on in (("Chosen", plan.get("chosen")), ("Pareto", plan.get("pareto"))) if on]
         cells = [
             (i, str(i)),
             (plan.get("mode"), h(plan.get("mode"))),
@@ -203,27 +238,37 @@ def candidates_section(doc: dict[str, Any]) -> str:
             (p.get("tokPerSecPerUser"), num(p.get("tokPerSecPerUser"), 1)),
             (p.get("outputTokPerSecPerGpu"), num(p.get("outputTokPerSecPerGpu"), 0)),
             (p.get("requestsPerSec"), num(p.get("requestsPerSec"), 2)),
-            (verdict, verdict),
+            (feasible_value, feasible_html),
+            (" ".join(marks), " ".join(f'<span class="badge badge-{"chosen" if m == "Chosen" else "muted"}">{m}</span>' for m in marks)),
         ]
         tds = "".join(
             f'<td{" class=n" if isinstance(v, (int, float)) else ""} data-value="{h(v if v is not None else "")}">{text}</td>'
             for v, text in cells
         )
-        mark = ' class="is-chosen" aria-label="chosen plan"' if is_chosen else ""
-        body.append(f"<tr{mark}>{tds}</tr>")
-    headers = ["#", "Mode", "Shape", "Engines", "GPUs", "TTFT ms", "ITL ms", "tok/s/user", "tok/s/GPU", "req/s", "SLA"]
+        classes = " ".join(c for c, on in (("is-chosen", plan.get("chosen")), ("is-pareto", plan.get("pareto"))) if on)
+        mark = (f' class="{classes}"' if classes else "") + (' aria-label="chosen plan"' if plan.get("chosen") else "")
+        body.append(f'<tr{mark} data-feasible="{feasible_value}">{tds}</tr>')
+    headers = ["#", "Mode", "Shape", "Engines", "GPUs", "TTFT ms", "ITL ms", "tok/s/user", "tok/s/GPU", "req/s", "Feasible", "Marks"]
     numeric = {"#", "GPUs", "TTFT ms", "ITL ms", "tok/s/user", "tok/s/GPU", "req/s"}
     ths = "".join(
         f'<th scope="col" aria-sort="none"{" class=n" if t in numeric else ""}>'
         f'<button type="button" class="sort" data-type="{"num" if t in numeric else "text"}">{h(t)}</button></th>'
         for t in headers
     )
-    evaluated = doc.get("evaluated")
-    note = f" of {evaluated} evaluated" if evaluated else ""
+    total = (doc.get("candidates") or {}).get("total") or doc.get("evaluated") or len(plans)
+    omitted = (doc.get("candidates") or {}).get("omitted") or 0
+    pareto_n = sum(1 for p in plans if p.get("pareto"))
+    summary = f"{len(shown)} shown of {total} evaluated; {pareto_n} on the Pareto front"
+    if omitted:
+        summary += f"; {omitted} far from the SLA not stored"
+    checked = " checked" if feasible_only else ""
     return f"""<section aria-labelledby="cand-h"><h2 id="cand-h">Candidates</h2>
-<p class="sub">The Pareto-optimal configurations ({len(pareto)}{h(note)}). Sort by any column; the chosen plan is highlighted.</p>
+<p class="sub">{h(summary)}. Sort by any column; the chosen plan is highlighted and marked, Pareto-optimal ones are marked.</p>
+<form class="filters" method="get" action="{h(action)}" data-autosubmit aria-label="Filter candidates">
+<div class="field actions"><label><input type="checkbox" name="feasible" value="1" id="feasible-only"{checked}> Feasible only</label>
+<button type="submit">Apply</button></div></form>
 <div class="table-wrap"><table class="list" id="candidates" data-sortable>
-<caption class="visually-hidden">Pareto-optimal candidates, sortable by column</caption>
+<caption class="visually-hidden">Evaluated candidates, sortable by column</caption>
 <thead><tr>{ths}</tr></thead><tbody>{"".join(body)}</tbody></table></div></section>"""
 
 

@@ -51,13 +51,14 @@ def home(
 
 
 @router.get("/ui/dgdr/{namespace}/{name}", response_class=HTMLResponse)
-def dgdr_page(namespace: str, name: str, session: SessionDep) -> HTMLResponse:
+def dgdr_page(namespace: str, name: str, session: SessionDep, feasible: bool = False) -> HTMLResponse:
+    """The DGDR's page; ``?feasible=1`` lists only the feasible candidates."""
     from api.dashboard.dgdr_page import render_dgdr
 
     found = _find(session, DGDR, namespace, name)
     if found is None:
         return _not_found("DynamoGraphDeploymentRequest", namespace, name)
-    return _html(render_dgdr(found, datetime.now(UTC)))
+    return _html(render_dgdr(found, datetime.now(UTC), feasible_only=feasible))
 
 
 @router.get("/ui/dgdr/{namespace}/{name}/manifests/{target}")

@@ -10,6 +10,13 @@
     root.querySelectorAll("table[data-sortable]").forEach(sortable);
     root.querySelectorAll("[data-tabs]").forEach(tabs);
     root.querySelectorAll("button.copy").forEach(copyButton);
+    root.querySelectorAll("form[data-autosubmit] input[type=checkbox]").forEach(submitOnChange);
+  }
+
+  function submitOnChange(box) {
+    if (box.dataset.enhanced) return;
+    box.dataset.enhanced = "1";
+    box.addEventListener("change", function () { box.form.submit(); });
   }
 
   // ---------------------------------------------------------------- sortable tables
