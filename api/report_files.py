@@ -1,0 +1,45 @@
+"""genai-bench's own result files of a BenchmarkJob: listed and served from the job's local
+results folder (``status.resultsLocation``), never from anywhere else.
+
+A folder is served only when it is a genai-bench experiment folder (it holds
+``experiment_metadata.json``), so a status pointing elsewhere exposes nothing; a file is served
+only when its resolved path (links followed) lies inside that folder.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from profiler.bench_results import METADATA_FILE
+
+MAX_FILES = 500
+
+
+def results_folder(status: dict[str, Any]) -> Path | None:
+    """The job's local genai-bench folder, or None (not run, remote, or not a genai-bench folder)."""
+    where = status.get("resultsLocation")
+    if not isinstance(where, str) or not where.startswith("/"):
+        return None
+    folder = Path(where).resolve()
+    return folder if (folder / METADATA_FILE).is_file() else None
+
+
+def report_files(folder: Path) -> list[tuple[str, int]]:
+    """(path relative to ``folder``, size in bytes) of every regular file inside it, sorted."""
+    out = []
+    for path in sorted(folder.rglob("*")):
+        rel = path.relative_to(folder).as_posix()
+        if path.is_file() and inside(folder, rel) is not None:
+            out.append((rel, path.stat().st_size))
+        if len(out) >= MAX_FILES:
+            break
+    return out
+
+
+def inside(folder: Path, rel: str) -> Path | None:
+    """``folder/rel`` when it is a regular file inside ``folder`` once resolved, else None."""
+    if not rel or rel.startswith("/") or "\\" in rel or "\x00" in rel:
+        return None
+    path = (folder / rel).resolve()
+    return path if path.is_relative_to(folder) and path.is_file() else None

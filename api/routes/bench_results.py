@@ -1,0 +1,75 @@
+"""A BenchmarkJob's results: the stored metrics per (scenario, concurrency), and genai-bench's
+own files (its JSON per iteration, Excel summary, plots and logs) from the job's folder.
+
+``GET …/benchmarkjobs/{name}/results`` answers ``BenchmarkJobResults``; ``GET
+…/benchmarkjobs/{name}/results/files/{path}`` serves one file. 404 ``Status`` when the job, its
+results or the file do not exist (yet).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter
+from fastapi.responses import FileResponse
+
+from api import errors
+from api.deps import SessionDep
+from api.errors import ApiError
+from api.kinds import BENCHMARKJOB
+from api.report_files import inside, report_files, results_folder
+from infra import resources as repo
+
+router = APIRouter(tags=["benchmark results"])
+
+JOB = f"/apis/{BENCHMARKJOB.group}/{{version}}/namespaces/{{namespace}}/{BENCHMARKJOB.plural}/{{name}}"
+
+
+def files_url(version: str, namespace: str, name: str) -> str:
+    return f"/apis/{BENCHMARKJOB.group}/{version}/namespaces/{namespace}/{BENCHMARKJOB.plural}/{name}/results/files"
+
+
+def _job(session, version: str, namespace: str, name: str) -> repo.Resource:
+    if version not in BENCHMARKJOB.versions:
+        raise ApiError(404, "the server could not find the requested resource")
+    key = repo.ResourceKey(group=BENCHMARKJOB.group, plural=BENCHMARKJOB.plural, namespace=namespace, name=name)
+    found = repo.get_resource(session, key)
+    if found is None:
+        raise errors.not_found(BENCHMARKJOB.plural, name, BENCHMARKJOB.group)
+    return found
+
+
+def _no_results(name: str, why: str) -> ApiError:
+    return ApiError(404, f'{BENCHMARKJOB.plural}.{BENCHMARKJOB.group} "{name}" has no results: {why}',
+                    details={"name": name, "group": BENCHMARKJOB.group, "kind": BENCHMARKJOB.plural})
+
+
+@router.get(JOB + "/results", summary="Measured metrics of a BenchmarkJob, and genai-bench's files")
+def results(version: str, namespace: str, name: str, session: SessionDep) -> dict[str, Any]:
+    job = _job(session, version, namespace, name)
+    status = job.status
+    measured = status.get("results")
+    if not isinstance(measured, list) or not measured:
+        raise _no_results(name, f"not measured yet (state {status.get('state') or 'Pending'})")
+    folder = results_folder(status)
+    url = files_url(version, namespace, name)
+    files = [{"path": rel, "bytes": size, "url": f"{url}/{rel}"} for rel, size in report_files(folder)] if folder else []
+    return {
+        "apiVersion": f"{BENCHMARKJOB.group}/{version}", "kind": "BenchmarkJobResults",
+        "metadata": {"name": name, "namespace": namespace},
+        "state": status.get("state"), "resultsLocation": status.get("resultsLocation"),
+        "results": measured, "files": files,
+    }
+
+
+@router.get(JOB + "/results/files/{path:path}", summary="One of genai-bench's result files of a BenchmarkJob")
+def result_file(version: str, namespace: str, name: str, path: str, session: SessionDep) -> FileResponse:
+    job = _job(session, version, namespace, name)
+    folder = results_folder(job.status)
+    if folder is None:
+        raise _no_results(name, "no local genai-bench folder")
+    found = inside(folder, path)
+    if found is None:
+        raise ApiError(404, f'{BENCHMARKJOB.plural}.{BENCHMARKJOB.group} "{name}" has no result file {path!r}',
+                       details={"name": name, "group": BENCHMARKJOB.group, "kind": BENCHMARKJOB.plural})
+    return FileResponse(found, filename=found.name, content_disposition_type="inline")
