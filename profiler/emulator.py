@@ -6,9 +6,10 @@ events, with ``stream_options.include_usage``, or one JSON body), ``GET /v1/mode
 
 Requests are scheduled by ``profiler.emulator_engine`` (continuous batching, a batch limit, a
 queue). Prompt tokens are counted as UTF-8 bytes / ``chars_per_token`` (1.0 by default, which
-is exactly what slaplan's byte-level tokenizer counts). The emulator has no end-of-sequence
-token: it always generates ``max_tokens`` (or ``max_completion_tokens``), so ``ignore_eos`` is
-accepted and changes nothing; ``min_tokens`` is accepted likewise.
+is exactly what slaplan's byte-level tokenizer counts). Answer lengths follow
+``profiler.emulator_length``: ``max_tokens`` (or ``max_completion_tokens``), ``ignore_eos`` and
+``min_tokens`` are honoured; otherwise an answer ends at its sampled end-of-sequence token with
+``finish_reason`` ``"stop"``, or is cut at ``max_tokens`` with ``"length"``.
 """
 
 
@@ -23,8 +24,10 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from profiler.emulator_engine import TTFT_BUCKETS_S, Engine, Sequence, count_tokens, token_text
+from profiler.emulator_length import natural_length, output_plan
 
 DEFAULT_MAX_TOKENS = 256
+DEFAULT_ANSWER_TOKENS = 256
 
 
 class EmulatorSettings(BaseModel):
@@ -35,6 +38,9 @@ class EmulatorSettings(BaseModel):
     served_model_name: str
     chars_per_token: float = Field(default=1.0, gt=0, description="prompt bytes per token")
     default_max_tokens: int = Field(default=DEFAULT_MAX_TOKENS, gt=0)
+    mean_answer_tokens: float = Field(default=DEFAULT_ANSWER_TOKENS, ge=1,
+                                      description="mean natural answer length, tokens (EOS included)")
+    seed: int = Field(default=0, description="seeds the answer lengths")
     description: str = ""
 
 
@@ -66,13 +72,41 @@ def _prompt_text(body: dict[str, Any], chat: bool) -> str | None:
     return prompt if isinstance(prompt, str) else None
 
 
-def _max_tokens(body: dict[str, Any], default: int) -> int | None:
-    value = body.get("max_completion_tokens", body.get("max_tokens"))
-    if value is None:
-        return default
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        return None
-    return value
+class Sampling(BaseModel):
+    """The request fields that decide an answer's length."""
+
+    model_config = ConfigDict(frozen=True)
+
+    max_tokens: int
+    min_tokens: int = 0
+    ignore_eos: bool = False
+    seed: int | None = None
+
+
+def _integer(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _sampling(body: dict[str, Any], default_max_tokens: int) -> Sampling | str:
+    """The request's length fields, or an error message naming the bad field."""
+    field = "max_completion_tokens" if body.get("max_completion_tokens") is not None else "max_tokens"
+    max_tokens = body.get(field)
+    if max_tokens is None:
+        max_tokens = default_max_tokens
+    elif not _integer(max_tokens) or max_tokens < 1:
+        return f"{field}: must be a positive integer"
+    min_tokens = body.get("min_tokens") or 0
+    if not _integer(min_tokens) or min_tokens < 0:
+        return "min_tokens: must be a non-negative integer"
+    if min_tokens > max_tokens:
+        return f"min_tokens: must be less than or equal to {field}={max_tokens}, got {min_tokens}"
+    ignore_eos = body.get("ignore_eos", False)
+    if not isinstance(ignore_eos, bool):
+        return "ignore_eos: must be a boolean"
+    seed = body.get("seed")
+    if seed is not None and not _integer(seed):
+        return "seed: must be an integer"
+    return Sampling(max_tokens=max_tokens, min_tokens=min_tokens, ignore_eos=ignore_eos, seed=seed)
 
 
 def create_app(engine: Engine, settings: EmulatorSettings):
@@ -121,9 +155,10 @@ def create_app(engine: Engine, settings: EmulatorSettings):
         text = _prompt_text(body, chat)
         if text is None:
             return _error(400, "messages: a non-empty list is required" if chat else "prompt: a string is required")
-        max_tokens = _max_tokens(body, settings.default_max_tokens)
-        if max_tokens is None:
-            return _error(400, "max_tokens: must be a positive integer")
+        sampling = _sampling(body, settings.default_max_tokens)
+        if isinstance(sampling, str):
+            return _error(400, sampling)
+        max_tokens = sampling.max_tokens
         prompt_tokens = count_tokens(text, settings.chars_per_token)
         if not engine.fits(prompt_tokens, max_tokens):
             return _error(400, f"This model's maximum context length is {engine.timing.kv_tokens} tokens; "
@@ -132,7 +167,11 @@ def create_app(engine: Engine, settings: EmulatorSettings):
         n = body.get("n", 1)
         if n != 1:
             return _error(400, "n: only 1 is supported")
-        seq = await engine.submit(prompt_tokens, max_tokens)
+        natural = natural_length(text, mean_tokens=settings.mean_answer_tokens, seed=settings.seed,
+                                 request_seed=sampling.seed)
+        tokens, reason = output_plan(natural, max_tokens=max_tokens, min_tokens=sampling.min_tokens,
+                                     ignore_eos=sampling.ignore_eos)
+        seq = await engine.submit(prompt_tokens, max_tokens, tokens, reason)
         rid = ("chatcmpl-" if chat else "cmpl-") + uuid.uuid4().hex
         name = settings.served_model_name
         if body.get("stream"):
@@ -145,10 +184,10 @@ def create_app(engine: Engine, settings: EmulatorSettings):
         except asyncio.CancelledError:
             engine.cancel(seq)
             raise
-        content = "".join(token_text(i, settings.chars_per_token) for i in range(count))
+        content = "".join(_token_text(seq, i, settings.chars_per_token) for i in range(count))
         choice: dict[str, Any] = ({"index": 0, "message": {"role": "assistant", "content": content},
-                                   "logprobs": None, "finish_reason": "length"} if chat else
-                                  {"index": 0, "text": content, "logprobs": None, "finish_reason": "length"})
+                                   "logprobs": None, "finish_reason": seq.finish_reason} if chat else
+                                  {"index": 0, "text": content, "logprobs": None, "finish_reason": seq.finish_reason})
         return JSONResponse({"id": rid, "object": "chat.completion" if chat else "text_completion",
                              "created": int(time.time()), "model": name, "choices": [choice],
                              "usage": _usage(seq, count)})
@@ -167,6 +206,13 @@ def create_app(engine: Engine, settings: EmulatorSettings):
 def _usage(seq: Sequence, completion: int) -> dict[str, int]:
     return {"prompt_tokens": seq.prompt_tokens, "completion_tokens": completion,
             "total_tokens": seq.prompt_tokens + completion}
+
+
+def _token_text(seq: Sequence, index: int, chars_per_token: float) -> str:
+    """The text of output token ``index``; the end-of-sequence token has none."""
+    if seq.finish_reason == "stop" and index == seq.output_tokens - 1:
+        return ""
+    return token_text(index, chars_per_token)
 
 
 async def _collect(seq: Sequence) -> int:
@@ -192,17 +238,18 @@ def _chunk(rid: str, name: str, chat: bool, text: str | None, finish: str | None
 
 async def _stream(engine: Engine, seq: Sequence, rid: str, name: str, chat: bool, usage: bool,
                   chars_per_token: float) -> AsyncIterator[str]:
-    """One SSE event per token; the last token's event carries ``finish_reason``; then the usage
-    event (no choices) when asked for, then ``[DONE]``. A client that goes away frees its slot."""
-    limit = engine.token_limit(seq)
+    """One SSE event per token; the last token's event carries ``finish_reason`` (an
+    end-of-sequence token's event has empty text); then the usage event (no choices) when asked
+    for, then ``[DONE]``. A client that goes away frees its slot."""
     count = 0
     done = False
     try:
         while (event := await seq.events.get()) is not None:
             for _ in range(event):
-                text = token_text(count, chars_per_token)
+                text = _token_text(seq, count, chars_per_token)
                 count += 1
-                yield _chunk(rid, name, chat, text, "length" if count >= limit else None, count == 1)
+                finish = seq.finish_reason if count >= seq.output_tokens else None
+                yield _chunk(rid, name, chat, text, finish, count == 1)
         done = True
         if usage:
             payload = {"id": rid, "object": "chat.completion.chunk" if chat else "text_completion",
@@ -228,7 +275,8 @@ def _metrics_text(engine: Engine, name: str) -> str:
         "# HELP vllm:generation_tokens_total Tokens generated.", "# TYPE vllm:generation_tokens_total counter",
         f"vllm:generation_tokens_total{{{label}}} {s.generated_tokens}",
         "# HELP vllm:request_success_total Requests finished.", "# TYPE vllm:request_success_total counter",
-        f'vllm:request_success_total{{{label},finished_reason="length"}} {s.finished}',
+        *(f'vllm:request_success_total{{{label},finished_reason="{reason}"}} {count}'
+          for reason, count in sorted(s.finished.items())),
         "# HELP slaplan_emulator_requests_total Requests received.", "# TYPE slaplan_emulator_requests_total counter",
         f"slaplan_emulator_requests_total{{{label}}} {s.requests}",
         "# HELP slaplan_emulator_cancelled_total Requests abandoned by their clients.",

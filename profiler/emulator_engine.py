@@ -56,11 +56,17 @@ class Timing(BaseModel):
 
 @dataclass(eq=False)
 class Sequence:
-    """One request inside the engine. ``events`` receives token counts, then ``None`` at the end."""
+    """One request inside the engine. ``events`` receives token counts, then ``None`` at the end.
+
+    It generates ``output_tokens`` tokens (<= ``max_tokens``, see ``profiler.emulator_length``)
+    and ends with ``finish_reason``; its KV reservation is for ``max_tokens``, as the engine
+    cannot know in advance where the answer ends."""
 
     prompt_tokens: int
     max_tokens: int
     arrival: float
+    output_tokens: int = 0
+    finish_reason: str = "length"
     events: asyncio.Queue = field(default_factory=asyncio.Queue)
     prefilled: int = 0
     generated: int = 0
@@ -81,7 +87,7 @@ class Stats:
     """Counters for /metrics (totals since start; times in s)."""
 
     requests: int = 0
-    finished: int = 0
+    finished: dict[str, int] = field(default_factory=lambda: {"stop": 0, "length": 0})
     cancelled: int = 0
     prompt_tokens: int = 0
     generated_tokens: int = 0
@@ -185,13 +191,10 @@ class Rank:
                 s.first_token_at = now
                 self.stats.record_ttft(now - s.arrival)
             s.events.put_nowait(1)
-            if s.generated >= self._limit(s):
+            if s.generated >= s.output_tokens:
                 s.events.put_nowait(None)
-                self.stats.finished += 1
-        self.running = [s for s in self.running if not s.cancelled and s.generated < self._limit(s)]
-
-    def _limit(self, s: Sequence) -> int:
-        return token_limit(self.timing, s)
+                self.stats.finished[s.finish_reason] = self.stats.finished.get(s.finish_reason, 0) + 1
+        self.running = [s for s in self.running if not s.cancelled and s.generated < s.output_tokens]
 
     async def _loop(self) -> None:
         ideal = self.clock()
@@ -250,9 +253,18 @@ class Engine:
         """Whether one request can ever be scheduled (its KV tokens fit one rank)."""
         return prompt_tokens + max_tokens <= self.timing.kv_tokens
 
-    async def submit(self, prompt_tokens: int, max_tokens: int) -> Sequence:
-        """Admit a request after the fixed per-request cost; its ``events`` then yield tokens."""
-        seq = Sequence(prompt_tokens=max(1, prompt_tokens), max_tokens=max(1, max_tokens), arrival=self.clock())
+    async def submit(self, prompt_tokens: int, max_tokens: int, output_tokens: int | None = None,
+                     finish_reason: str = "length") -> Sequence:
+        """Admit a request after the fixed per-request cost; its ``events`` then yield tokens.
+
+        It generates ``output_tokens`` (default and at most ``max_tokens``; 1 on a prefill-only
+        engine) and ends with ``finish_reason``."""
+        max_tokens = max(1, max_tokens)
+        out = max_tokens if output_tokens is None else max(1, min(output_tokens, max_tokens))
+        if self.timing.prefill_only:
+            out, finish_reason = 1, ("stop" if finish_reason == "stop" and out == 1 else "length")
+        seq = Sequence(prompt_tokens=max(1, prompt_tokens), max_tokens=max_tokens, arrival=self.clock(),
+                       output_tokens=out, finish_reason=finish_reason)
         self.stats.requests += 1
         self.stats.prompt_tokens += seq.prompt_tokens
         fixed = self.timing.fixed_s / self.timing.speed
@@ -261,18 +273,10 @@ class Engine:
         min(self.ranks, key=lambda r: r.load).enqueue(seq)
         return seq
 
-    def token_limit(self, seq: Sequence) -> int:
-        return token_limit(self.timing, seq)
-
     def cancel(self, seq: Sequence) -> None:
-        if not seq.cancelled and seq.generated < seq.max_tokens:
+        if not seq.cancelled and seq.generated < seq.output_tokens:
             seq.cancelled = True
             self.stats.cancelled += 1
-
-
-def token_limit(timing: Timing, seq: Sequence) -> int:
-    """Tokens a sequence generates: its max_tokens, or 1 on a prefill-only engine."""
-    return 1 if timing.prefill_only else seq.max_tokens
 
 
 def count_tokens(text: str, chars_per_token: float) -> int:

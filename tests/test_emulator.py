@@ -28,7 +28,7 @@ def start_emulator(*extra: str, model: str = MODEL, gpu: str = "a100_sxm"):
                              "--host", "127.0.0.1", "--port", str(port), *extra],
                             cwd=ROOT, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + 90  # a busy machine imports slowly
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             raise RuntimeError(f"emulator exited: {proc.stderr.read().decode()}")
@@ -38,7 +38,7 @@ def start_emulator(*extra: str, model: str = MODEL, gpu: str = "a100_sxm"):
         except httpx.HTTPError:
             time.sleep(0.2)
     proc.kill()
-    raise RuntimeError("emulator did not start in 30 s")
+    raise RuntimeError("emulator did not start in 90 s")
 
 
 def stop(proc) -> None:
@@ -91,7 +91,7 @@ def test_streaming_chat_with_usage(emulator):
 
 
 def test_streaming_without_usage_and_completions(emulator):
-    body = {"model": MODEL, "prompt": "abcd", "max_tokens": 3, "stream": True}
+    body = {"model": MODEL, "prompt": "abcd", "max_tokens": 3, "stream": True, "ignore_eos": True}
     with httpx.stream("POST", f"{emulator}/v1/completions", json=body, timeout=30) as r:
         events = _events(r)
     assert events[-1] == "[DONE]" and all(e["choices"] for e in events[:-1]) and len(events) == 4
@@ -99,12 +99,12 @@ def test_streaming_without_usage_and_completions(emulator):
 
 
 def test_non_streaming(emulator):
-    r = httpx.post(f"{emulator}/v1/completions", json={"prompt": "abcd", "max_tokens": 4}, timeout=30)
+    r = httpx.post(f"{emulator}/v1/completions", json={"prompt": "abcd", "max_tokens": 4, "ignore_eos": True}, timeout=30)
     data = r.json()
     assert data["choices"][0]["text"] == "abcd" and data["choices"][0]["finish_reason"] == "length"
     assert data["usage"] == {"prompt_tokens": 4, "completion_tokens": 4, "total_tokens": 8}
     r = httpx.post(f"{emulator}/v1/chat/completions", json={"messages": [{"role": "user", "content": "x"}],
-                                                            "max_completion_tokens": 2}, timeout=30)
+                                                            "max_completion_tokens": 2, "ignore_eos": True}, timeout=30)
     assert r.json()["choices"][0]["message"]["content"] == "ab"
 
 
@@ -127,7 +127,7 @@ def test_one_request_takes_what_the_model_says(emulator):
     expected_ttft = timing.fixed_s + timing.prefill_s(400) + timing.decode_step_s(1, 400)
     expected_tpot = timing.decode_step_s(1, 410)
     body = json.dumps({"model": MODEL, "messages": [{"role": "user", "content": prompt}], "max_tokens": 20,
-                       "stream": True}).encode()
+                       "stream": True, "ignore_eos": True}).encode()
     with httpx.Client(timeout=30, headers={"content-type": "application/json"}) as client:
         client.get(f"{emulator}/health")  # one warm connection: no connection set-up in the timing
         start = time.monotonic()
@@ -140,6 +140,140 @@ def test_one_request_takes_what_the_model_says(emulator):
     tpot = (stamps[-1] - stamps[0]) / (len(stamps) - 1)
     assert ttft == pytest.approx(expected_ttft, rel=0.25)
     assert tpot == pytest.approx(expected_tpot, rel=0.15)
+
+
+# --------------------------------------------------------------------------- answer lengths
+
+SHORT = ("--mean-answer-tokens", "4", "--seed", "7")  # answers that end early, with a fixed seed
+
+
+@pytest.fixture(scope="module")
+def short_answers():
+    proc, base = start_emulator(*SHORT)
+    yield base
+    stop(proc)
+
+
+def _chat(base: str, content: str, **fields) -> tuple[list, dict]:
+    """(token events, usage event) of one streamed chat completion."""
+    body = {"messages": [{"role": "user", "content": content}], "stream": True,
+            "stream_options": {"include_usage": True}, **fields}
+    with httpx.stream("POST", f"{base}/v1/chat/completions", json=body, timeout=30) as r:
+        assert r.status_code == 200, r.read()
+        events = _events(r)
+    assert events[-1] == "[DONE]" and events[-2]["choices"] == []
+    return [e for e in events[:-2]], events[-2]["usage"]
+
+
+def test_answers_end_at_their_sampled_length_with_stop(short_answers):
+    from profiler.emulator_length import natural_length
+
+    prompt = "tell me about queues"
+    natural = natural_length(prompt, mean_tokens=4, seed=7)
+    assert natural < 64
+    tokens, usage = _chat(short_answers, prompt, max_tokens=64)
+    assert len(tokens) == natural == usage["completion_tokens"]
+    assert [t["choices"][0]["finish_reason"] for t in tokens] == [None] * (natural - 1) + ["stop"]
+    assert tokens[-1]["choices"][0]["delta"].get("content", "") == ""  # the end-of-sequence token has no text
+    again, usage_again = _chat(short_answers, prompt, max_tokens=64)
+    assert len(again) == natural and usage_again == usage  # the same request gets the same answer
+    # not streamed: the same length, reason and usage; the text leaves the end-of-sequence token out
+    r = httpx.post(f"{short_answers}/v1/chat/completions", timeout=30,
+                   json={"messages": [{"role": "user", "content": prompt}], "max_tokens": 64})
+    data = r.json()
+    assert data["choices"][0]["finish_reason"] == "stop" and data["usage"] == usage
+    assert len(data["choices"][0]["message"]["content"]) == natural - 1
+
+
+def test_ignore_eos_min_tokens_and_max_tokens(short_answers):
+    from profiler.emulator_length import natural_length
+
+    prompt = next(p for p in (f"prompt {i}" for i in range(100)) if natural_length(p, mean_tokens=4, seed=7) >= 3)
+    natural = natural_length(prompt, mean_tokens=4, seed=7)
+    tokens, usage = _chat(short_answers, prompt, max_tokens=40, ignore_eos=True)
+    assert len(tokens) == 40 == usage["completion_tokens"] and tokens[-1]["choices"][0]["finish_reason"] == "length"
+    assert tokens[-1]["choices"][0]["delta"]["content"]  # a real token, not an end of sequence
+    tokens, usage = _chat(short_answers, prompt, max_tokens=40, min_tokens=30)
+    assert len(tokens) == max(natural, 31) == usage["completion_tokens"]  # EOS only after 30 tokens
+    assert tokens[-1]["choices"][0]["finish_reason"] == "stop"
+    tokens, usage = _chat(short_answers, prompt, max_completion_tokens=natural - 1)
+    assert len(tokens) == natural - 1 == usage["completion_tokens"] and tokens[-1]["choices"][0]["finish_reason"] == "length"
+    r = httpx.post(f"{short_answers}/v1/completions", json={"prompt": prompt, "max_tokens": 30, "min_tokens": 30},
+                   timeout=30).json()
+    assert r["choices"][0]["finish_reason"] == "length" and r["usage"]["completion_tokens"] == 30
+    metrics = httpx.get(f"{short_answers}/metrics").text
+    for reason in ("stop", "length"):
+        line = next(ln for ln in metrics.splitlines() if f'finished_reason="{reason}"' in ln)
+        assert int(line.rsplit(" ", 1)[1]) >= 2
+
+
+def test_the_request_seed_changes_answer_lengths(short_answers):
+    from profiler.emulator_length import natural_length
+
+    prompt = "same prompt"
+    seeds = [s for s in range(50) if natural_length(prompt, mean_tokens=4, seed=7, request_seed=s)
+             != natural_length(prompt, mean_tokens=4, seed=7)]
+    assert seeds
+    expected = natural_length(prompt, mean_tokens=4, seed=7, request_seed=seeds[0])
+    tokens, usage = _chat(short_answers, prompt, max_tokens=200, seed=seeds[0])
+    assert len(tokens) == usage["completion_tokens"] == min(expected, 200)
+
+
+@pytest.mark.parametrize("fields,named", [
+    ({"max_tokens": 4, "min_tokens": 5}, "min_tokens"),
+    ({"min_tokens": -1}, "min_tokens"),
+    ({"ignore_eos": "yes"}, "ignore_eos"),
+    ({"seed": "x"}, "seed"),
+    ({"max_completion_tokens": 1.5}, "max_completion_tokens"),
+])
+def test_bad_length_fields_are_named(short_answers, fields, named):
+    r = httpx.post(f"{short_answers}/v1/chat/completions", timeout=30,
+                   json={"messages": [{"role": "user", "content": "x"}], **fields})
+    assert r.status_code == 400 and r.json()["error"]["message"].startswith(named + ":")
+
+
+def test_natural_lengths_are_seeded_geometric():
+    from profiler.emulator_length import natural_length, output_plan
+
+    prompts = [f"question number {i}" for i in range(4000)]
+    lengths = [natural_length(p, mean_tokens=50, seed=1) for p in prompts]
+    assert lengths == [natural_length(p, mean_tokens=50, seed=1) for p in prompts]  # deterministic
+    assert lengths != [natural_length(p, mean_tokens=50, seed=2) for p in prompts]  # the seed matters
+    assert min(lengths) >= 1 and sum(lengths) / len(lengths) == pytest.approx(50, rel=0.08)
+    # geometric: as many answers end within the first 10 tokens as 1 - (1 - 1/50)^10 predicts
+    assert sum(n <= 10 for n in lengths) / len(lengths) == pytest.approx(1 - 0.98 ** 10, abs=0.03)
+    assert all(natural_length(p, mean_tokens=1, seed=1) == 1 for p in prompts[:20])
+    with pytest.raises(ValueError, match="mean_tokens"):
+        natural_length("x", mean_tokens=0.5, seed=1)
+    assert output_plan(7, max_tokens=10) == (7, "stop")
+    assert output_plan(10, max_tokens=10) == (10, "stop")
+    assert output_plan(11, max_tokens=10) == (10, "length")
+    assert output_plan(3, max_tokens=10, ignore_eos=True) == (10, "length")
+    assert output_plan(3, max_tokens=10, min_tokens=5) == (6, "stop")
+    assert output_plan(3, max_tokens=10, min_tokens=10) == (10, "length")
+
+
+def test_prefill_engine_answers_one_token():
+    timing = _timing(prefill_only=True)
+
+    async def go():
+        engine = Engine(timing)
+        engine.start()
+        try:
+            long = await engine.submit(10, 50, 40, "stop")
+            short = await engine.submit(10, 50, 1, "stop")
+            counts = []
+            for seq in (long, short):
+                n = 0
+                while (event := await seq.events.get()) is not None:
+                    n += event
+                counts.append((n, seq.finish_reason))
+            return counts, dict(engine.stats.finished)
+        finally:
+            await engine.stop()
+
+    counts, finished = asyncio.run(go())
+    assert counts == [(1, "length"), (1, "stop")] and finished == {"stop": 1, "length": 1}
 
 
 # --------------------------------------------------------------------------- the scheduler alone

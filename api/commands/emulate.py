@@ -3,6 +3,8 @@
 It serves ``/v1/chat/completions``, ``/v1/completions``, ``/v1/models`` and ``/metrics`` on
 ``--host``:``--port`` until interrupted, so that benchmarks and dashboards can be rehearsed
 without GPUs. ``--speed 2`` makes it twice as fast as the model predicts, ``0.5`` twice as slow.
+Answers end at a sampled length (mean ``--mean-answer-tokens``, seeded by ``--seed``) unless the
+request sets ``ignore_eos``; ``max_tokens`` and ``min_tokens`` are honoured.
 """
 
 from __future__ import annotations
@@ -32,6 +34,11 @@ def register(subparsers) -> None:
     parser.add_argument("--speed", type=float, default=1.0, help="faster (>1) or slower (<1) than the model predicts")
     parser.add_argument("--chars-per-token", type=float, default=1.0,
                         help="prompt bytes per token (1 = slaplan's byte-level tokenizer; ~4 for real tokenizers)")
+    parser.add_argument("--mean-answer-tokens", type=float, default=256,
+                        help="mean length (tokens) of an answer the model ends by itself (sampled per request; "
+                             "requests with ignore_eos always run to max_tokens)")
+    parser.add_argument("--seed", type=int, default=0,
+                        help="seeds the sampled answer lengths (same seed, request and prompt: same length)")
     parser.add_argument("--served-model-name", help="model name in requests and /v1/models (default: --model)")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, required=True)
@@ -49,6 +56,8 @@ def build(args: argparse.Namespace):
         raise ValueError("--speed: must be positive")
     if args.chars_per_token <= 0:
         raise ValueError("--chars-per-token: must be positive")
+    if args.mean_answer_tokens < 1:
+        raise ValueError("--mean-answer-tokens: must be at least 1")
     parallel = Parallel(tp=args.tp, pp=args.pp, dp=args.dp, moe_ep=args.ep)
     model_name, arch = args.model, None
     if args.model.endswith(".json"):
@@ -60,7 +69,8 @@ def build(args: argparse.Namespace):
                             kv_dtype=args.kv_dtype, max_batch=args.max_batch, max_num_tokens=args.max_num_tokens)
     timing, ranks = model_timing(config, args.mode, speed=args.speed, arch=arch)
     settings = EmulatorSettings(served_model_name=args.served_model_name or args.model,
-                                chars_per_token=args.chars_per_token)
+                                chars_per_token=args.chars_per_token,
+                                mean_answer_tokens=args.mean_answer_tokens, seed=args.seed)
     return create_app(Engine(timing, ranks), settings), timing, ranks
 
 
