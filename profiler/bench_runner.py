@@ -43,6 +43,8 @@ class RunnerSettings(BaseModel):
     tokenizer: str | None = Field(default=None, description="a local tokenizer directory (SLAPLAN_BENCH_TOKENIZER)")
     offline: bool | None = Field(default=None, description="no Hugging Face Hub; None = find out (SLAPLAN_OFFLINE, HF_HUB_OFFLINE)")
     probe_timeout_s: float = Field(default=10.0, gt=0)
+    ready_timeout_s: float = Field(default=600.0, ge=0, description="how long (s) a referenced InferenceService "
+                                   "may take to become ready (SLAPLAN_BENCH_READY_TIMEOUT)")
 
 
 def default_genai_bench() -> str:
@@ -70,6 +72,7 @@ def runner_settings(env: Mapping[str, str] | None = None, **overrides: Any) -> R
         "api_key": env.get("SLAPLAN_BENCH_API_KEY") or None,
         "tokenizer": env.get("SLAPLAN_BENCH_TOKENIZER") or None,
         "offline": offline,
+        "ready_timeout_s": env.get("SLAPLAN_BENCH_READY_TIMEOUT") or 600.0,
     }
     values.update({k: v for k, v in overrides.items() if v is not None})
     return RunnerSettings(**values)
@@ -94,7 +97,7 @@ class Failure(Exception):
     """A reason the benchmark cannot run, in plain words."""
 
 
-ServiceResolver = Callable[[InferenceServiceReference], str]
+ServiceResolver = Callable[[InferenceServiceReference], str]  # the base URL; raises Failure saying why not
 
 
 def resolve_endpoint(spec: BenchmarkJobSpec, override: str | None, resolver: ServiceResolver | None) -> str:

@@ -53,7 +53,9 @@ def test_genai_bench_against_the_emulator_matches_the_model(tmp_path):
     proc, base = start_emulator("--speed", str(speed))
     try:
         path = tmp_path / "job.yaml"
-        path.write_text(yaml.safe_dump(job(base + "/v1")))
+        # serviceMetadata names vLLM, so genai-bench sends ignore_eos and every answer has the scenario's length
+        meta = {"engine": "vLLM", "version": "0.10.0", "gpuType": "A100", "gpuCount": 1}
+        path.write_text(yaml.safe_dump(job(base + "/v1", serviceMetadata=meta)))
         run = subprocess.run([sys.executable, "-m", "api.cli", "bench", str(path), "--offline", "--root",
                               str(tmp_path / "root"), "--json"], cwd=ROOT, stdin=subprocess.DEVNULL,
                              capture_output=True, text=True, timeout=240)

@@ -21,6 +21,7 @@ from workers import lifecycle
 log = logging.getLogger(__name__)
 
 Runner = Callable[..., Any]  # (spec, *, name, settings, resolver) -> BenchOutcome
+Connector = Callable[[], Any]  # () -> infra.kube.Cluster
 
 
 def outcome_status(status: dict[str, Any], outcome, now: datetime) -> dict[str, Any]:
@@ -36,9 +37,12 @@ def outcome_status(status: dict[str, Any], outcome, now: datetime) -> dict[str, 
 
 
 def run_job(resource: Resource, *, save: Callable[[Resource, dict[str, Any]], Resource],
-            clock: Callable[[], datetime], runner: Runner | None = None, settings=None) -> str:
+            clock: Callable[[], datetime], runner: Runner | None = None, settings=None,
+            cluster: Connector | None = None) -> str:
     """Claim ``resource``, run it, save the outcome. Returns ``completed``, ``failed`` or
-    ``superseded`` (changed or claimed elsewhere meanwhile)."""
+    ``superseded`` (changed or claimed elsewhere meanwhile). ``endpoint.inferenceService``
+    references are resolved on ``cluster`` (``infra.inference_services``); without one such a
+    job fails saying no cluster is configured."""
     from planner.benchmarkjob import BenchmarkJobError, parse_benchmarkjob
     from profiler.bench_runner import BenchOutcome, run_benchmarkjob, runner_settings
 
@@ -54,8 +58,14 @@ def run_job(resource: Resource, *, save: Callable[[Resource, dict[str, Any]], Re
     except (Conflict, NotFound):
         return "superseded"
     run = runner or run_benchmarkjob
+    settings = settings or runner_settings()
+    resolver = None
+    if cluster is not None:
+        from infra.inference_services import resolver_for
+
+        resolver = resolver_for(cluster, timeout_s=settings.ready_timeout_s)
     try:
-        outcome = run(spec, name=resource.name, settings=settings or runner_settings(), resolver=None)
+        outcome = run(spec, name=resource.name, settings=settings, resolver=resolver)
     except Exception as exc:  # a bug must not leave the job Running forever
         log.exception("benchmark %s/%s failed", resource.namespace, resource.name)
         outcome = BenchOutcome(ok=False, failure=f"benchmark runner error: {type(exc).__name__}: {exc}")

@@ -2,7 +2,8 @@
 
 Prints a table per (scenario, concurrency) and leaves genai-bench's result folder (JSON per
 iteration, its Excel summary and plots) under the job's ``outputLocation`` (``file://`` and
-``pvc://`` locations under ``--root``). Exit codes: 0 completed, 1 the benchmark failed,
+``pvc://`` locations under ``--root``). An ``endpoint.inferenceService`` is resolved on the
+cluster ``--kubeconfig`` or the service's settings name (``infra.inference_services``). Exit codes: 0 completed, 1 the benchmark failed,
 2 the job file is invalid.
 """
 
@@ -26,6 +27,11 @@ def register(subparsers) -> None:
     parser.add_argument("--offline", action="store_true", help="do not use the Hugging Face Hub")
     parser.add_argument("--genai-bench", metavar="PATH", help="the genai-bench program (default: $SLAPLAN_GENAI_BENCH "
                         "or the project's own environment)")
+    parser.add_argument("--kubeconfig", metavar="PATH", help="resolve spec.endpoint.inferenceService on this "
+                        "cluster (default: the cluster SLAPLAN_CLUSTER / SLAPLAN_KUBECONFIG configure)")
+    parser.add_argument("--context", help="kubeconfig context (default: its current context)")
+    parser.add_argument("--ready-timeout", type=float, metavar="S", help="how long a referenced InferenceService "
+                        "may take to become ready (default: $SLAPLAN_BENCH_READY_TIMEOUT or 600 s)")
     parser.add_argument("--json", action="store_true", help="print the outcome as JSON")
     parser.set_defaults(func=run)
 
@@ -41,7 +47,26 @@ def load_job(path: str) -> dict:
     return docs[0]
 
 
+def _resolver(args: argparse.Namespace, timeout_s: float, say):
+    """A resolver of InferenceService references on the configured cluster, or None."""
+    from infra.inference_services import resolver_for
+    from infra.kube import connect
+
+    if args.kubeconfig or args.context:
+        return resolver_for(lambda: connect(kubeconfig=args.kubeconfig, context=args.context), timeout_s=timeout_s,
+                            progress=say)
+    from infra.kube import cluster_from_settings
+    from infra.settings import load_settings
+
+    settings = load_settings()
+    if settings.cluster == "none":
+        return None
+    return resolver_for(lambda: cluster_from_settings(settings), timeout_s=timeout_s, progress=say)
+
+
 def run(args: argparse.Namespace) -> int:
+    from pydantic import ValidationError
+
     from planner.benchmarkjob import KIND, BenchmarkJobError, parse_benchmarkjob
     from profiler.bench_results import status_metrics
     from profiler.bench_runner import run_benchmarkjob, runner_settings, summary
@@ -64,10 +89,16 @@ def run(args: argparse.Namespace) -> int:
             print(f"error: {field}: {message}", file=sys.stderr)
         return 2
     name = str((obj.get("metadata") or {}).get("name") or "benchmark")
-    settings = runner_settings(tokenizer=args.tokenizer, local_root=args.root, genai_bench=args.genai_bench,
-                               offline=True if args.offline else None)
+    try:
+        settings = runner_settings(tokenizer=args.tokenizer, local_root=args.root, genai_bench=args.genai_bench,
+                                   offline=True if args.offline else None, ready_timeout_s=args.ready_timeout)
+    except ValidationError as exc:
+        for error in exc.errors(include_input=False):
+            print(f"error: {'.'.join(map(str, error['loc']))}: {error['msg']}", file=sys.stderr)
+        return 2
+    say = lambda msg: print(msg, file=sys.stderr, flush=True)  # noqa: E731
     outcome = run_benchmarkjob(spec, name=name, settings=settings, endpoint=args.endpoint,
-                               progress=lambda msg: print(msg, file=sys.stderr, flush=True))
+                               resolver=_resolver(args, settings.ready_timeout_s, say), progress=say)
     if args.json:
         print(json.dumps({"ok": outcome.ok, "failure": outcome.failure, "details": outcome.details,
                           "experimentDir": outcome.experiment_dir, "results": status_metrics(outcome.results)},
