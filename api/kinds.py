@@ -39,6 +39,8 @@ class ServedKind:
     editable_states: frozenset[str]
     # convert(object, version) -> the object at that served version (conversion webhook's job).
     convert: Callable[[dict[str, Any], str], dict[str, Any]] = lambda obj, _version: obj
+    # deploys(valid object) -> whether the workers will apply something to the cluster for it.
+    deploys: Callable[[dict[str, Any]], bool] = lambda _obj: False
 
     @property
     def list_kind(self) -> str:
@@ -55,6 +57,12 @@ def _validate_dgdr(obj: dict[str, Any]) -> None:
     except RequestError as exc:
         causes = [(str(f), str(m)) for f, m in (getattr(exc, "causes", None) or [("spec", str(exc))])]
         raise InvalidSpec(causes) from None
+
+
+def _dgdr_deploys(obj: dict[str, Any]) -> bool:
+    from planner.request import parse_dgdr
+
+    return parse_dgdr(obj).auto_apply  # the effective value: v1beta1 defaults to true
 
 
 def _validate_benchmarkjob(obj: dict[str, Any]) -> None:
@@ -80,6 +88,7 @@ DGDR = ServedKind(
     unfinished_states=lifecycle.DGDR_UNFINISHED,
     editable_states=frozenset({"", "Pending"}),
     convert=convert_dgdr,
+    deploys=_dgdr_deploys,
 )
 
 BENCHMARKJOB = ServedKind(

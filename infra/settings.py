@@ -38,6 +38,10 @@ class Settings(BaseModel):
     kubeconfig: str | None = Field(default=None, description="kubeconfig path (None: $KUBECONFIG or ~/.kube/config)")
     kube_context: str | None = Field(default=None, description="kubeconfig context (None: its current context)")
     deploy_check_seconds: float = Field(default=15.0, gt=0, description="how often an applied deployment is checked")
+    allow_unauthenticated_apply: bool = Field(
+        default=False,
+        description="accept autoApply with a cluster configured and no api_token (anyone reaching the API could deploy)",
+    )
     broker_visibility_timeout_s: float = Field(
         default=3600.0,
         gt=0,
@@ -80,6 +84,7 @@ ENV_FIELDS = {
     "SLAPLAN_CLUSTER": "cluster",
     "SLAPLAN_KUBE_CONTEXT": "kube_context",
     "SLAPLAN_DEPLOY_CHECK_SECONDS": "deploy_check_seconds",
+    "SLAPLAN_ALLOW_UNAUTHENTICATED_APPLY": "allow_unauthenticated_apply",
     "SLAPLAN_BROKER_VISIBILITY_TIMEOUT": "broker_visibility_timeout_s",
     "SLAPLAN_ONLINE_TARGET": "online_target",
     "SLAPLAN_ONLINE_ENGINE_COMMAND": "online_engine_command",

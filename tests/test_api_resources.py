@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from datetime import UTC, datetime
 
 import httpx
 import pytest
@@ -314,5 +315,64 @@ def test_readyz_fails_on_an_unmigrated_database(tmp_path):
     try:
         r = TestClient(app).get("/readyz")
         assert r.status_code == 503 and "migrat" in r.json()["message"]
+    finally:
+        app.state.engine.dispose()
+
+
+def test_auto_apply_needs_a_token_when_a_cluster_is_configured(tmp_path):
+    """With a cluster and no token anyone reaching the API could deploy: autoApply is refused
+    (422 naming spec.autoApply) unless allowed; plain planning requests are still accepted."""
+    env = {"SLAPLAN_KUBECONFIG": str(tmp_path / "kubeconfig")}
+    url, stop = _serve(load_settings(env, database_url=f"sqlite:///{tmp_path / 'a.db'}"))
+    try:
+        refused = httpx.post(url + NS_PATH, json=dgdr("applies", autoApply=True))
+        assert refused.status_code == 422, refused.text
+        causes = refused.json()["details"]["causes"]
+        assert [c["field"] for c in causes] == ["spec.autoApply"] and "SLAPLAN_API_TOKEN" in causes[0]["message"]
+        beta = {"apiVersion": f"{GROUP}/v1beta1", "kind": "DynamoGraphDeploymentRequest", "metadata": {"name": "beta-default"},
+                "spec": {"model": "Qwen/Qwen3-32B", "hardware": {"gpuSku": "h200_sxm"}, "sla": {"ttft": 500, "itl": 20}}}
+        beta_path = NS_PATH.replace(V1, "v1beta1")
+        assert httpx.post(url + beta_path, json=beta).status_code == 422  # v1beta1 applies by default
+        assert httpx.post(url + beta_path, json={**beta, "spec": {**beta["spec"], "autoApply": False}}).status_code == 201
+        assert httpx.post(url + NS_PATH, json=dgdr("plans-only")).status_code == 201
+        assert httpx.get(url + NS_PATH + "/applies").status_code == 404  # nothing stored for the refusal
+    finally:
+        stop()
+
+    url, stop = _serve(load_settings({**env, "SLAPLAN_ALLOW_UNAUTHENTICATED_APPLY": "true"},
+                                     database_url=f"sqlite:///{tmp_path / 'b.db'}"))
+    try:
+        assert httpx.post(url + NS_PATH, json=dgdr("applies", autoApply=True)).status_code == 201
+    finally:
+        stop()
+
+    url, stop = _serve(load_settings({**env, "SLAPLAN_API_TOKEN": "t0ken"}, database_url=f"sqlite:///{tmp_path / 'c.db'}"))
+    try:
+        created = httpx.post(url + NS_PATH, json=dgdr("applies", autoApply=True), headers={"authorization": "Bearer t0ken"})
+        assert created.status_code == 201, created.text
+    finally:
+        stop()
+
+
+def test_a_pending_request_cannot_be_patched_into_applying_without_a_token(tmp_path):
+    from fastapi.testclient import TestClient
+
+    from infra.db import session_scope
+    from infra.resources import ResourceCreate, create_resource
+    from workers import lifecycle
+
+    settings = load_settings({"SLAPLAN_KUBECONFIG": str(tmp_path / "kubeconfig")}, database_url=f"sqlite:///{tmp_path / 'p.db'}")
+    migrate.upgrade(settings)
+    app = create_app(settings)
+    try:
+        body = dgdr("waiting")
+        with session_scope(app.state.sessions) as session:  # stored, never enqueued: stays Pending
+            create_resource(session, ResourceCreate(
+                group=GROUP, version=V1, kind=body["kind"], plural=PLURAL, namespace="default", name="waiting",
+                spec=body["spec"], status=lifecycle.dgdr_pending(1, datetime.now(UTC))))
+        r = TestClient(app).patch(NS_PATH + "/waiting", json={"spec": {"autoApply": True}},
+                                  headers={"content-type": "application/merge-patch+json"})
+        assert r.status_code == 422 and r.json()["details"]["causes"][0]["field"] == "spec.autoApply"
+        assert TestClient(app).get(NS_PATH + "/waiting").json()["spec"] == body["spec"]
     finally:
         app.state.engine.dispose()

@@ -121,7 +121,7 @@ async def submit(request: Request, session: SessionDep, enqueue: EnqueueDep) -> 
     metadata = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
     namespace = str(metadata.get("namespace") or "default")
     try:
-        response = create(group, version, namespace, kind.plural, obj, session, enqueue)
+        response = create(group, version, namespace, kind.plural, obj, session, enqueue, request.app.state.settings)
     except ApiError as exc:
         causes: list[dict[str, Any]] = [
             {"field": c.get("field", ""), "message": c.get("message", "")} for c in (exc.details or {}).get("causes") or []

@@ -16,7 +16,7 @@ from fastapi.responses import JSONResponse
 from sqlalchemy.orm import Session
 
 from api import errors
-from api.deps import BodyDep, EnqueueDep, OptionalBodyDep, SessionDep
+from api.deps import BodyDep, EnqueueDep, OptionalBodyDep, SessionDep, SettingsDep
 from api.errors import ApiError
 from api.kinds import InvalidSpec, ServedKind, find_kind
 from api.watch import DEFAULT_TIMEOUT_S, WatchRequest, watch_response
@@ -24,6 +24,7 @@ from api.objects import generate_name, is_label, merge_patch, metadata_causes, r
 from infra import events
 from infra import resources as repo
 from infra.labels import SelectorError, parse_selector
+from infra.settings import Settings
 
 log = logging.getLogger(__name__)
 router = APIRouter(tags=["resources"])
@@ -122,7 +123,14 @@ def list_namespaced(request: Request, group: str, version: str, namespace: str, 
 
 @router.post(NS, status_code=201, summary="Create (JSON or YAML body)")
 def create(
-    group: str, version: str, namespace: str, plural: str, body: BodyDep, session: SessionDep, enqueue: EnqueueDep
+    group: str,
+    version: str,
+    namespace: str,
+    plural: str,
+    body: BodyDep,
+    session: SessionDep,
+    enqueue: EnqueueDep,
+    settings: SettingsDep,
 ) -> JSONResponse:
     kind = _kind(group, version, plural)
     _check_type(body, kind, group, version)
@@ -148,7 +156,7 @@ def create(
         },
         "spec": spec,
     }
-    causes += _spec_causes(kind, obj)
+    causes += _spec_causes(kind, obj, settings)
     if causes:
         raise errors.invalid(kind.kind, group, name or "", causes)
     new = repo.ResourceCreate(
@@ -217,22 +225,31 @@ def patch(
     body: BodyDep,
     session: SessionDep,
     enqueue: EnqueueDep,
+    settings: SettingsDep,
 ) -> dict[str, Any]:
     kind = _kind(group, version, plural)
     _check_merge_type(request)
     current = _load(session, kind, namespace, name)
     desired = merge_patch(_present(kind, version, current), body)
-    return _update(session, enqueue, kind, version, current, desired, require_version=False)
+    return _update(session, enqueue, settings, kind, version, current, desired, require_version=False)
 
 
 @router.put(NS + "/{name}", summary="Replace (metadata.resourceVersion required)")
 def replace(
-    group: str, version: str, namespace: str, plural: str, name: str, body: BodyDep, session: SessionDep, enqueue: EnqueueDep
+    group: str,
+    version: str,
+    namespace: str,
+    plural: str,
+    name: str,
+    body: BodyDep,
+    session: SessionDep,
+    enqueue: EnqueueDep,
+    settings: SettingsDep,
 ) -> dict[str, Any]:
     kind = _kind(group, version, plural)
     _check_type(body, kind, group, version)
     current = _load(session, kind, namespace, name)
-    return _update(session, enqueue, kind, version, current, body, require_version=True)
+    return _update(session, enqueue, settings, kind, version, current, body, require_version=True)
 
 
 @router.patch(NS + "/{name}/status", summary="Merge-patch status")
@@ -275,14 +292,24 @@ def _check_merge_type(request: Request) -> None:
         raise ApiError(415, f'the patch type "{ctype}" is not supported; use application/merge-patch+json')
 
 
-def _spec_causes(kind: ServedKind, obj: dict[str, Any]) -> list[tuple[str, str]]:
+def _spec_causes(kind: ServedKind, obj: dict[str, Any], settings: Settings) -> list[tuple[str, str]]:
     if not isinstance(obj.get("spec"), dict):
         return [("spec", "Required value: spec must be an object")]
     try:
         kind.validate(obj)
     except InvalidSpec as exc:
         return exc.causes
+    if settings.cluster != "none" and settings.api_token is None and not settings.allow_unauthenticated_apply:
+        if kind.deploys(obj):
+            return [("spec.autoApply", UNAUTHENTICATED_APPLY)]
     return []
+
+
+UNAUTHENTICATED_APPLY = (
+    "Forbidden: autoApply would deploy to the configured cluster, and this API has no token, so anyone who can "
+    "reach it could deploy: set SLAPLAN_API_TOKEN, or SLAPLAN_ALLOW_UNAUTHENTICATED_APPLY=true to allow it "
+    "(or set autoApply: false and apply status.generatedDeployment yourself)"
+)
 
 
 def _given_version(body: dict[str, Any]) -> int | None:
@@ -303,6 +330,7 @@ def _present(kind: ServedKind, version: str, resource: repo.Resource) -> dict[st
 def _update(
     session: Session,
     enqueue,
+    settings: Settings,
     kind: ServedKind,
     version: str,
     current: repo.Resource,
@@ -340,7 +368,7 @@ def _update(
                 "metadata": {"name": current.name, "namespace": current.namespace, "labels": labels, "annotations": annotations},
                 "spec": spec,
             }
-            causes += _spec_causes(kind, obj)
+            causes += _spec_causes(kind, obj, settings)
     if causes:
         raise errors.invalid(kind.kind, kind.group, current.name, causes)
     try:
