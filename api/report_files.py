@@ -11,9 +11,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from api.kinds import BENCHMARKJOB
 from profiler.bench_results import METADATA_FILE
 
 MAX_FILES = 500
+
+
+def files_url(version: str, namespace: str, name: str) -> str:
+    """Where the API serves a job's files (append ``/<relative path>``)."""
+    return f"/apis/{BENCHMARKJOB.group}/{version}/namespaces/{namespace}/{BENCHMARKJOB.plural}/{name}/results/files"
 
 
 def results_folder(status: dict[str, Any]) -> Path | None:

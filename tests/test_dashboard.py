@@ -103,16 +103,21 @@ def server(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def seeded(server):
+def seeded(server, tmp_path_factory):
     """Two DGDRs (one feasible, one not) planned to the end, a BenchmarkJob not run yet and one
-    with measurements."""
+    with measurements and genai-bench's folder."""
+    folder = tmp_path_factory.mktemp("genai-bench") / "measured-job"
+    (folder / "logs").mkdir(parents=True)
+    (folder / "experiment_metadata.json").write_text(json.dumps({"api_model_name": "meta-llama/Llama-3.1-8B-Instruct"}))
+    (folder / "logs" / "genai-bench.console.log").write_text("3 iterations measured\n")
     with httpx.Client(base_url=server, timeout=10) as api:
         for body in (_dgdr("llama-70b"), _dgdr("too-fast", ttft=20, itl=2)):
             assert api.post(DGDRS, json=body).status_code == 201
         assert api.post(JOBS, json=_job("waiting-job")).status_code == 201
         assert api.post(JOBS, json=_job("measured-job")).status_code == 201
         status = {"status": {"state": "Completed", "startTime": "2025-01-01T00:00:00Z",
-                             "completionTime": "2025-01-01T00:10:00Z", "details": json.dumps(_measured())}}
+                             "completionTime": "2025-01-01T00:10:00Z", "details": json.dumps(_measured()),
+                             "resultsLocation": str(folder)}}
         patched = api.patch(f"{JOBS}/measured-job/status", content=json.dumps(status),
                             headers={"content-type": "application/merge-patch+json"})
         assert patched.status_code == 200, patched.text
@@ -280,6 +285,12 @@ def test_benchmarkjob_charts_with_sla_lines(seeded, page):
     assert raw.locator("tbody tr").count() == 3
     assert page.get_by_role("link", name="genai-bench report").is_visible()
     _shot(page, "benchmarkjob")
+    # genai-bench's own files are links served from the job's folder (followed without opening a
+    # tab: a bare text file has no icon, and the browser's /favicon.ico 404 would count as an error)
+    href = page.get_by_role("link", name="logs/genai-bench.console.log").get_attribute("href")
+    got = page.request.get(seeded + href)
+    assert got.ok and got.text() == "3 iterations measured\n"
+    assert page.get_by_role("link", name="experiment_metadata.json").is_visible()
 
 
 def test_submit_dgdr_reaches_ready_on_screen(seeded, page):

@@ -5,11 +5,13 @@ files."""
 from __future__ import annotations
 
 from datetime import datetime
+from urllib.parse import quote
 
 from api.dashboard.bench_results import Results, Run, by_scenario, read_results
 from api.dashboard.charts import Rule, Series, chart, figure
 from api.dashboard.html import age, dl, h, iso, num, page, q, state_badge
 from api.dashboard.summaries import bench_summary
+from api.report_files import files_url, report_files, results_folder
 from infra.resources import Resource
 from workers.lifecycle import BENCH_UNFINISHED
 
@@ -116,11 +118,18 @@ def _table(scenario: str, runs: list[Run], sla: dict[str, float]) -> str:
 
 def _reports(resource: Resource, results: Results) -> str:
     items = []
+    folder = results_folder(resource.status)
     for label, where in results.reports:
         if where.startswith(("http://", "https://")):
             items.append(f'<li><a href="{h(where)}">{h(label)}</a></li>')
-        else:
+        elif folder is None or where != resource.status.get("resultsLocation"):
             items.append(f"<li>{h(label)}: <code>{h(where)}</code></li>")
+    if folder is not None:
+        url = files_url(resource.version, q(resource.namespace), q(resource.name))
+        links = "".join(f'<li><a href="{url}/{h(quote(rel))}">{h(rel)}</a> <span class="sub">{_size(size)}</span></li>'
+                        for rel, size in report_files(folder))
+        items.append(f"<li>genai-bench's files, from <code>{h(resource.status['resultsLocation'])}</code>"
+                     f'<ul id="report-files">{links}</ul></li>')
     out = resource.spec.get("outputLocation") or {}
     if out.get("storageUri"):
         folder = resource.spec.get("resultFolderName") or ""
@@ -128,6 +137,10 @@ def _reports(resource: Resource, results: Results) -> str:
     if not items:
         return ""
     return f'<section aria-labelledby="rep-h"><h2 id="rep-h">Report files</h2><ul>{"".join(items)}</ul></section>'
+
+
+def _size(n: int) -> str:
+    return f"{n} B" if n < 1024 else f"{n / 1024:.1f} KiB" if n < 1024**2 else f"{n / 1024**2:.1f} MiB"
 
 
 def render_bench(resource: Resource, now: datetime) -> str:

@@ -17,16 +17,13 @@ from api import errors
 from api.deps import SessionDep
 from api.errors import ApiError
 from api.kinds import BENCHMARKJOB
-from api.report_files import inside, report_files, results_folder
+from api.report_files import files_url, inside, report_files, results_folder
 from infra import resources as repo
 
 router = APIRouter(tags=["benchmark results"])
 
+TEXT_SUFFIXES = (".log", ".txt", ".out")
 JOB = f"/apis/{BENCHMARKJOB.group}/{{version}}/namespaces/{{namespace}}/{BENCHMARKJOB.plural}/{{name}}"
-
-
-def files_url(version: str, namespace: str, name: str) -> str:
-    return f"/apis/{BENCHMARKJOB.group}/{version}/namespaces/{namespace}/{BENCHMARKJOB.plural}/{name}/results/files"
 
 
 def _job(session, version: str, namespace: str, name: str) -> repo.Resource:
@@ -72,4 +69,6 @@ def result_file(version: str, namespace: str, name: str, path: str, session: Ses
     if found is None:
         raise ApiError(404, f'{BENCHMARKJOB.plural}.{BENCHMARKJOB.group} "{name}" has no result file {path!r}',
                        details={"name": name, "group": BENCHMARKJOB.group, "kind": BENCHMARKJOB.plural})
-    return FileResponse(found, filename=found.name, content_disposition_type="inline")
+    text = found.suffix in TEXT_SUFFIXES  # genai-bench's logs: readable in the browser
+    return FileResponse(found, filename=found.name, content_disposition_type="inline",
+                        media_type="text/plain; charset=utf-8" if text else None)
