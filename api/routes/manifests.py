@@ -44,18 +44,20 @@ def _load_planned(session, version: str, namespace: str, name: str) -> repo.Reso
     return found
 
 
-def _rendered(resource: repo.Resource, target: str, dynamo_version: str | None,
+def _rendered(session, resource: repo.Resource, target: str, dynamo_version: str | None,
               kthena_group: str) -> tuple[list[dict[str, Any]], list[str]]:
     stored = resource.status["generatedDeployment"]
     if target == "dynamo" and dynamo_version in (None, stored.get("apiVersion", "").split("/")[-1]):
         return [stored], []
+    from infra.calibrations import find_calibration
     from planner import plan
     from planner.manifests.targets import render_target
     from planner.request import parse_dgdr
     from profiler.hub import load_model
 
     request = parse_dgdr(repo.to_object(resource))
-    result = plan(request, model=load_model(request.model))
+    calibration = find_calibration(session, request.model, request.gpu, request.backend)  # as the worker planned
+    result = plan(request, model=load_model(request.model), params=calibration.params if calibration else None)
     try:
         return render_target(result, target, dynamo_version=dynamo_version or "v1alpha1", kthena_group=kthena_group)
     except ValueError as exc:
@@ -81,7 +83,7 @@ def manifests(
     if kthenaGroup not in KTHENA_GROUPS:
         raise ApiError(400, f"kthenaGroup must be one of {', '.join(KTHENA_GROUPS)}, not {kthenaGroup!r}")
     resource = _load_planned(session, version, namespace, name)
-    items, notes = _rendered(resource, target, dynamoVersion, kthenaGroup)
+    items, notes = _rendered(session, resource, target, dynamoVersion, kthenaGroup)
     headers = {"Warning": ", ".join(f'299 - "{n}"' for n in notes)} if notes else None
     if "yaml" in (request.headers.get("accept") or ""):
         return Response(yaml.safe_dump_all(items, sort_keys=False), media_type="application/yaml", headers=headers)
