@@ -156,3 +156,27 @@ def test_changes_by_a_separate_worker_reach_the_watch(pg_url, redis_url, tmp_pat
     finally:
         for proc in reversed(procs):
             stop(proc)
+
+
+def test_benchmarkjobs_are_watched_too(embedded):
+    api = _api(embedded[0])
+    job = {
+        "apiVersion": "ome.io/v1beta1", "kind": "BenchmarkJob", "metadata": {"name": "watched-job"},
+        "spec": {"endpoint": {"inferenceService": {"name": "llm", "namespace": "serving"}}, "task": "text-to-text",
+                 "maxTimePerIteration": 1, "maxRequestsPerIteration": 10,
+                 "outputLocation": {"storageUri": "s3://bucket/results"}},
+    }
+    start = api.list_namespaced_custom_object("ome.io", "v1beta1", "jobs", "benchmarkjobs")["metadata"]["resourceVersion"]
+    api.create_namespaced_custom_object("ome.io", "v1beta1", "jobs", "benchmarkjobs", job)
+    seen = []
+    w = k8s_watch.Watch()
+    for event in w.stream(api.list_namespaced_custom_object, "ome.io", "v1beta1", "jobs", "benchmarkjobs",
+                          resource_version=start, timeout_seconds=60):
+        state = (event["object"].get("status") or {}).get("state")
+        seen.append((event["type"], state))
+        if state in ("Completed", "Failed") and event["type"] == "MODIFIED":
+            api.delete_namespaced_custom_object("ome.io", "v1beta1", "jobs", "benchmarkjobs", "watched-job")
+        if event["type"] == "DELETED":
+            w.stop()
+    # the embedded worker cannot resolve an InferenceService without a cluster: the job fails
+    assert seen[0] == ("ADDED", "Pending") and ("MODIFIED", "Failed") in seen and seen[-1][0] == "DELETED", seen
