@@ -267,7 +267,9 @@ def test_discovery(server):
     assert {v["version"] for v in by_name["nvidia.com"]["versions"]} == {"v1alpha1", "v1beta1"}
     resources = httpx.get(server + "/apis/ome.io/v1beta1").json()
     assert resources["kind"] == "APIResourceList" and resources["groupVersion"] == "ome.io/v1beta1"
-    assert {"benchmarkjobs", "benchmarkjobs/status"} <= {r["name"] for r in resources["resources"]}
+    by_resource = {r["name"]: r for r in resources["resources"]}
+    assert {"benchmarkjobs", "benchmarkjobs/status"} <= set(by_resource)
+    assert {"list", "watch"} <= set(by_resource["benchmarkjobs"]["verbs"])  # kubectl get -w asks
     assert httpx.get(server + "/apis/ome.io/v9").status_code == 404
 
 

@@ -53,7 +53,7 @@ def resource_list(group: str, version: str) -> dict[str, Any]:
                 "singularName": k.singular,
                 "namespaced": True,
                 "kind": k.kind,
-                "verbs": ["create", "delete", "get", "list", "patch", "update"],
+                "verbs": ["create", "delete", "get", "list", "patch", "update", "watch"],
                 **({"shortNames": list(k.short_names)} if k.short_names else {}),
             }
         )
