@@ -202,9 +202,9 @@ def test_ignore_eos_min_tokens_and_max_tokens(short_answers):
                    timeout=30).json()
     assert r["choices"][0]["finish_reason"] == "length" and r["usage"]["completion_tokens"] == 30
     metrics = httpx.get(f"{short_answers}/metrics").text
-    for reason in ("stop", "length"):
+    for reason, at_least in (("stop", 1), ("length", 3)):  # this test's own requests; others may add
         line = next(ln for ln in metrics.splitlines() if f'finished_reason="{reason}"' in ln)
-        assert int(line.rsplit(" ", 1)[1]) >= 2
+        assert int(line.rsplit(" ", 1)[1]) >= at_least
 
 
 def test_the_request_seed_changes_answer_lengths(short_answers):
