@@ -6,8 +6,9 @@ database, so changes written by any process (an embedded worker's child, a ``sla
 worker`` elsewhere) appear. Without ``resourceVersion`` (or with ``0``) the stream starts
 with an ADDED event per matching object; with one, it carries every change after it, or a
 single ERROR event with a 410 ``Expired`` Status when the history no longer reaches back that
-far. A label selector is applied to each change: an object that starts matching arrives as
-ADDED and one that stops matching as DELETED. ``allowWatchBookmarks`` adds BOOKMARK events
+far. A field selector (``metadata.name``, ``metadata.namespace``) and a label selector are
+applied to each change: an object that starts matching the labels arrives as ADDED and one
+that stops matching as DELETED. ``allowWatchBookmarks`` adds BOOKMARK events
 (only ``metadata.resourceVersion``) after a quiet minute and just before the stream ends at
 ``timeoutSeconds``.
 """
@@ -25,6 +26,8 @@ from fastapi.responses import StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
 from api.errors import status_body
+from api.field_selector import Requirement as FieldRequirement
+from api.field_selector import fields_match
 from infra import events
 from infra import resources as repo
 from infra.labels import Requirement, matches
@@ -46,6 +49,7 @@ class WatchRequest:
     kind: str
     namespace: str | None
     selector: tuple[Requirement, ...]
+    fields: tuple[FieldRequirement, ...]  # field selector (metadata.name / metadata.namespace)
     resource_version: int | None  # None or 0: start with the current objects
     timeout_s: float
     bookmarks: bool
@@ -75,7 +79,7 @@ def _start(sessions, watch: WatchRequest) -> tuple[int, list[dict[str, Any]], di
         if watch.resource_version:
             return watch.resource_version, [], {}, watch.resource_version < events.compacted_through(session)
         items = repo.list_resources(session, watch.group, watch.plural, watch.namespace, watch.selector)
-    objects = [repo.to_object(r) for r in items]
+    objects = [obj for obj in map(repo.to_object, items) if fields_match(watch.fields, obj)]
     return latest, objects, {r.uid: r.resource_version for r in items}, False
 
 
@@ -104,8 +108,8 @@ async def stream(sessions, watch: WatchRequest, present: Present) -> AsyncIterat
         upto, found = await run_in_threadpool(_poll, sessions, watch, after)
         for change in found:
             uid = change.object["metadata"]["uid"]
-            if change.version <= listed.get(uid, 0):
-                continue  # already in the initial list
+            if change.version <= listed.get(uid, 0) or not fields_match(watch.fields, change.object):
+                continue  # already in the initial list, or not selected
             kind = _event_type(change, watch.selector)
             if kind is not None:
                 yield _line(kind, present(change.object))

@@ -180,3 +180,18 @@ def test_benchmarkjobs_are_watched_too(embedded):
             w.stop()
     # the embedded worker cannot resolve an InferenceService without a cluster: the job fails
     assert seen[0] == ("ADDED", "Pending") and ("MODIFIED", "Failed") in seen and seen[-1][0] == "DELETED", seen
+
+
+def test_field_selector_picks_one_object_in_lists_and_watches(embedded):
+    api = _api(embedded[0])
+    for name in ("one", "two"):
+        api.create_namespaced_custom_object(GROUP, "v1alpha1", "fields", PLURAL, _dgdr(name))
+    listed = api.list_namespaced_custom_object(GROUP, "v1alpha1", "fields", PLURAL, field_selector="metadata.name=one")
+    assert [i["metadata"]["name"] for i in listed["items"]] == ["one"]
+    others = api.list_cluster_custom_object(GROUP, "v1alpha1", PLURAL, field_selector="metadata.namespace!=fields")
+    assert all(i["metadata"]["namespace"] != "fields" for i in others["items"])
+    stream = k8s_watch.Watch().stream(api.list_namespaced_custom_object, GROUP, "v1alpha1", "fields", PLURAL,
+                                      field_selector="metadata.name==two", timeout_seconds=1)
+    assert {e["object"]["metadata"]["name"] for e in stream} == {"two"}
+    bad = httpx.get(f"{embedded[0]}/apis/{GROUP}/v1alpha1/{PLURAL}", params={"fieldSelector": "spec.backend=vllm"})
+    assert bad.status_code == 400 and "spec.backend" in bad.json()["message"]

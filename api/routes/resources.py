@@ -19,6 +19,7 @@ from api import errors
 from api.deps import BodyDep, EnqueueDep, OptionalBodyDep, SessionDep, SettingsDep
 from api.errors import ApiError
 from api.kinds import InvalidSpec, ServedKind, find_kind
+from api.field_selector import FieldSelectorError, fields_match, parse_field_selector
 from api.watch import DEFAULT_TIMEOUT_S, WatchRequest, watch_response
 from api.objects import generate_name, is_label, merge_patch, metadata_causes, render
 from infra import events
@@ -57,12 +58,14 @@ class ListQuery:
     def __init__(
         self,
         labelSelector: str | None = None,  # noqa: N803 (Kubernetes' parameter names)
+        fieldSelector: str | None = None,  # noqa: N803
         watch: bool = False,
         resourceVersion: str | None = None,  # noqa: N803
         timeoutSeconds: int | None = Query(default=None, ge=0),  # noqa: N803
         allowWatchBookmarks: bool = False,  # noqa: N803
     ):
         self.label_selector = labelSelector
+        self.field_selector = fieldSelector
         self.watch = watch
         self.resource_version = resourceVersion
         self.timeout_s = timeoutSeconds
@@ -77,21 +80,26 @@ def _list(request: Request, session: Session, kind: ServedKind, version: str, na
         requirements = parse_selector(query.label_selector)
     except SelectorError as exc:
         raise ApiError(400, f"unable to parse requirement: {exc}") from None
+    try:
+        fields = parse_field_selector(query.field_selector)
+    except FieldSelectorError as exc:
+        raise ApiError(400, str(exc)) from None
     if query.watch:
         session.close()  # the stream opens its own sessions, one per poll
-        watch = _watch_request(kind, version, namespace, requirements, query)
+        watch = _watch_request(kind, version, namespace, requirements, fields, query)
         return watch_response(request.app.state.sessions, watch, lambda obj: kind.convert(obj, version))
     latest = events.latest_version(session)
     items = repo.list_resources(session, kind.group, kind.plural, namespace, requirements)
+    objects = [_present(kind, version, r) for r in items]
     return {
         "apiVersion": f"{kind.group}/{version}",
         "kind": kind.list_kind,
         "metadata": {"resourceVersion": str(latest)},
-        "items": [_present(kind, version, r) for r in items],
+        "items": [obj for obj in objects if fields_match(fields, obj)],
     }
 
 
-def _watch_request(kind: ServedKind, version: str, namespace: str | None, selector, query: ListQuery) -> WatchRequest:
+def _watch_request(kind: ServedKind, version: str, namespace: str | None, selector, fields, query: ListQuery) -> WatchRequest:
     try:
         start = int(query.resource_version) if query.resource_version not in (None, "") else None
     except ValueError:
@@ -105,6 +113,7 @@ def _watch_request(kind: ServedKind, version: str, namespace: str | None, select
         kind=kind.kind,
         namespace=namespace,
         selector=selector,
+        fields=fields,
         resource_version=start,
         timeout_s=query.timeout_s if query.timeout_s else DEFAULT_TIMEOUT_S,
         bookmarks=query.bookmarks,
