@@ -108,7 +108,7 @@ def test_next_unit_takes_the_best_prediction_until_none_can_beat_the_best_measur
 def test_search_finds_what_an_exhaustive_sweep_picks_with_few_measurements(tmp_path):
     truth = truth_params()
     calls: list[str] = []
-    result, fit = online.profile_online(REQUEST, uid="u1", generation=1, setup=setup_for(f"sqlite:///{tmp_path / 's.db'}"),
+    result, fit, _ = online.profile_online(REQUEST, uid="u1", generation=1, setup=setup_for(f"sqlite:///{tmp_path / 's.db'}"),
                                         measure=model_measure(truth, calls))
     space = result.online["trials"]
     units = search.units(plan(REQUEST).candidates)
@@ -125,7 +125,7 @@ def test_a_resumed_study_keeps_its_measurements(tmp_path):
     truth, first, second = truth_params(), [], []
     online.profile_online(REQUEST, uid="u2", generation=1, setup=setup_for(url, max_trials=1),
                           measure=model_measure(truth, first))
-    result, _ = online.profile_online(REQUEST, uid="u2", generation=1, setup=setup_for(url, max_trials=4),
+    result, *_ = online.profile_online(REQUEST, uid="u2", generation=1, setup=setup_for(url, max_trials=4),
                                       measure=model_measure(truth, second))
     assert len(first) == 1 and first[0] not in second  # the first measurement was not repeated
     assert [t["unit"] for t in result.online["trials"]][0] == first[0]
@@ -148,9 +148,9 @@ def test_a_lost_workers_trial_is_failed_and_retried(tmp_path):
     lost = studies.ask(study)
     lost.suggest_categorical(online.UNIT_PARAM, units)
     store.record_heartbeat(lost._trial_id)
-    time.sleep(2.5)  # older than the grace period (2 heartbeats)
+    time.sleep(4)  # older than the grace period (2 heartbeats; the database clock counts whole seconds)
     calls: list[str] = []
-    result, _ = online.profile_online(REQUEST, uid="u3", generation=1, setup=setup_for(url, max_trials=1, heartbeat_s=1),
+    result, *_ = online.profile_online(REQUEST, uid="u3", generation=1, setup=setup_for(url, max_trials=1, heartbeat_s=1),
                                       measure=model_measure(truth_params(), calls))
     states = {t.number: t.state for t in study.get_trials(deepcopy=False)}
     assert states[lost.number] == TrialState.FAIL
@@ -161,7 +161,7 @@ def test_a_lost_workers_trial_is_failed_and_retried(tmp_path):
 def test_budgets_end_the_search(tmp_path):
     url = f"sqlite:///{tmp_path / 's.db'}"
     calls: list[str] = []
-    result, _ = online.profile_online(REQUEST, uid="u4", generation=1, setup=setup_for(url, max_trials=1),
+    result, *_ = online.profile_online(REQUEST, uid="u4", generation=1, setup=setup_for(url, max_trials=1),
                                       measure=model_measure(truth_params(), calls))
     assert len(calls) == 1 and result.online["stopped"] == "trial budget used (1 trials)"
     clock = iter([time.time()])  # the study starts now; every later look at the clock is an hour on

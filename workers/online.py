@@ -44,7 +44,12 @@ UNIT_PARAM = "unit"
 
 
 class OnlineError(Exception):
-    """The online search could not produce measurements to plan from (said in plain words)."""
+    """The online search could not produce measurements to plan from (said in plain words).
+    ``resource``: the DGDR as last saved, when progress had been saved before the failure."""
+
+    def __init__(self, message: str, resource: Any = None):
+        super().__init__(message)
+        self.resource = resource
 
 
 @dataclass(frozen=True)
@@ -99,6 +104,62 @@ def measured_points(iterations: list[IterationMetrics]) -> list[search.SweepPoin
     return [search.SweepPoint(concurrency=it.concurrency, ttft_ms=it.ttft.mean_ms, itl_ms=it.tpot.mean_ms,
                               output_tok_s=it.output_tok_s)
             for it in iterations if it.successes > 0 and it.ttft.mean_ms is not None and it.tpot.mean_ms is not None]
+
+
+def wants_online(sessions: Any, uid: str) -> bool:
+    """Whether the stored DGDR ``uid`` asks for online profiling (``spec.online: true``)."""
+    from infra.db import session_scope
+    from infra.resources import get_resource_by_uid
+
+    with session_scope(sessions) as session:
+        resource = get_resource_by_uid(session, uid)
+    return resource is not None and resource.spec.get("online") is True
+
+
+def run_online(sessions: Any, claimed: Any, request: PlanRequest, *, setup: Online,
+               clock: Callable[[], Any]) -> tuple[PlanResult, Any]:
+    """``profile_online`` inside the DGDR's lifecycle: the stored calibration of the model, GPU
+    and backend is where the model starts, progress goes into the Profiling condition, and the
+    new calibration is stored. Returns the result and the DGDR as last saved. Raises
+    OnlineError, and ``infra.resources.Conflict``/``NotFound`` when the DGDR changed or went
+    away meanwhile (another worker claimed it). Any other failure is an OnlineError carrying
+    the DGDR as last saved."""
+    from infra.calibrations import find_calibration, save_calibration
+    from infra.db import session_scope
+    from infra.resources import Conflict, NotFound, update_status
+    from profiler.errors import ModelError
+    from profiler.measured import calibration_key
+    from workers import lifecycle
+
+    current = [claimed]
+
+    def progress(message: str) -> None:
+        condition = lifecycle.condition("Profiling", False, "ProfilingRunning", message, claimed.generation, clock())
+        status = lifecycle.with_condition(current[0].status, condition)
+        with session_scope(sessions) as session:
+            current[0] = update_status(session, status, uid=claimed.uid, expected_version=current[0].resource_version)
+
+    with session_scope(sessions) as session:
+        stored = find_calibration(session, request.model, request.gpu, request.backend)
+    try:
+        result, fit, deployment = profile_online(request, uid=claimed.uid, generation=claimed.generation,
+                                                 setup=setup, params=stored.params if stored else None,
+                                                 progress=progress)
+    except (Conflict, NotFound):
+        raise
+    except Exception as exc:
+        message = str(exc) if isinstance(exc, OnlineError) else f"{type(exc).__name__}: {exc}"
+        raise OnlineError(message, resource=current[0]) from exc
+    try:
+        key = calibration_key(request.model, request.gpu, request.backend)
+    except ModelError:  # a model outside the catalog: nothing to store it under
+        key = None
+    if key is not None:
+        with session_scope(sessions) as session:
+            save_calibration(session, key, fit, deployment=deployment.model_dump(mode="json"),
+                             source=f"online profiling of DGDR {claimed.namespace}/{claimed.name} "
+                                    f"({result.online['best']})")
+    return result, current[0]
 
 
 # --------------------------------------------------------------------------- one trial
@@ -246,9 +307,10 @@ def _ranked(unit_plans: dict[str, Plan], request: PlanRequest, concurrency, para
 def profile_online(request: PlanRequest, *, uid: str, generation: int, setup: Online,
                    model: tuple[Any, str] | None = None, params: dict[str, float] | None = None,
                    measure: Measure | None = None, progress: Callable[[str], None] = lambda message: None,
-                   wall: Callable[[], float] = time.time) -> tuple[PlanResult, Any]:
+                   wall: Callable[[], float] = time.time) -> tuple[PlanResult, Any, Any]:
     """Search, calibrate and plan ``request`` online. Returns the plan result (with
-    ``online`` set) and the calibration fit of the best unit. Raises OnlineError."""
+    ``online`` set), the calibration fit of the best unit and that unit's ``ServingConfig``.
+    Raises OnlineError."""
     from planner import plan
     from profiler.hub import load_model
     from profiler.params import shipped_params
@@ -289,7 +351,8 @@ def profile_online(request: PlanRequest, *, uid: str, generation: int, setup: On
             f"candidates within the SLA")
     doc = online_document(trials, study_name=name, target=setup.target_name, budget=budget, stopped=stopped,
                           fit=fit, best=best, left_out=left_out, request=request)
-    return result.model_copy(update={"online": doc, "assumptions": (*result.assumptions, note)}), fit
+    result = result.model_copy(update={"online": doc, "assumptions": (*result.assumptions, note)})
+    return result, fit, search.deployment(best_unit, request)
 
 
 def _points_doc(points: list[dict]) -> list[dict]:

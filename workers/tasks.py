@@ -97,6 +97,7 @@ def process_dgdr(sessions: SessionFactory, uid: str, *, clock: Clock = _utcnow, 
         return "superseded"
     except Exception as exc:  # a bug or a model the catalog cannot size: the request fails, visibly
         log.exception("planning DGDR %s/%s failed", resource.namespace, resource.name)
+        claimed = getattr(exc, "resource", None) or claimed  # saved since (online progress)
         failed = make_status(
             None, None, observed_generation=generation, state="Failed", now=stamp(),
             error=f"profiling error: {type(exc).__name__}: {exc}", previous=claimed.status,

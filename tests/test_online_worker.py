@@ -1,0 +1,225 @@
+"""Online DGDRs end to end: real engine emulators on loopback ports, the real genai-bench, the
+Optuna study in the real database. The emulators run at a quarter of the model's speed, so the
+calibration has a known answer (times ×4) and the engine's times dwarf HTTP overheads."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import threading
+import time
+import uuid
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+from api.app import create_app
+from infra import migrate
+from infra.calibrations import find_calibration
+from infra.db import make_engine, make_session_factory, session_scope
+from infra.deploy_targets import LocalTarget
+from infra.resources import ResourceCreate, create_resource, get_resource_by_uid
+from infra.settings import load_settings
+from procs import SLAPLAN
+from profiler.bench_runner import runner_settings
+from workers import lifecycle, online, tasks
+
+ROOT = Path(__file__).resolve().parents[1]
+SPEED = 0.25
+MODEL = "meta-llama/Llama-3.1-8B-Instruct"
+PATH = "/apis/nvidia.com/v1alpha1/namespaces/default/dynamographdeploymentrequests"
+
+
+def dgdr(name: str, **online_config) -> dict:
+    config = {"max_trials": 2, "concurrency": [1, 4], **online_config}
+    return {"apiVersion": "nvidia.com/v1alpha1", "kind": "DynamoGraphDeploymentRequest", "metadata": {"name": name},
+            "spec": {"modelName": MODEL, "backend": "vllm", "sla": {"ttft": 1500, "itl": 100, "isl": 100, "osl": 20},
+                     "gpu": {"type": "a100_sxm", "maxNumGPUsPerEngine": 2}, "online": True,
+                     "profilingConfig": {"config": {"online": config}}}}
+
+
+@pytest.fixture(autouse=True)
+def genai_bench():
+    if not Path(runner_settings().genai_bench).is_file():
+        pytest.skip("genai-bench's environment is missing: run scripts/setup.sh (it installs it) or set SLAPLAN_GENAI_BENCH")
+
+
+def _results(status: dict) -> dict:
+    return json.loads(status["profilingResults"])
+
+
+def test_an_online_dgdr_through_a_real_worker(pg_url, redis_url, tmp_path):
+    settings = load_settings({}, database_url=pg_url, broker_url=redis_url)
+    migrate.upgrade(settings)
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "SLAPLAN_DATABASE_URL": pg_url, "SLAPLAN_BROKER_URL": redis_url,
+           "SLAPLAN_ONLINE_EMULATOR_SPEED": str(SPEED), "SLAPLAN_BENCH_ROOT": str(tmp_path / "bench"),
+           "SLAPLAN_OFFLINE": "1"}
+    log = (tmp_path / "worker.log").open("w")
+    worker = subprocess.Popen([*SLAPLAN, "worker", "--queues", "plan,bench", "--pool", "solo", "--concurrency", "1",
+                               "--loglevel", "WARNING", "--hostname", f"online-{uuid.uuid4().hex[:6]}@%h"],
+                              cwd=tmp_path, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
+    app = create_app(settings)
+    seen: list[str] = []
+    try:
+        with TestClient(app) as client:
+            assert client.post(PATH, json=dgdr("online-real")).status_code == 201
+            deadline = time.monotonic() + 240
+            while time.monotonic() < deadline:
+                status = client.get(f"{PATH}/online-real").json().get("status") or {}
+                profiling = next((c for c in status.get("conditions", []) if c["type"] == "Profiling"), {})
+                if status.get("state") == "Profiling" and profiling.get("message", "").startswith("online:"):
+                    seen.append(profiling["message"])
+                if status.get("state") in lifecycle.DGDR_TERMINAL:
+                    break
+                time.sleep(0.5)
+    finally:
+        worker.terminate()
+        try:
+            worker.wait(30)
+        except subprocess.TimeoutExpired:
+            worker.kill()
+            worker.wait(5)
+        log.close()
+        app.state.engine.dispose()
+    assert status.get("state") == "Ready", (status, (tmp_path / "worker.log").read_text()[-3000:])
+    # progress was visible while it ran: trials done of the budget and the best so far
+    assert any(m.startswith("online: 1/2 candidate(s) measured; best so far agg tp") for m in seen), seen
+    results = _results(status)
+    measured = results["online"]
+    assert measured["target"] == "local emulator" and measured["budget"]["maxTrials"] == 2
+    assert 1 <= measured["trialsDone"] <= 2 and measured["sweep"] == {"scenario": "D(100,20)", "concurrency": [1, 4]}
+    trials = [t for t in measured["trials"] if t["state"] == "complete"]
+    assert trials and all({p["concurrency"] for p in t["points"]} == {1, 4} for t in trials)
+    for t in trials:  # genai-bench's own folders are kept
+        assert list(Path(t["resultsLocation"]).glob("D100_20_text-to-text_num_concurrency_*_time_*s.json"))
+    # the emulators ran 4× slower than the model: the calibration found it
+    assert 2.5 < measured["calibration"]["scale"] < 6.0
+    chosen = results["chosen"]
+    best = max(trials, key=lambda t: t["score"])
+    assert measured["best"] == best["unit"] and chosen["mode"] == "agg"
+    itl_at_4 = next(p["itlMs"] for p in best["points"] if p["concurrency"] == 4)
+    assert chosen["predicted"]["itlMs"] == pytest.approx(itl_at_4, rel=0.5)  # planned with measured timing
+    assert status["generatedDeployment"]["kind"] == "DynamoGraphDeployment"
+    engine = make_engine(settings)
+    with session_scope(make_session_factory(engine)) as session:
+        stored = find_calibration(session, MODEL, "a100_sxm", "vllm")
+    engine.dispose()
+    assert stored is not None and "online profiling of DGDR default/online-real" in stored.source
+
+
+# --------------------------------------------------------------------------- restart and failures
+
+
+@pytest.fixture
+def sessions(tmp_path):
+    settings = load_settings({}, database_url=f"sqlite:///{tmp_path / 'o.db'}")
+    migrate.upgrade(settings)
+    engine = make_engine(settings)
+    yield make_session_factory(engine)
+    engine.dispose()
+
+
+def _store(sessions, body: dict) -> str:
+    with session_scope(sessions) as s:
+        return create_resource(s, ResourceCreate(group="nvidia.com", version="v1alpha1", kind=body["kind"],
+                                                 plural="dynamographdeploymentrequests", namespace="default",
+                                                 name=body["metadata"]["name"], spec=body["spec"],
+                                                 status=lifecycle.dgdr_pending(1, datetime.now(UTC)))).uid
+
+
+def _status(sessions, uid):
+    with session_scope(sessions) as s:
+        return get_resource_by_uid(s, uid).status
+
+
+class Recording(LocalTarget):
+    """The local emulator target, remembering what it deployed; ``crash_on`` kills the 'worker'
+    (an exception no handler catches, as a SIGKILL leaves no handler a chance) at that deployment."""
+
+    def __init__(self, deployed: list[str], crash_on: int | None = None):
+        super().__init__(speed=SPEED)
+        self.deployed, self.crash_on = deployed, crash_on
+
+    def up(self, unit, request, name):
+        from planner.online import unit_key
+
+        self.deployed.append(unit_key(unit))
+        if len(self.deployed) == self.crash_on:
+            raise SystemExit("worker lost")
+        return super().up(unit, request, name)
+
+
+def _setup(url: str, tmp_path: Path, target) -> online.Online:
+    runner = runner_settings({}, local_root=str(tmp_path / "bench"), offline=True)
+    return online.Online(database_url=url, target=target, target_name="local emulator", runner=runner, heartbeat_s=1)
+
+
+def _dies_on_call(n: int):
+    """A clock that kills the 'worker' the ``n``-th time it is read (1: claiming the DGDR; 2:
+    saving the progress after the first measurement)."""
+    calls = [0]
+
+    def clock() -> datetime:
+        calls[0] += 1
+        if calls[0] == n:
+            raise SystemExit("worker lost")
+        return datetime.now(UTC)
+
+    return clock
+
+
+def test_a_restarted_worker_resumes_the_study(sessions, tmp_path):
+    url = f"sqlite:///{tmp_path / 'o.db'}"
+    # 1. a worker dies while deploying its first candidate: its trial stays RUNNING
+    lost = _store(sessions, dgdr("lost"))
+    first: list[str] = []
+    with pytest.raises(SystemExit):
+        tasks.process_dgdr(sessions, lost, online=lambda: _setup(url, tmp_path, Recording(first, crash_on=1)))
+    assert _status(sessions, lost)["state"] == "Profiling" and len(first) == 1
+    time.sleep(4)  # its heartbeat goes stale (older than 2 × 1 s, at the database clock's 1 s resolution)
+    second: list[str] = []
+    assert tasks.process_dgdr(sessions, lost, online=lambda: _setup(url, tmp_path, Recording(second))) == "ready"
+    trials = _results(_status(sessions, lost))["online"]["trials"]
+    assert second[0] == first[0] and second.count(first[0]) == 1  # retried once
+    assert [(t["unit"], t["state"]) for t in trials[:2]] == [(first[0], "fail"), (first[0], "complete")]
+    assert "error" not in trials[0]  # lost, not failed on its own: it did not use the budget
+    # 2. a worker dies right after its first measurement: the next one keeps it
+    kept = _store(sessions, dgdr("kept"))
+    first, second = [], []
+    with pytest.raises(SystemExit):
+        tasks.process_dgdr(sessions, kept, clock=_dies_on_call(2),
+                           online=lambda: _setup(url, tmp_path, Recording(first)))
+    assert _status(sessions, kept)["state"] == "Profiling" and len(first) == 1
+    assert tasks.process_dgdr(sessions, kept, online=lambda: _setup(url, tmp_path, Recording(second))) == "ready"
+    measured = _results(_status(sessions, kept))["online"]
+    assert first[0] not in second  # the completed measurement was not repeated
+    assert (measured["trials"][0]["unit"], measured["trials"][0]["state"]) == (first[0], "complete")
+    assert measured["trialsDone"] == 1 + len(second)
+    assert tasks.process_dgdr(sessions, kept) == "done"
+
+
+def test_budget_and_failures_end_in_a_final_state(sessions, tmp_path):
+    url = f"sqlite:///{tmp_path / 'o.db'}"
+    # a wall-time budget shorter than one measurement: the first one counts, then the search stops
+    quick = _store(sessions, dgdr("quick", max_trials=5, max_wall_time_minutes=0.05))
+    deployed: list[str] = []
+    assert tasks.process_dgdr(sessions, quick, online=lambda: _setup(url, tmp_path, Recording(deployed))) == "ready"
+    measured = _results(_status(sessions, quick))["online"]
+    assert len(deployed) == 1 and measured["stopped"] == "wall-time budget used (0.05 min)"
+    # no unit can be brought up: Failed, with the engine's own words
+    broken = _store(sessions, dgdr("broken"))
+    dying = LocalTarget(command="sh -c 'echo no GPU found; exit 1'")
+    assert tasks.process_dgdr(sessions, broken, online=lambda: _setup(url, tmp_path, dying)) == "failed"
+    status = _status(sessions, broken)
+    profiling = next(c for c in status["conditions"] if c["type"] == "Profiling")
+    assert status["state"] == "Failed" and "no candidate could be measured" in profiling["message"]
+    assert "no GPU found" in profiling["message"]
+    # a worker told to deploy on a cluster it does not have
+    nowhere = _store(sessions, dgdr("nowhere"))
+    settings = load_settings({}, database_url=url, online_target="kubernetes")
+    assert tasks.process_dgdr(sessions, nowhere, online=lambda: online.online_setup(settings)) == "failed"
+    profiling = next(c for c in _status(sessions, nowhere)["conditions"] if c["type"] == "Profiling")
+    assert "online_target is kubernetes but no cluster is configured" in profiling["message"]
