@@ -95,7 +95,8 @@ def _sampling(body: dict[str, Any], default_max_tokens: int) -> Sampling | str:
         max_tokens = default_max_tokens
     elif not _integer(max_tokens) or max_tokens < 1:
         return f"{field}: must be a positive integer"
-    min_tokens = body.get("min_tokens") or 0
+    min_tokens = body.get("min_tokens")
+    min_tokens = 0 if min_tokens is None else min_tokens
     if not _integer(min_tokens) or min_tokens < 0:
         return "min_tokens: must be a non-negative integer"
     if min_tokens > max_tokens:
