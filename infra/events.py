@@ -14,6 +14,7 @@ dropped, so a watch resuming from before it is told its version has expired.
 from __future__ import annotations
 
 from datetime import datetime
+from functools import cache
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
@@ -44,13 +45,20 @@ def _counter(session: Session, name: str) -> int | None:
     return session.scalar(select(CounterRow.value).where(CounterRow.name == name))
 
 
+@cache
+def _bump():
+    """UPDATE … RETURNING of the version counter (built once: statement building costs more than running it)."""
+    counters = CounterRow.__table__  # Core, not ORM: no session synchronisation to pay for
+    return update(counters).where(counters.c.name == VERSION).values(value=counters.c.value + 1).returning(counters.c.value)
+
+
 def next_version(session: Session) -> int:
     """Take the next resource version (locks the counter until this transaction ends)."""
-    bumped = session.execute(update(CounterRow).where(CounterRow.name == VERSION).values(value=CounterRow.value + 1))
-    if bumped.rowcount != 1:  # a database created without the migration's counter row
-        start = session.scalar(select(func.coalesce(func.max(ResourceRow.resource_version), 0)))
-        session.execute(insert(CounterRow).values(name=VERSION, value=int(start) + 1))
-    return int(_counter(session, VERSION))
+    version = session.scalar(_bump())
+    if version is None:  # a database created without the migration's counter row
+        version = int(session.scalar(select(func.coalesce(func.max(ResourceRow.resource_version), 0)))) + 1
+        session.execute(insert(CounterRow).values(name=VERSION, value=version))
+    return int(version)
 
 
 def latest_version(session: Session) -> int:
@@ -75,19 +83,18 @@ def record(
 ) -> None:
     """Remember that ``obj`` (a Kubernetes object with its new resourceVersion) changed."""
     meta = obj["metadata"]
-    session.execute(
-        insert(ResourceEventRow).values(
-            version=int(meta["resourceVersion"]),
-            type=kind,
-            group=group,
-            plural=plural,
-            namespace=meta["namespace"],
-            labels=meta.get("labels") or {},
-            prior_labels=prior_labels,
-            object=obj,
-            created_at=at,
-        )
-    )
+    row = {
+        "version": int(meta["resourceVersion"]),
+        "type": kind,
+        "group": group,
+        "plural": plural,
+        "namespace": meta["namespace"],
+        "labels": meta.get("labels") or {},
+        "prior_labels": prior_labels,
+        "object": obj,
+        "created_at": at,
+    }
+    session.execute(insert(ResourceEventRow.__table__), row)
 
 
 def changes(session: Session, group: str, plural: str, namespace: str | None, *, after: int, upto: int, limit: int = 500):
