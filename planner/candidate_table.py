@@ -28,10 +28,10 @@ COLUMNS = (
     "mode", "engines", "totalGpus", "ttftMs", "itlMs", "tokPerSecPerUser", "outputTokPerSecPerGpu",
     "requestsPerSec", "costPerHour", "feasible", "reason", "pareto", "chosen",
 )
-# Rows kept at most (~260 kB): the table lives in the object's status, which must stay well
+# Rows kept at most (~130 kB): the table lives in the object's status, which must stay well
 # under Kubernetes' ~1.5 MB object limit. Beyond it the chosen, Pareto and feasible candidates
 # are kept first, then the infeasible ones closest to the SLA.
-MAX_ROWS = 2000
+MAX_ROWS = 1000
 
 
 def _short(x: float | None) -> float | None:
