@@ -35,6 +35,7 @@ from infra.labels import Requirement, matches
 POLL_S = 0.25  # how often the history is read, seconds
 BOOKMARK_EVERY_S = 60.0  # quiet time after which a BOOKMARK is sent, seconds
 DEFAULT_TIMEOUT_S = 1800  # a watch without timeoutSeconds ends after this, seconds (clients re-watch)
+PAGE = 500  # changes read per poll at most
 
 Present = Callable[[dict[str, Any]], dict[str, Any]]
 
@@ -72,23 +73,25 @@ def _event_type(change: events.Change, selector: tuple[Requirement, ...]) -> str
     return "DELETED" if before else None
 
 
-def _start(sessions, watch: WatchRequest) -> tuple[int, list[dict[str, Any]], dict[str, int], bool]:
-    """(version to stream after, initial objects, their versions by uid, expired?)."""
+def _start(sessions, watch: WatchRequest) -> tuple[int, list[dict[str, Any]], dict[str, int], int]:
+    """(version to stream after, initial objects, their versions by uid, the version the history
+    was compacted through when the requested one is older than that, else 0)."""
     with sessions() as session:
         latest = events.latest_version(session)  # read first: nothing committed after it is missed
         if watch.resource_version:
-            return watch.resource_version, [], {}, watch.resource_version < events.compacted_through(session)
+            compacted = events.compacted_through(session)
+            return watch.resource_version, [], {}, compacted if watch.resource_version < compacted else 0
         items = repo.list_resources(session, watch.group, watch.plural, watch.namespace, watch.selector)
     objects = [obj for obj in map(repo.to_object, items) if fields_match(watch.fields, obj)]
-    return latest, objects, {r.uid: r.resource_version for r in items}, False
+    return latest, objects, {r.uid: r.resource_version for r in items}, 0
 
 
 def _poll(sessions, watch: WatchRequest, after: int) -> tuple[int, list[events.Change]]:
     """Changes committed after ``after``, and the version they bring the watcher to."""
     with sessions() as session:
         upto = events.latest_version(session)
-        found = events.changes(session, watch.group, watch.plural, watch.namespace, after=after, upto=upto)
-    if len(found) == 500:  # more to read: the next poll continues from the last one read
+        found = events.changes(session, watch.group, watch.plural, watch.namespace, after=after, upto=upto, limit=PAGE)
+    if len(found) == PAGE:  # more to read: the next poll continues from the last one read
         upto = found[-1].version
     return upto, found
 
@@ -96,9 +99,9 @@ def _poll(sessions, watch: WatchRequest, after: int) -> tuple[int, list[events.C
 async def stream(sessions, watch: WatchRequest, present: Present) -> AsyncIterator[bytes]:
     """The events of ``watch`` as NDJSON lines; objects pass through ``present`` (conversion)."""
     deadline = time.monotonic() + watch.timeout_s
-    after, initial, listed, expired = await run_in_threadpool(_start, sessions, watch)
-    if expired:
-        message = f"too old resource version: {watch.resource_version} ({after})"
+    after, initial, listed, compacted = await run_in_threadpool(_start, sessions, watch)
+    if compacted:
+        message = f"too old resource version: {watch.resource_version} (the history starts after {compacted})"
         yield _line("ERROR", status_body(410, message, reason="Expired"))
         return
     for obj in initial:
