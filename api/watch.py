@@ -3,10 +3,11 @@ kube-apiserver serves them.
 
 Events come from the recorded history of changes (``infra.events``), polled from the
 database, so changes written by any process (an embedded worker's child, a ``slaplan
-worker`` elsewhere) appear. Without ``resourceVersion`` (or with ``0``) the stream starts
-with an ADDED event per matching object; with one, it carries every change after it, or a
-single ERROR event with a 410 ``Expired`` Status when the history no longer reaches back that
-far. A field selector (``metadata.name``, ``metadata.namespace``) and a label selector are
+worker`` elsewhere) appear. Without ``resourceVersion`` (or with ``0``), or with
+``sendInitialEvents=true``, the stream starts with an ADDED event per matching object (then,
+with bookmarks allowed, a BOOKMARK annotated ``k8s.io/initial-events-end``, as streaming
+lists expect); with a version, it carries every change after it, or a single ERROR event with
+a 410 ``Expired`` Status when the history no longer reaches back that far. A field selector (``metadata.name``, ``metadata.namespace``) and a label selector are
 applied to each change: an object that starts matching the labels arrives as ADDED and one
 that stops matching as DELETED. ``allowWatchBookmarks`` adds BOOKMARK events
 (only ``metadata.resourceVersion``) after a quiet minute and just before the stream ends at
@@ -51,7 +52,8 @@ class WatchRequest:
     namespace: str | None
     selector: tuple[Requirement, ...]
     fields: tuple[FieldRequirement, ...]  # field selector (metadata.name / metadata.namespace)
-    resource_version: int | None  # None or 0: start with the current objects
+    resource_version: int | None  # None or 0: from now
+    send_initial: bool  # start with an ADDED event per current object
     timeout_s: float
     bookmarks: bool
 
@@ -78,7 +80,9 @@ def _start(sessions, watch: WatchRequest) -> tuple[int, list[dict[str, Any]], di
     was compacted through when the requested one is older than that, else 0)."""
     with sessions() as session:
         latest = events.latest_version(session)  # read first: nothing committed after it is missed
-        if watch.resource_version:
+        if not watch.send_initial:
+            if not watch.resource_version:
+                return latest, [], {}, 0  # from now on
             compacted = events.compacted_through(session)
             return watch.resource_version, [], {}, compacted if watch.resource_version < compacted else 0
         items = repo.list_resources(session, watch.group, watch.plural, watch.namespace, watch.selector)
@@ -106,6 +110,8 @@ async def stream(sessions, watch: WatchRequest, present: Present) -> AsyncIterat
         return
     for obj in initial:
         yield _line("ADDED", present(obj))
+    if watch.send_initial and watch.bookmarks:
+        yield _bookmark(watch, after, {"k8s.io/initial-events-end": "true"})
     quiet_since = time.monotonic()
     while time.monotonic() < deadline:
         upto, found = await run_in_threadpool(_poll, sessions, watch, after)
@@ -127,8 +133,11 @@ async def stream(sessions, watch: WatchRequest, present: Present) -> AsyncIterat
         yield _bookmark(watch, after)
 
 
-def _bookmark(watch: WatchRequest, version: int) -> bytes:
-    return _line("BOOKMARK", {"apiVersion": watch.api_version, "kind": watch.kind, "metadata": {"resourceVersion": str(version)}})
+def _bookmark(watch: WatchRequest, version: int, annotations: dict[str, str] | None = None) -> bytes:
+    metadata: dict[str, Any] = {"resourceVersion": str(version)}
+    if annotations:
+        metadata["annotations"] = annotations
+    return _line("BOOKMARK", {"apiVersion": watch.api_version, "kind": watch.kind, "metadata": metadata})
 
 
 def watch_response(sessions, watch: WatchRequest, present: Present) -> StreamingResponse:

@@ -195,3 +195,25 @@ def test_field_selector_picks_one_object_in_lists_and_watches(embedded):
     assert {e["object"]["metadata"]["name"] for e in stream} == {"two"}
     bad = httpx.get(f"{embedded[0]}/apis/{GROUP}/v1alpha1/{PLURAL}", params={"fieldSelector": "spec.backend=vllm"})
     assert bad.status_code == 400 and "spec.backend" in bad.json()["message"]
+
+
+def test_streaming_list_ends_its_initial_events_with_a_bookmark(embedded):
+    """sendInitialEvents=true (what client-go's streaming lists send): the current objects, a
+    BOOKMARK annotated k8s.io/initial-events-end, then changes; =false starts from now."""
+    url = embedded[0]
+    api = _api(url)
+    api.create_namespaced_custom_object(GROUP, "v1alpha1", "stream", PLURAL, _dgdr("present"))
+    path = f"{url}/apis/{GROUP}/v1alpha1/namespaces/stream/{PLURAL}"
+    params = {"watch": "true", "sendInitialEvents": "true", "resourceVersionMatch": "NotOlderThan",
+              "allowWatchBookmarks": "true", "timeoutSeconds": "1"}
+    with httpx.stream("GET", path, params=params, timeout=30) as response:
+        lines = [json.loads(line) for line in response.iter_lines() if line]
+    assert (lines[0]["type"], lines[0]["object"]["metadata"]["name"]) == ("ADDED", "present")
+    end = next(i for i, e in enumerate(lines) if e["type"] == "BOOKMARK")
+    assert lines[end]["object"]["metadata"]["annotations"] == {"k8s.io/initial-events-end": "true"}
+    assert all(e["type"] == "ADDED" for e in lines[:end])
+
+    with httpx.stream("GET", path, params={"watch": "true", "sendInitialEvents": "false", "timeoutSeconds": "1"},
+                      timeout=30) as response:
+        later = [json.loads(line) for line in response.iter_lines() if line]
+    assert all(e["type"] != "ADDED" for e in later)  # nothing old replayed

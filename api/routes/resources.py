@@ -63,6 +63,7 @@ class ListQuery:
         resourceVersion: str | None = None,  # noqa: N803
         timeoutSeconds: int | None = Query(default=None, ge=0),  # noqa: N803
         allowWatchBookmarks: bool = False,  # noqa: N803
+        sendInitialEvents: bool | None = None,  # noqa: N803
     ):
         self.label_selector = labelSelector
         self.field_selector = fieldSelector
@@ -70,6 +71,7 @@ class ListQuery:
         self.resource_version = resourceVersion
         self.timeout_s = timeoutSeconds
         self.bookmarks = allowWatchBookmarks
+        self.send_initial = sendInitialEvents
 
 
 ListQueryDep = Annotated[ListQuery, Depends()]
@@ -115,6 +117,7 @@ def _watch_request(kind: ServedKind, version: str, namespace: str | None, select
         selector=selector,
         fields=fields,
         resource_version=start,
+        send_initial=query.send_initial if query.send_initial is not None else not start,
         timeout_s=query.timeout_s if query.timeout_s else DEFAULT_TIMEOUT_S,
         bookmarks=query.bookmarks,
     )
