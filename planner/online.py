@@ -30,7 +30,7 @@ from profiler.estimate import evaluate, prepare, stack_prepared
 from profiler.models import Model
 
 SWEEP_CONCURRENCY = (1, 4, 16)  # closed-loop clients per measured unit
-MARGIN = 0.10  # relative error of the calibrated model across engine shapes
+MARGIN = 0.30  # how far the calibrated model may be off for other engine shapes (benchmarks/online_search.py)
 
 
 class SweepPoint(BaseModel):

@@ -22,7 +22,7 @@ from infra.tables import Base
 from planner import online as search
 from planner import plan
 from planner.types import PlanRequest
-from profiler.bench_results import IterationMetrics, Percentiles
+from profiler.bench_model import model_iterations
 from profiler.hub import load_model
 from profiler.params import shipped_params
 from workers import online
@@ -55,14 +55,7 @@ def model_measure(truth: dict[str, float], calls: list[str]):
     def measure(unit, req, name):
         calls.append(search.unit_key(unit))
         points = search.predict({"u": unit}, req, SWEEP, truth, arch)["u"]
-        return [IterationMetrics(scenario=f"D({req.isl_tokens},{req.osl_tokens})", concurrency=p.concurrency,
-                                 file=f"{name}-{p.concurrency}.json", requests=16, errors=0, error_rate=0.0,
-                                 duration_s=10.0, requests_per_s=p.output_tok_s / req.osl_tokens,
-                                 output_tok_s=p.output_tok_s, input_tok_s=p.output_tok_s * 6,
-                                 mean_input_tokens=req.isl_tokens, mean_output_tokens=req.osl_tokens,
-                                 ttft=Percentiles(mean_ms=p.ttft_ms), tpot=Percentiles(mean_ms=p.itl_ms),
-                                 e2e=Percentiles(mean_ms=p.ttft_ms + (req.osl_tokens - 1) * p.itl_ms))
-                for p in points], f"/results/{name}", None
+        return model_iterations(points, req.isl_tokens, req.osl_tokens, name), f"/results/{name}", None
 
     return measure
 
@@ -97,7 +90,7 @@ def test_next_unit_takes_the_best_prediction_until_none_can_beat_the_best_measur
     assert search.next_unit(predicted, {}) == "a"
     assert search.next_unit(predicted, {}, busy={"a"}) == "b"
     assert search.next_unit(predicted, {"a": 90.0}) == "b"  # 95 could beat 90
-    assert search.next_unit(predicted, {"a": 120.0}) is None  # 95 < 120 × (1 − margin)
+    assert search.next_unit(predicted, {"a": 150.0}) is None  # 95 < 150 × (1 − margin)
     assert search.next_unit({"b": -1.2}, {"a": -1.5}) == "b"  # closer to the SLA than the best so far
     assert search.next_unit({"b": -2.0}, {"a": -1.5}) is None
 
