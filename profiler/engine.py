@@ -7,6 +7,8 @@ Units: FLOPs, bytes, GB/s; memory reported in GiB.
 
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass
 
 from profiler.config import Memory, Parallel
@@ -53,18 +55,38 @@ class EngineShape:
     kv_bytes_tok_total: float  # KV bytes per token of the whole model (what prefill hands to decode)
     allreduce_bytes_tok: float  # bytes per token per all-reduce
     allreduces: int  # all-reduces per forward pass
-    alltoall_bytes_tok: float  # bytes per token per all-to-all
+    alltoall_bytes_tok: float  # bytes per dispatched token per all-to-all to GPUs of its own node
+    alltoall_remote_bytes_tok: float  # the same to other nodes (one copy per node reached)
     alltoalls: int  # all-to-alls per forward pass
     peak_dense_flops: float  # FLOP/s of the attention / dense GEMMs
     peak_moe_flops: float  # FLOP/s of the expert GEMMs
     peak_attn_flops: float  # FLOP/s of attention math (bf16)
     hbm_bytes_s: float
-    link_bytes_s: float  # one direction, per GPU, of the slowest link the engine's collectives cross
-    internode: bool
+    allreduce_link_bytes_s: float  # one direction, per GPU, of the link the TP all-reduce crosses
+    nvlink_bytes_s: float  # one direction, per GPU, inside the scale-up domain
+    internode_bytes_s: float  # one direction, per GPU, between scale-up domains
     kv_transfer_bytes_s: float  # bandwidth available to ship a prefilled KV cache to decode
     compute_dtype: str
     memory: Memory
     kv_tokens_per_rank: int
+
+
+def _alltoall_bytes_tok(model: Model, ep: int, domain: int, precision: str) -> tuple[float, float]:
+    """Bytes one dispatched token moves per all-to-all (dispatch or combine) inside its node and
+    to other nodes, when its ``experts_per_token`` experts are spread evenly over ``ep`` GPUs.
+
+    Inside a node every expert copy goes over NVLink; across nodes a token crosses once per node
+    that holds any of its experts (and fans out there), as expert-parallel kernels do.
+    """
+    if ep <= 1:
+        return 0.0, 0.0
+    per_copy = model.hidden_size * (1.0 if precision in ("fp8", "fp4") else ACT_BYTES) * 2
+    k = model.experts_per_token
+    local = min(ep, domain)
+    nodes = math.ceil(ep / local)
+    local_bytes = per_copy * k * (local - 1) / ep
+    reach = 1.0 - (1.0 - local / ep) ** k  # chance one other node holds at least one of the experts
+    return local_bytes, per_copy * (nodes - 1) * reach
 
 
 def _dense_flops_per_token(model: Model) -> float:
@@ -147,8 +169,8 @@ def engine_shape(model: Model, gpu: Gpu, backend: str, precision: str, kv_dtype:
 
     expert_flops = 2.0 * model.moe_layers * model.experts_per_token * model.expert_params()
     cdt = mlp_compute_dtype(precision)
-    spans_nodes = par.gpus > gpu.nvlink_domain
-    link = (gpu.internode_gb_s if spans_nodes else gpu.nvlink_gb_s / 2) * 1e9
+    nvlink, internode = gpu.nvlink_gb_s / 2 * 1e9, gpu.internode_gb_s * 1e9
+    local_bytes, remote_bytes = _alltoall_bytes_tok(model, par.moe_ep, gpu.nvlink_domain, precision)
     layers_stage = model.num_layers / pp
     mla_extra = (2 * model.num_heads * model.kv_lora_rank * 2 * layers_stage / tp) if model.attention == "mla" else 0.0
     return EngineShape(
@@ -162,14 +184,14 @@ def engine_shape(model: Model, gpu: Gpu, backend: str, precision: str, kv_dtype:
         kv_bytes_tok=kv_gpu, kv_bytes_tok_total=kv_total,
         allreduce_bytes_tok=model.hidden_size * ACT_BYTES * 2 * (tp - 1) / tp if tp > 1 else 0.0,
         allreduces=int(2 * layers_stage) if tp > 1 else 0,
-        alltoall_bytes_tok=(model.hidden_size * model.experts_per_token * (par.moe_ep - 1) / par.moe_ep
-                            * (1.0 if precision in ("fp8", "fp4") else ACT_BYTES) * 2) if par.moe_ep > 1 else 0.0,
+        alltoall_bytes_tok=local_bytes, alltoall_remote_bytes_tok=remote_bytes,
         alltoalls=int(2 * model.moe_layers / pp) if par.moe_ep > 1 else 0,
         peak_dense_flops=gpu.peak_tflops("fp8" if attn_prec == "fp8" else "bf16") * 1e12,
         peak_moe_flops=gpu.peak_tflops(cdt) * 1e12,
         peak_attn_flops=gpu.peak_tflops("bf16") * 1e12,
         hbm_bytes_s=gpu.hbm_gb_s * 1e9,
-        link_bytes_s=link, internode=spans_nodes,
+        allreduce_link_bytes_s=internode if tp > gpu.nvlink_domain else nvlink,
+        nvlink_bytes_s=nvlink, internode_bytes_s=internode,
         kv_transfer_bytes_s=(gpu.nvlink_gb_s / 2 if gpu.nvlink_domain > gpu.gpus_per_node else gpu.internode_gb_s) * 1e9 * par.gpus,
         compute_dtype=cdt, memory=memory, kv_tokens_per_rank=tokens_rank,
     )

@@ -47,11 +47,17 @@ def step_overhead_s(f, p):
 
 
 def _collectives(f, p, tokens):
-    """Time (s) of the engine's all-reduces and all-to-alls for ``tokens`` tokens per rank."""
+    """Time (s) of the engine's all-reduces and all-to-alls for ``tokens`` tokens per attention rank.
+
+    The TP all-reduce moves every token; for the expert all-to-all the rank's TP GPUs split its
+    tokens, and bytes to GPUs of the same node and to other nodes go over their own links.
+    """
     lat = p["coll_latency_us"] * 1e-6
-    bw = f["link_bytes_s"] * p["eff_link"]
-    ar = f["allreduces"] * (lat + tokens * f["allreduce_bytes_tok"] / bw)
-    a2a = f["alltoalls"] * (lat + tokens * f["alltoall_bytes_tok"] / bw)
+    eff = p["eff_link"]
+    ar = f["allreduces"] * (lat + tokens * f["allreduce_bytes_tok"] / (f["allreduce_link_bytes_s"] * eff))
+    per_gpu = tokens / f["tp"]
+    a2a = f["alltoalls"] * (lat + per_gpu * (f["alltoall_bytes_tok"] / (f["nvlink_bytes_s"] * eff)
+                                             + f["alltoall_remote_bytes_tok"] / (f["internode_bytes_s"] * eff)))
     return ar + a2a
 
 

@@ -170,3 +170,24 @@ def test_deterministic():
         assert batch["ttft_ms"][i] == pytest.approx(one.ttft_ms, rel=1e-9)
         assert batch["itl_ms"][i] == pytest.approx(one.itl_ms, rel=1e-9)
         assert batch["output_tok_s_per_gpu"][i] == pytest.approx(one.output_tok_s_per_gpu, rel=1e-9)
+
+
+def test_expert_all_to_all_crosses_nodes_once_per_node_reached():
+    # DeepSeek-V3: 8 experts per token. Within one 8-GPU node nothing crosses nodes; over two
+    # nodes a token crosses at most once (the other node holds one of its experts with
+    # probability 1 - 0.5^8) while each expert copy inside the node goes over NVLink.
+    one_node = prepare(ServingConfig(model="deepseek-ai/DeepSeek-V3", gpu="h200_sxm", precision="fp8",
+                                     engine=Parallel(tp=1, dp=8, moe_ep=8), isl_tokens=1000, osl_tokens=100,
+                                     concurrency=8)).decode
+    two_nodes = prepare(ServingConfig(model="deepseek-ai/DeepSeek-V3", gpu="h200_sxm", precision="fp8",
+                                      engine=Parallel(tp=1, dp=16, moe_ep=16), isl_tokens=1000, osl_tokens=100,
+                                      concurrency=16)).decode
+    assert one_node["alltoall_remote_bytes_tok"] == 0 and one_node["alltoall_bytes_tok"] > 0
+    per_copy = 7168 * 1.0 * 2  # hidden size, fp8 bytes, dispatch and combine
+    assert two_nodes["alltoall_remote_bytes_tok"] == pytest.approx(per_copy * (1 - 0.5**8))
+    assert two_nodes["alltoall_bytes_tok"] == pytest.approx(per_copy * 8 * 7 / 16)
+    # The engine spans nodes but its TP group (1 GPU here; 4 below) does not: all-reduces stay on NVLink.
+    tp4 = prepare(ServingConfig(model="deepseek-ai/DeepSeek-V3", gpu="h200_sxm", precision="fp8",
+                                engine=Parallel(tp=4, dp=4, moe_ep=16), isl_tokens=1000, osl_tokens=100,
+                                concurrency=16)).decode
+    assert tp4["allreduce_link_bytes_s"] == tp4["nvlink_bytes_s"] > tp4["internode_bytes_s"]
