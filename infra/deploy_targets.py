@@ -5,8 +5,9 @@ endpoint, tear it down.
   emulate`` by default (the engine emulator, timed by the performance model, optionally faster
   or slower than it), or a user's engine command template such as
   ``llama-server -m model.gguf --host {host} --port {port}``. It waits until ``/v1/models``
-  answers and stops the process group on teardown. Aggregated units only: a local prefill /
-  decode pair has nothing to route between its engines.
+  answers and stops the process group on teardown. A disaggregated unit is two emulators
+  (``--mode prefill`` and ``--mode decode``) behind a local router (``infra.disagg_router``); a
+  user's command runs aggregated units only.
 - ``KubeTarget`` server-side applies the unit's DynamoGraphDeployment (``infra.kube``), waits
   until the operator reports ``status.state: successful``, and benchmarks the frontend service
   the operator creates (``<name>-frontend`` on port 8000, a template to change); it deletes the
@@ -33,7 +34,7 @@ from typing import Protocol
 from pydantic import BaseModel, ConfigDict
 
 from infra.kube import Cluster, ClusterError
-from planner.types import Plan, PlanRequest
+from planner.types import Engine, Plan, PlanRequest
 
 log = logging.getLogger(__name__)
 
@@ -90,15 +91,16 @@ def _free_port(host: str) -> int:
         return s.getsockname()[1]
 
 
-def emulator_command(unit: Plan, model: str, port: int, *, host: str = "127.0.0.1", speed: float = 1.0) -> list[str]:
-    """``slaplan emulate`` for the aggregated engine of ``unit``, serving ``model``."""
-    e = unit.engines[0]
+def emulator_command(unit: Plan, engine: Engine, model: str, port: int, *, host: str = "127.0.0.1",
+                     speed: float = 1.0) -> list[str]:
+    """``slaplan emulate`` for one ``engine`` of ``unit`` (its role sets ``--mode``), serving ``model``."""
+    mode = {"aggregated": "agg"}.get(engine.role, engine.role)
     argv = [sys.executable, "-m", "api.cli", "emulate", "--model", model, "--gpu", unit.gpu,
-            "--backend", unit.backend, "--precision", unit.precision, "--tp", str(e.tp), "--pp", str(e.pp),
-            "--dp", str(e.dp), "--ep", str(e.ep), "--mode", "agg", "--max-batch", str(e.max_batch),
+            "--backend", unit.backend, "--precision", unit.precision, "--tp", str(engine.tp), "--pp", str(engine.pp),
+            "--dp", str(engine.dp), "--ep", str(engine.ep), "--mode", mode, "--max-batch", str(engine.max_batch),
             "--speed", f"{speed:g}", "--host", host, "--port", str(port)]
-    if e.max_num_tokens:
-        argv += ["--max-num-tokens", str(e.max_num_tokens)]
+    if engine.max_num_tokens:
+        argv += ["--max-num-tokens", str(engine.max_num_tokens)]
     return argv
 
 
@@ -115,54 +117,67 @@ def template_command(template: str, unit: Plan, model: str, port: int, *, host: 
 
 
 class LocalTarget:
-    """Engine processes on loopback ports, one per unit (see the module docstring)."""
+    """Engine processes on loopback ports, one per engine of a unit (see the module docstring)."""
 
     def __init__(self, *, command: str | None = None, speed: float = 1.0, host: str = "127.0.0.1",
                  ready_timeout_s: float = 120.0, cwd: str | None = None):
         self.command, self.speed, self.host = command, speed, host
         self.ready_timeout_s = ready_timeout_s
         self.cwd = cwd or str(Path(__file__).resolve().parents[1])
-        self._running: dict[str, tuple[subprocess.Popen, Path]] = {}
+        self._running: dict[str, list[Callable[[], None]]] = {}  # unit name -> what stops its parts
 
     def supports(self, unit: Plan) -> str | None:
-        if unit.mode != "agg":
-            return "the local target runs aggregated units only (it has no prefill/decode router)"
+        if unit.mode != "agg" and self.command:
+            return "a local engine command runs aggregated units only (it has no prefill/decode mode)"
         return None
 
     def up(self, unit: Plan, request: PlanRequest, name: str) -> Endpoint:
         why = self.supports(unit)
         if why:
             raise TargetError(why)
-        port = _free_port(self.host)
-        argv = (template_command(self.command, unit, request.model, port, host=self.host) if self.command
-                else emulator_command(unit, request.model, port, host=self.host, speed=self.speed))
+        self._running[name] = []
+        try:
+            bases = []
+            for engine in unit.engines:
+                port = _free_port(self.host)
+                argv = (template_command(self.command, unit, request.model, port, host=self.host) if self.command
+                        else emulator_command(unit, engine, request.model, port, host=self.host, speed=self.speed))
+                bases.append(self._start(name, argv, port))
+            base = bases[0]
+            if unit.mode == "disagg":
+                from infra.disagg_router import start_router
+
+                port = _free_port(self.host)
+                self._running[name].append(start_router(bases[0], bases[1], self.host, port))
+                base = f"http://{self.host}:{port}"
+        except (TargetError, RuntimeError) as exc:
+            self._stop(name)
+            raise TargetError(str(exc)) from None
+        return Endpoint(name=name, base_url=base, model_name=request.model)
+
+    def _start(self, name: str, argv: list[str], port: int) -> str:
+        """Start one engine process, wait until it serves; returns its base URL."""
+        from profiler.bench_runner import stop_group
+
         log = Path(tempfile.mkstemp(prefix=f"slaplan-{name}-", suffix=".log")[1])
         with log.open("wb") as out:
             try:
                 proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
                                         cwd=self.cwd, start_new_session=True)
             except OSError as exc:
+                log.unlink(missing_ok=True)
                 raise TargetError(f"cannot start the engine {argv[0]!r}: {exc}") from None
-        self._running[name] = (proc, log)
+        self._running[name].append(lambda: (stop_group(proc), log.unlink(missing_ok=True)))
         base = f"http://{self.host}:{port}"
-        try:
-            _wait_serving(proc, base, log, self.ready_timeout_s)
-        except TargetError:
-            self._stop(name)
-            raise
-        return Endpoint(name=name, base_url=base, model_name=request.model)
+        _wait_serving(proc, base, log, self.ready_timeout_s)
+        return base
 
     def down(self, endpoint: Endpoint) -> None:
         self._stop(endpoint.name)
 
     def _stop(self, name: str) -> None:
-        from profiler.bench_runner import stop_group
-
-        proc, log = self._running.pop(name, (None, None))
-        if proc is None:
-            return
-        stop_group(proc)
-        log.unlink(missing_ok=True)
+        for stop in reversed(self._running.pop(name, [])):
+            stop()
 
 
 def _tail(path: Path, limit: int = 2000) -> str:

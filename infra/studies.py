@@ -14,6 +14,7 @@ next worker that asks for a trial, and retried once (Optuna re-enqueues its para
 from __future__ import annotations
 
 import threading
+import time
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -22,6 +23,7 @@ import optuna
 
 OPTUNA_SCHEMA = "slaplan_optuna"
 STUDY_PREFIX = "slaplan-dgdr-"
+CREATE_ATTEMPTS = 4
 
 
 def study_name(uid: str, generation: int) -> str:
@@ -30,8 +32,24 @@ def study_name(uid: str, generation: int) -> str:
 
 
 def storage(database_url: str, *, heartbeat_s: int = 60) -> optuna.storages.RDBStorage:
-    """Optuna's storage in the database at ``database_url`` (SQLite file or PostgreSQL)."""
+    """Optuna's storage in the database at ``database_url`` (SQLite file or PostgreSQL).
+
+    The first use creates Optuna's tables; workers starting together on a fresh database race
+    to do it, so the loser tries again."""
+    from sqlalchemy.exc import SQLAlchemyError
+
     optuna.logging.set_verbosity(optuna.logging.WARNING)
+    for attempt in range(CREATE_ATTEMPTS):
+        try:
+            return _storage(database_url, heartbeat_s)
+        except SQLAlchemyError:
+            if attempt == CREATE_ATTEMPTS - 1:
+                raise
+            time.sleep(0.2 * (attempt + 1))
+    raise AssertionError("unreachable")
+
+
+def _storage(database_url: str, heartbeat_s: int) -> optuna.storages.RDBStorage:
     kwargs: dict = {}
     if database_url.startswith("sqlite"):
         kwargs = {"connect_args": {"timeout": 30}}

@@ -5,6 +5,7 @@ the test: ready, failed, never ready, deleted)."""
 
 from __future__ import annotations
 
+import json
 import shlex
 import sys
 
@@ -58,10 +59,26 @@ def test_local_failures_say_why(units):
     silent = LocalTarget(command="sleep 30", ready_timeout_s=1)
     with pytest.raises(TargetError, match=r"did not serve http://127.0.0.1:\d+/v1/models within 1 s"):
         silent.up(units["agg tp1"], REQUEST, "t-silent")
-    disagg = next(u for k, u in units.items() if k.startswith("disagg"))
-    assert "aggregated units only" in LocalTarget().supports(disagg)
+    disagg = units["disagg tp1+tp2"]
+    assert LocalTarget().supports(disagg) is None
+    assert "aggregated units only" in LocalTarget(command="engine --port {port}").supports(disagg)
     with pytest.raises(TargetError, match="aggregated units only"):
-        LocalTarget().up(disagg, REQUEST, "t-disagg")
+        LocalTarget(command="engine --port {port}").up(disagg, REQUEST, "t-disagg")
+
+
+def test_a_local_disaggregated_unit_prefills_then_decodes(units):
+    """Two emulators (prefill tp1, decode tp2) behind the local router: a streamed answer comes
+    through whole, and the prefill engine saw the prompt but generated one token."""
+    with deployed(LocalTarget(speed=4.0), units["disagg tp1+tp2"], REQUEST, "t-disagg") as endpoint:
+        body = {"model": REQUEST.model, "messages": [{"role": "user", "content": "x" * 200}], "max_tokens": 12,
+                "ignore_eos": True, "stream": True, "stream_options": {"include_usage": True}}
+        with httpx.stream("POST", f"{endpoint.base_url}/v1/chat/completions", json=body, timeout=30) as answer:
+            events = [line for line in answer.iter_lines() if line.startswith("data: ")]
+        usage = json.loads(events[-2][6:])["usage"]
+        assert events[-1] == "data: [DONE]" and usage["completion_tokens"] == 12 and usage["prompt_tokens"] >= 200
+        assert httpx.get(f"{endpoint.base_url}/v1/models", timeout=5).json()["data"][0]["id"] == REQUEST.model
+    with pytest.raises(httpx.ConnectError):
+        httpx.get(f"{endpoint.base_url}/v1/models", timeout=2)
 
 
 # --------------------------------------------------------------------------- Kubernetes

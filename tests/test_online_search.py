@@ -7,6 +7,7 @@ and calibrate to find the best unit; the real deployments are in test_online_wor
 
 from __future__ import annotations
 
+import threading
 import time
 
 import optuna
@@ -149,6 +150,30 @@ def test_a_lost_workers_trial_is_failed_and_retried(tmp_path):
     assert states[lost.number] == TrialState.FAIL
     assert calls == [units[0]]  # retried first, measured once
     assert result.online["trialsDone"] == 1
+
+
+def test_two_workers_measure_different_units_of_one_study(tmp_path):
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    truth, calls = truth_params(), {"a": [], "b": []}
+
+    def worker(name: str) -> None:
+        measure = model_measure(truth, calls[name])
+
+        def slow(unit, req, trial_name):  # long enough for the other worker to ask meanwhile
+            time.sleep(0.5)
+            return measure(unit, req, trial_name)
+
+        online.profile_online(REQUEST, uid="u8", generation=1, setup=setup_for(url, max_trials=4), measure=slow)
+
+    threads = [threading.Thread(target=worker, args=(n,)) for n in calls]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    measured = calls["a"] + calls["b"]
+    assert calls["a"] and calls["b"] and len(measured) == len(set(measured))  # shared work, nothing twice
+    study = optuna.load_study(study_name=studies.study_name("u8", 1), storage=studies.storage(url))
+    assert len(study.get_trials(states=(TrialState.COMPLETE,))) == len(measured) <= 4
 
 
 def test_budgets_end_the_search(tmp_path):

@@ -95,6 +95,7 @@ def sweep_job(endpoint: Endpoint, request: PlanRequest, concurrency: tuple[int, 
         "numConcurrency": list(concurrency),
         "maxTimePerIteration": MINUTES_PER_ITERATION,
         "maxRequestsPerIteration": max(8, 2 * max(concurrency)),
+        "additionalRequestParams": {"ignore_eos": "true"},  # every answer OSL tokens long
         "outputLocation": {"storageUri": f"file://{folder}"},
     }})
 
