@@ -19,7 +19,6 @@ Failures raise ``TargetError`` with a message fit for the DGDR's status.
 from __future__ import annotations
 
 import logging
-import os
 import shlex
 import socket
 import subprocess

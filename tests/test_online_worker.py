@@ -236,3 +236,47 @@ def test_budget_and_failures_end_in_a_final_state(sessions, tmp_path):
     assert tasks.process_dgdr(sessions, nowhere, online=lambda: online.online_setup(settings)) == "failed"
     profiling = next(c for c in _status(sessions, nowhere)["conditions"] if c["type"] == "Profiling")
     assert "online_target is kubernetes but no cluster is configured" in profiling["message"]
+
+
+def test_an_online_dgdr_on_kubernetes(sessions, tmp_path):
+    """The Kubernetes target end to end against the fake API server (real CRD schemas): the unit's
+    DGD is applied, the test plays the operator (marks it successful), an emulator stands in for
+    its frontend service, genai-bench measures it, and the DGD is deleted afterwards."""
+    from fake_kube import CRD_DIR, SKIP_REASON, FakeKube
+    from infra.deploy_targets import KubeTarget
+    from infra.kube import connect
+    from test_emulator import start_emulator, stop
+
+    if not CRD_DIR.is_dir():
+        pytest.skip(SKIP_REASON)
+    fake = FakeKube()
+    fake.start()
+    frontend, base = start_emulator("--speed", str(SPEED), model=MODEL)
+    applied: list[str] = []
+    done = threading.Event()
+
+    def operator() -> None:
+        while not done.wait(0.1):
+            for group, plural, namespace, name in list(fake.objects):
+                live = fake.get("nvidia.com/v1alpha1", "DynamoGraphDeployment", namespace, name)
+                if plural == "dynamographdeployments" and live and not live.get("status"):
+                    applied.append(name)
+                    fake.set_status("nvidia.com/v1alpha1", "DynamoGraphDeployment", namespace, name,
+                                    {"state": "successful"})
+
+    thread = threading.Thread(target=operator, daemon=True)
+    thread.start()
+    try:
+        cluster = connect(kubeconfig=str(fake.write_kubeconfig(tmp_path / "kubeconfig")))
+        target = KubeTarget(cluster, poll_s=0.2, frontend_url=base)  # every unit's frontend: the stand-in
+        url = f"sqlite:///{tmp_path / 'o.db'}"
+        uid = _store(sessions, dgdr("on-kube", max_trials=1))
+        assert tasks.process_dgdr(sessions, uid, online=lambda: _setup(url, tmp_path, target)) == "ready"
+    finally:
+        done.set()
+        thread.join(5)
+        stop(frontend)
+        fake.stop()
+    measured = _results(_status(sessions, uid))["online"]
+    assert applied == ["on-kube-online-0"] and measured["trials"][0]["state"] == "complete"
+    assert not [key for key in fake.objects if key[1] == "dynamographdeployments"]  # torn down
