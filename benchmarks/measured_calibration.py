@@ -49,6 +49,8 @@ def measure(gpu: str, slower: float, levels: list[int], scenario: str, workdir: 
             time.sleep(0.2)
         job = {"apiVersion": "ome.io/v1beta1", "kind": "BenchmarkJob", "metadata": {"name": "calibration"},
                "spec": {"endpoint": {"endpoint": {"url": f"http://127.0.0.1:{port}/v1", "apiFormat": "openai"}},
+                        # vLLM named: genai-bench sends ignore_eos, so every answer has the scenario's length
+                        "serviceMetadata": {"engine": "vLLM", "version": "0.10.0", "gpuType": "A10", "gpuCount": 1},
                         "task": "text-to-text", "trafficScenarios": [scenario], "numConcurrency": levels,
                         "maxTimePerIteration": 4, "maxRequestsPerIteration": 32,
                         "outputLocation": {"storageUri": f"file://{workdir}/results"}}}
