@@ -334,6 +334,9 @@ def run_benchmarkjob(spec: BenchmarkJobSpec, *, name: str, settings: RunnerSetti
     notes: list[str] = []
     try:
         base = resolve_endpoint(spec, endpoint, resolver)
+        ref = spec.endpoint.inference_service
+        if ref is not None and not endpoint:
+            notes.append(f"endpoint: InferenceService {ref.namespace}/{ref.name} at {base}")
         if not Path(settings.genai_bench).is_file():
             raise Failure(f"genai-bench is not installed at {settings.genai_bench}: run the project's set-up script "
                           "or set SLAPLAN_GENAI_BENCH")

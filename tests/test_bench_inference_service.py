@@ -83,6 +83,7 @@ def test_a_ready_inference_service_is_benchmarked_at_its_status_url(kube, sessio
     assert result["requests"] >= 4 and result["errors"] == 0 and result["ttftMs"]["mean"] > 0
     assert Path(status["resultsLocation"]).parent == tmp_path / "root" / "results" / "isvc"
     assert ("GET", "/apis/ome.io/v1beta1/namespaces/serving/inferenceservices/llm") in fake.requests
+    assert f"endpoint: InferenceService serving/llm at {base}" in status["details"]
 
 
 def test_a_missing_inference_service_fails_naming_it(kube, sessions, tmp_path):

@@ -54,7 +54,10 @@ def run_job(resource: Resource, *, save: Callable[[Resource, dict[str, Any]], Re
                                           failure=f"invalid BenchmarkJob: {exc}")
         return _finish(save, resource, failed, "failed")
     try:
-        claimed = save(resource, lifecycle.bench_running({**base, "details": "running genai-bench"}, clock()))
+        ref = spec.endpoint.inference_service
+        doing = "running genai-bench" if ref is None else \
+            f"resolving InferenceService {ref.namespace}/{ref.name}, then running genai-bench"
+        claimed = save(resource, lifecycle.bench_running({**base, "details": doing}, clock()))
     except (Conflict, NotFound):
         return "superseded"
     run = runner or run_benchmarkjob
