@@ -65,7 +65,7 @@ class Sequence:
     prompt_tokens: int
     max_tokens: int
     arrival: float
-    output_tokens: int = 0
+    output_tokens: int
     finish_reason: str = "length"
     events: asyncio.Queue = field(default_factory=asyncio.Queue)
     prefilled: int = 0
