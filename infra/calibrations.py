@@ -76,6 +76,14 @@ def get_calibration(session: Session, key: tuple[str, str, str]) -> Calibration 
     return None if row is None else _public(row)
 
 
+def delete_calibration(session: Session, key: tuple[str, str, str]) -> bool:
+    """Delete the calibration stored under ``key``; False when there was none."""
+    row = _row(session, key)
+    if row is not None:
+        session.delete(row)
+    return row is not None
+
+
 def list_calibrations(session: Session) -> list[Calibration]:
     """Every stored calibration, by model, GPU and backend."""
     rows = session.scalars(select(CalibrationRow).order_by(CalibrationRow.model, CalibrationRow.gpu,

@@ -189,3 +189,44 @@ def test_the_service_plans_with_the_stored_calibration(tmp_path):
         assert not any("calibrated" in a for a in results["other-gpu"]["assumptions"])
     finally:
         engine.dispose()
+
+
+def _store_synthetic(db: Path) -> None:
+    settings = load_settings({}, database_url=f"sqlite:///{db}")
+    migrate.upgrade(settings)
+    engine = make_engine(settings)
+    try:
+        points = [Point(isl_tokens=200, osl_tokens=40, concurrency=1, ttft_ms=150.0, tpot_ms=30.0)]
+        with session_scope(make_session_factory(engine)) as s:
+            save_calibration(s, calibration_key(MODEL, GPU, "vllm"), fit_deployment(DEPLOYMENT, points),
+                             deployment={}, source="a test")
+    finally:
+        engine.dispose()
+
+
+def test_stored_calibrations_are_listed_and_forgotten(tmp_path):
+    db = tmp_path / "s.db"
+    _store_synthetic(db)
+    listed = slaplan("calibrate", "--list-calibrations", db=db)
+    assert listed.returncode == 0 and "meta-llama/Llama-3.1-8B on l40s (vllm): calibrated on 1 measured point(s) of a test" in listed.stdout
+    unknown = slaplan("calibrate", "--forget", "--model", "no/such-model", "--gpu", GPU, db=db)
+    assert unknown.returncode == 2 and unknown.stderr.startswith("error: --model: ")
+    forgot = slaplan("calibrate", "--forget", "--model", "llama-3.1-8b", "--gpu", GPU, db=db)
+    assert forgot.returncode == 0 and forgot.stdout.startswith("forgot meta-llama/Llama-3.1-8B on l40s (vllm)")
+    again = slaplan("calibrate", "--forget", "--model", "llama-3.1-8b", "--gpu", GPU, db=db)
+    assert again.returncode == 1 and "no calibration stored" in again.stdout
+    assert stored(db) == [] and "no calibrations stored" in slaplan("calibrate", "--list-calibrations", db=db).stdout
+
+
+@pytest.mark.parametrize("database", ["unmigrated", "unreachable"])
+def test_plan_goes_on_when_calibrations_cannot_be_read(tmp_path, database):
+    (tmp_path / "small.yaml").write_text(DGDR)
+    (tmp_path / "old.db").write_bytes(b"")  # an SQLite file without our tables
+    url = {"unmigrated": f"sqlite:///{tmp_path / 'old.db'}",
+           "unreachable": "postgresql+psycopg://postgres@127.0.0.1:1/none?connect_timeout=2"}[database]
+    env = dict(os.environ, SLAPLAN_DATABASE_URL=url)
+    run = subprocess.run([*SLAPLAN, "plan", str(tmp_path / "small.yaml"), "--out", str(tmp_path / "o"), "--quiet"],
+                         cwd=ROOT, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert "note: calibrations not read from" in run.stderr and "planning with the shipped parameters" in run.stderr
+    assert "calibrated" not in (tmp_path / "o" / "small.plan.json").read_text()

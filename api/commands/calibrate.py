@@ -61,7 +61,7 @@ def read_rows(path: Path) -> list[dict]:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.from_benchmarks:
+    if args.from_benchmarks or args.list_calibrations or args.forget:
         return calibrate_measured.run(args)
     from profiler.calibrate import cross_validate, fit, prepare_rows
     from profiler.params import PARAMS, shipped_params

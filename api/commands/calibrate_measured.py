@@ -6,7 +6,8 @@ file, the service's database).
 A PATH is a genai-bench experiment folder, a folder of experiment folders (a BenchmarkJob's
 output location), or a BenchmarkJob manifest whose local ``outputLocation`` holds its results
 (its newest run). Everything is read and checked before anything is stored. Exit codes: 0
-stored, 2 invalid input (nothing stored).
+stored, 2 invalid input (nothing stored). ``--list-calibrations`` prints what is stored;
+``--forget --model M --gpu G [--backend B]`` deletes one (exit 1 when there was none).
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
@@ -44,6 +47,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--kv-dtype", help="KV cache: bf16 | fp8 | fp4")
     group.add_argument("--max-batch", type=int, help="running sequences per engine (default: what KV memory allows)")
     group.add_argument("--max-num-tokens", type=int, help="tokens per engine step (prefill chunk)")
+    group.add_argument("--list-calibrations", action="store_true", help="print the stored calibrations")
+    group.add_argument("--forget", action="store_true",
+                       help="delete the stored calibration of --model, --gpu and --backend")
     group.add_argument("--root", metavar="DIR", help="where a manifest's file:// and pvc:// locations live "
                        "(default: $SLAPLAN_BENCH_ROOT or ./bench-results)")
 
@@ -163,13 +169,31 @@ def measured_iterations(folders: list[Path], model: str):
     return iterations
 
 
-def run(args: argparse.Namespace) -> int:
-    from pydantic import ValidationError
-
+@contextmanager
+def _database() -> Iterator:
+    """A session on the service's database (SLAPLAN_DATABASE_URL or the default SQLite file), migrated."""
     from infra import migrate
-    from infra.calibrations import save_calibration
     from infra.db import make_engine, make_session_factory, session_scope
     from infra.settings import load_settings
+
+    settings = load_settings()
+    migrate.upgrade(settings)
+    engine = make_engine(settings)
+    try:
+        with session_scope(make_session_factory(engine)) as session:
+            yield session
+    finally:
+        engine.dispose()
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.list_calibrations:
+        return list_stored()
+    if args.forget:
+        return forget(args)
+    from pydantic import ValidationError
+
+    from infra.calibrations import save_calibration
     from profiler.errors import ModelError
     from profiler.measured import calibration_key, fit_deployment
 
@@ -189,18 +213,42 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    settings = load_settings()
-    migrate.upgrade(settings)
-    engine = make_engine(settings)
-    try:
-        with session_scope(make_session_factory(engine)) as session:
-            stored = save_calibration(session, key, fit, source=", ".join(str(f) for f in folders),
-                                      deployment=config.model_dump(mode="json", exclude_none=True,
-                                                                   exclude={"isl_tokens", "osl_tokens"}))
-    finally:
-        engine.dispose()
+    with _database() as session:
+        stored = save_calibration(session, key, fit, source=", ".join(str(f) for f in folders),
+                                  deployment=config.model_dump(mode="json", exclude_none=True,
+                                                               exclude={"isl_tokens", "osl_tokens"}))
     print(report(stored))
     return 0
+
+
+def list_stored() -> int:
+    """Print every stored calibration, one line each."""
+    from infra.calibrations import list_calibrations
+
+    with _database() as session:
+        stored = list_calibrations(session)
+    for cal in stored:
+        print(f"{cal.model} on {cal.gpu} ({cal.backend}): {cal.summary()}")
+    if not stored:
+        print("no calibrations stored: plans use the shipped parameters")
+    return 0
+
+
+def forget(args: argparse.Namespace) -> int:
+    """Delete the calibration of --model, --gpu and --backend: later plans use the shipped parameters."""
+    from infra.calibrations import delete_calibration
+    from profiler.errors import ModelError
+    from profiler.measured import calibration_key
+
+    try:
+        key = calibration_key(args.model or "", args.gpu or "", args.backend)
+    except ModelError as exc:
+        print(f"error: --{exc.field}: {exc.message}", file=sys.stderr)
+        return 2
+    with _database() as session:
+        deleted = delete_calibration(session, key)
+    print(f"{'forgot' if deleted else 'no calibration stored for'} {key[0]} on {key[1]} ({key[2]})")
+    return 0 if deleted else 1
 
 
 def report(stored) -> str:
