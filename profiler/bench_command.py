@@ -12,7 +12,9 @@ storage flags) and fills the gaps OME leaves:
 - ``--additional-request-params`` and ``--dataset-path``, which OME never passes;
 - OME's default scenarios and concurrency levels when the lists are empty;
 - the OpenAI-compatible ``vllm``/``sglang`` backends when serviceMetadata names those engines,
-  so that ``ignore_eos`` reaches the server and outputs have the scenario's length;
+  so that ``ignore_eos`` reaches the server and outputs have the scenario's length; and the
+  ``vllm`` one (the same API) when ``additionalRequestParams`` sets ``ignore_eos``, which
+  genai-bench's ``openai`` backend silently drops;
 - GPU types in genai-bench's spelling (``A100`` → ``A100-80G``).
 """
 
@@ -322,8 +324,13 @@ def build_command(spec: BenchmarkJobSpec, base_url: str, options: BenchOptions) 
     api_format = spec.endpoint.endpoint.api_format if spec.endpoint.endpoint else "openai"
     backend = _API_BACKENDS[api_format]
     meta = spec.service_metadata
+    params = request_params(spec.additional_request_params)
     if backend == "openai" and meta is not None and meta.engine in ("vLLM", "SGLang"):
         backend = meta.engine.lower()  # same protocol; genai-bench then sends ignore_eos
+    elif backend == "openai" and "ignore_eos" in params:
+        backend = "vllm"
+        notes.append("additionalRequestParams sets ignore_eos, which genai-bench's openai backend drops: "
+                     "used its vllm backend (the same OpenAI API) so that the server receives it")
     output = output_target(spec.output_location, options.local_root, options.folder_name)
     experiment_dir = _join(output.base_dir, options.folder_name)
 
@@ -348,7 +355,6 @@ def build_command(spec: BenchmarkJobSpec, base_url: str, options: BenchOptions) 
         argv += ["--traffic-scenario", scenario]
     for level in concurrency:
         argv += ["--num-concurrency", str(level)]
-    params = request_params(spec.additional_request_params)
     if params:
         argv += ["--additional-request-params", json.dumps(params, separators=(",", ":"))]
     if spec.dataset is not None:

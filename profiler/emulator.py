@@ -38,7 +38,7 @@ class EmulatorSettings(BaseModel):
     served_model_name: str
     chars_per_token: float = Field(default=1.0, gt=0, description="prompt bytes per token")
     default_max_tokens: int = Field(default=DEFAULT_MAX_TOKENS, gt=0)
-    mean_answer_tokens: float = Field(default=DEFAULT_ANSWER_TOKENS, ge=1,
+    mean_answer_tokens: float = Field(default=DEFAULT_ANSWER_TOKENS, ge=2,
                                       description="mean natural answer length, tokens (EOS included)")
     seed: int = Field(default=0, description="seeds the answer lengths")
     description: str = ""

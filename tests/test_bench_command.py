@@ -48,7 +48,10 @@ def test_command_follows_ome_and_fills_its_gaps():
                         "http://10.0.0.5:8000/v1/", OPTS)
     argv = list(cmd.argv)
     assert argv[:2] == ["genai-bench", "benchmark"]
-    assert _flag(argv, "--api-backend") == ["openai"]
+    # genai-bench's openai backend drops ignore_eos; its vllm backend speaks the same API and sends it
+    assert _flag(argv, "--api-backend") == ["vllm"] and any("ignore_eos" in n for n in cmd.notes)
+    plain = build_command(_spec(additionalRequestParams={"temperature": "0.7"}), "http://10.0.0.5:8000/v1/", OPTS)
+    assert _flag(list(plain.argv), "--api-backend") == ["openai"]
     assert _flag(argv, "--api-base") == ["http://10.0.0.5:8000"]  # bare: genai-bench appends /v1/chat/completions
     assert _flag(argv, "--api-model-name") == ["org/m"]
     assert _flag(argv, "--model-tokenizer") == ["/tok"]

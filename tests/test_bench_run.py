@@ -87,6 +87,25 @@ def test_genai_bench_against_the_emulator_matches_the_model(tmp_path):
     assert parsed.mean_output_tokens == 20
 
 
+def test_answers_end_early_unless_the_job_asks_for_ignore_eos(tmp_path):
+    if not Path(runner_settings().genai_bench).is_file():
+        pytest.skip("genai-bench's environment is missing: run scripts/setup.sh (it installs it)")
+    proc, base = start_emulator("--mean-answer-tokens", "2")  # answers of ~2 tokens unless told otherwise
+    try:
+        lengths = {}
+        for name, params in (("natural", None), ("forced", {"ignore_eos": "true"})):
+            spec = job(base, trafficScenarios=["D(40,16)"], numConcurrency=[1], maxRequestsPerIteration=4,
+                       additionalRequestParams=params)
+            out = run_benchmarkjob(parse_benchmarkjob(spec), name=name,
+                                   settings=runner_settings({}, local_root=str(tmp_path), offline=True))
+            assert out.ok, out.failure
+            lengths[name] = out.results[0].mean_output_tokens
+    finally:
+        stop(proc)
+    assert lengths["forced"] == 16  # ignore_eos reached the server through genai-bench
+    assert lengths["natural"] < 8  # the emulated model stopped by itself, and genai-bench counted it
+
+
 def _settings(tmp_path, **kw):
     # any existing file stands in for genai-bench: these runs fail before starting it
     return runner_settings({}, genai_bench=sys.executable, local_root=str(tmp_path), offline=True, probe_timeout_s=3, **kw)

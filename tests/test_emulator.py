@@ -239,12 +239,12 @@ def test_natural_lengths_are_seeded_geometric():
     lengths = [natural_length(p, mean_tokens=50, seed=1) for p in prompts]
     assert lengths == [natural_length(p, mean_tokens=50, seed=1) for p in prompts]  # deterministic
     assert lengths != [natural_length(p, mean_tokens=50, seed=2) for p in prompts]  # the seed matters
-    assert min(lengths) >= 1 and sum(lengths) / len(lengths) == pytest.approx(50, rel=0.08)
-    # geometric: as many answers end within the first 10 tokens as 1 - (1 - 1/50)^10 predicts
-    assert sum(n <= 10 for n in lengths) / len(lengths) == pytest.approx(1 - 0.98 ** 10, abs=0.03)
-    assert all(natural_length(p, mean_tokens=1, seed=1) == 1 for p in prompts[:20])
+    assert min(lengths) >= 2 and sum(lengths) / len(lengths) == pytest.approx(50, rel=0.08)
+    # one token with text, then a 1/49 chance of EOS per token: P(length <= 11) = 1 - (48/49)^10
+    assert sum(n <= 11 for n in lengths) / len(lengths) == pytest.approx(1 - (48 / 49) ** 10, abs=0.03)
+    assert all(natural_length(p, mean_tokens=2, seed=1) == 2 for p in prompts[:20])
     with pytest.raises(ValueError, match="mean_tokens"):
-        natural_length("x", mean_tokens=0.5, seed=1)
+        natural_length("x", mean_tokens=1.5, seed=1)
     assert output_plan(7, max_tokens=10) == (7, "stop")
     assert output_plan(10, max_tokens=10) == (10, "stop")
     assert output_plan(11, max_tokens=10) == (10, "length")

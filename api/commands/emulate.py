@@ -56,8 +56,8 @@ def build(args: argparse.Namespace):
         raise ValueError("--speed: must be positive")
     if args.chars_per_token <= 0:
         raise ValueError("--chars-per-token: must be positive")
-    if args.mean_answer_tokens < 1:
-        raise ValueError("--mean-answer-tokens: must be at least 1")
+    if args.mean_answer_tokens < 2:
+        raise ValueError("--mean-answer-tokens: must be at least 2 (one token with text, then the end of sequence)")
     parallel = Parallel(tp=args.tp, pp=args.pp, dp=args.dp, moe_ep=args.ep)
     model_name, arch = args.model, None
     if args.model.endswith(".json"):
