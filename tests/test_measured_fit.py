@@ -82,3 +82,18 @@ def test_bad_input_is_named():
     assert err.value.field == "model"
     with pytest.raises(ValueError, match="^names: unknown parameter"):
         fit_deployment(DEPLOYMENT, [predicted(1)], names=("eff_nothing",))
+
+
+def test_a_disaggregated_deployment_is_recovered_too():
+    disagg = ServingConfig(model="meta-llama/Llama-3.1-70B-Instruct", gpu="h100_sxm", mode="disagg",
+                           prefill=Parallel(tp=2), decode=Parallel(tp=4), prefill_workers=2, decode_workers=1,
+                           isl_tokens=1, osl_tokens=1)
+
+    def point(c: float, times: float = 1.0) -> Point:
+        e = estimate(disagg.model_copy(update=dict(isl_tokens=2000, osl_tokens=200, concurrency=c)))
+        return Point(isl_tokens=2000, osl_tokens=200, concurrency=c, ttft_ms=e.ttft_ms * times, tpot_ms=e.itl_ms * times)
+
+    fit = fit_deployment(disagg, [point(c, times=1.3) for c in (4, 32)])
+    assert fit.scale == pytest.approx(1.3, rel=0.01) and fit.after.ttft_mdape_pct < 1 and fit.after.tpot_mdape_pct < 1
+    held = estimate(disagg.model_copy(update=dict(isl_tokens=2000, osl_tokens=200, concurrency=16)), params=fit.params)
+    assert held.itl_ms == pytest.approx(point(16, times=1.3).tpot_ms, rel=0.03)
