@@ -26,6 +26,17 @@ class InputError(ValueError):
     """Input the calibration cannot use; the message starts with the option or path at fault."""
 
 
+def positive(text: str) -> int:
+    """An argparse type: a whole number above zero."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive whole number, got {text!r}")
+    return value
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("calibration from measurements of one deployment")
     group.add_argument("--from-benchmarks", nargs="+", metavar="PATH",
@@ -34,19 +45,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--gpu", help="its GPU type, e.g. h100_sxm")
     group.add_argument("--backend", default="vllm", choices=("vllm", "sglang", "trtllm"))
     group.add_argument("--mode", default="agg", choices=("agg", "disagg"))
-    group.add_argument("--tp", type=int, default=1, help="tensor parallelism of each engine")
-    group.add_argument("--pp", type=int, default=1, help="pipeline parallelism")
-    group.add_argument("--dp", type=int, default=1, help="attention data-parallelism")
-    group.add_argument("--ep", type=int, default=1, help="expert parallelism (MoE)")
-    group.add_argument("--replicas", type=int, default=1, help="aggregated engines behind the endpoint")
-    group.add_argument("--prefill-tp", type=int, help="disagg: prefill engine TP (default --tp)")
-    group.add_argument("--decode-tp", type=int, help="disagg: decode engine TP (default --tp)")
-    group.add_argument("--prefill-workers", type=int, default=1, help="disagg: prefill engines")
-    group.add_argument("--decode-workers", type=int, default=1, help="disagg: decode engines")
+    group.add_argument("--tp", type=positive, default=1, help="tensor parallelism of each engine")
+    group.add_argument("--pp", type=positive, default=1, help="pipeline parallelism")
+    group.add_argument("--dp", type=positive, default=1, help="attention data-parallelism")
+    group.add_argument("--ep", type=positive, default=1, help="expert parallelism (MoE)")
+    group.add_argument("--replicas", type=positive, default=1, help="aggregated engines behind the endpoint")
+    group.add_argument("--prefill-tp", type=positive, help="disagg: prefill engine TP (default --tp)")
+    group.add_argument("--decode-tp", type=positive, help="disagg: decode engine TP (default --tp)")
+    group.add_argument("--prefill-workers", type=positive, default=1, help="disagg: prefill engines")
+    group.add_argument("--decode-workers", type=positive, default=1, help="disagg: decode engines")
     group.add_argument("--precision", help="weights: bf16 | fp8 | fp4 | int4 (default: implied by the model)")
     group.add_argument("--kv-dtype", help="KV cache: bf16 | fp8 | fp4")
-    group.add_argument("--max-batch", type=int, help="running sequences per engine (default: what KV memory allows)")
-    group.add_argument("--max-num-tokens", type=int, help="tokens per engine step (prefill chunk)")
+    group.add_argument("--max-batch", type=positive, help="running sequences per engine (default: what KV memory allows)")
+    group.add_argument("--max-num-tokens", type=positive, help="tokens per engine step (prefill chunk)")
     group.add_argument("--list-calibrations", action="store_true", help="print the stored calibrations")
     group.add_argument("--forget", action="store_true",
                        help="delete the stored calibration of --model, --gpu and --backend")
