@@ -139,7 +139,7 @@ def test_a_benchmarkjob_manifest_leads_to_its_results(measured, tmp_path):
     assert cal.fit.points == 3 and cal.source == str(measured)
 
 
-@pytest.mark.parametrize("case", ["unknown model", "empty folder", "missing path", "other model", "no gpu"])
+@pytest.mark.parametrize("case", ["unknown model", "empty folder", "missing path", "other model", "no gpu", "zero tp"])
 def test_invalid_input_is_named_and_nothing_is_stored(measured, tmp_path, case):
     (tmp_path / "empty").mkdir()
     args, expected = {
@@ -151,10 +151,12 @@ def test_invalid_input_is_named_and_nothing_is_stored(measured, tmp_path, case):
         "other model": ([str(measured), "--model", "Qwen/Qwen3-32B", "--gpu", GPU],
                         f"error: --model: 'Qwen/Qwen3-32B' does not match {measured}"),
         "no gpu": ([str(measured), "--model", MODEL], "error: --gpu: required"),
+        "zero tp": ([str(measured), "--model", MODEL, "--gpu", GPU, "--tp", "0"],
+                    "slaplan calibrate: error: argument --tp: must be a positive whole number"),
     }[case]
     db = tmp_path / "s.db"
     run = slaplan("calibrate", "--from-benchmarks", *args, db=db)
-    assert run.returncode == 2 and run.stderr.startswith(expected), run.stderr
+    assert run.returncode == 2 and run.stderr.strip().splitlines()[-1].startswith(expected), run.stderr
     assert not db.exists()
 
 
