@@ -10,7 +10,8 @@ endpoint, tear it down.
   user's command runs aggregated units only.
 - ``KubeTarget`` server-side applies the unit's DynamoGraphDeployment (``infra.kube``), waits
   until the operator reports ``status.state: successful``, and benchmarks the frontend service
-  the operator creates (``<name>-frontend`` on port 8000, a template to change); it deletes the
+  the operator creates (``<name>-frontend`` on port 8000; ``SLAPLAN_ONLINE_FRONTEND_URL`` changes
+  the template, e.g. for a worker outside the cluster behind an ingress); it deletes the
   DGD on teardown, and when the deployment fails or does not become ready in time.
 
 Failures raise ``TargetError`` with a message fit for the DGDR's status.
@@ -33,11 +34,12 @@ from typing import Protocol
 from pydantic import BaseModel, ConfigDict
 
 from infra.kube import Cluster, ClusterError
+from infra.settings import Settings
 from planner.types import Engine, Plan, PlanRequest
 
 log = logging.getLogger(__name__)
 
-DEFAULT_FRONTEND_URL = "http://{name}-frontend.{namespace}.svc.cluster.local:8000"
+DEFAULT_FRONTEND_URL = Settings.model_fields["online_frontend_url"].default
 READY_STATE = "successful"
 FAILED_STATES = frozenset({"failed"})
 

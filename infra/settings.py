@@ -58,6 +58,11 @@ class Settings(BaseModel):
         description="local engine command template ({model} {port} {host} {tp} …); None = slaplan's emulator",
     )
     online_emulator_speed: float = Field(default=1.0, gt=0, description="local emulators: >1 faster than the model")
+    online_frontend_url: str = Field(
+        default="http://{name}-frontend.{namespace}.svc.cluster.local:8000",
+        description="kubernetes: where a candidate DGD's frontend answers ({name}, {namespace}); the default "
+        "is the operator's service, reachable from inside the cluster",
+    )
     online_max_trials: int = Field(default=8, gt=0, description="candidates measured per online DGDR, unless it says")
     online_max_minutes: float = Field(default=240.0, gt=0, description="wall time of one online DGDR, unless it says")
     online_heartbeat_seconds: int = Field(
@@ -89,6 +94,7 @@ ENV_FIELDS = {
     "SLAPLAN_ONLINE_TARGET": "online_target",
     "SLAPLAN_ONLINE_ENGINE_COMMAND": "online_engine_command",
     "SLAPLAN_ONLINE_EMULATOR_SPEED": "online_emulator_speed",
+    "SLAPLAN_ONLINE_FRONTEND_URL": "online_frontend_url",
     "SLAPLAN_ONLINE_MAX_TRIALS": "online_max_trials",
     "SLAPLAN_ONLINE_MAX_MINUTES": "online_max_minutes",
     "SLAPLAN_ONLINE_HEARTBEAT_SECONDS": "online_heartbeat_seconds",

@@ -98,7 +98,9 @@ def test_an_online_dgdr_through_a_real_worker(pg_url, redis_url, tmp_path):
     assert measured["target"] == "local emulator" and measured["budget"]["maxTrials"] == 2
     assert 1 <= measured["trialsDone"] <= 2 and measured["sweep"] == {"scenario": "D(100,20)", "concurrency": [1, 4]}
     trials = [t for t in measured["trials"] if t["state"] == "complete"]
-    assert trials and all({p["concurrency"] for p in t["points"]} == {1, 4} for t in trials)
+    # every sweep point measured, or the trial says why not (genai-bench's own reason)
+    assert any({p["concurrency"] for p in t["points"]} == {1, 4} for t in trials), trials
+    assert all({p["concurrency"] for p in t["points"]} == {1, 4} or t.get("error") for t in trials), trials
     for t in trials:  # genai-bench's own folders are kept
         assert list(Path(t["resultsLocation"]).glob("D100_20_text-to-text_num_concurrency_*_time_*s.json"))
     # the emulators ran 4× slower than the model: the calibration found it
@@ -172,7 +174,7 @@ def _setup(url: str, tmp_path: Path, target) -> online.Online:
 
 def _dies_on_call(n: int):
     """A clock that kills the 'worker' the ``n``-th time it is read (1: claiming the DGDR; 2:
-    saving the progress after the first measurement)."""
+    saving that the first measurement starts; 3: saving its result as progress)."""
     calls = [0]
 
     def clock() -> datetime:
@@ -203,7 +205,7 @@ def test_a_restarted_worker_resumes_the_study(sessions, tmp_path):
     kept = _store(sessions, dgdr("kept"))
     first, second = [], []
     with pytest.raises(SystemExit):
-        tasks.process_dgdr(sessions, kept, clock=_dies_on_call(2),
+        tasks.process_dgdr(sessions, kept, clock=_dies_on_call(3),
                            online=lambda: _setup(url, tmp_path, Recording(first)))
     assert _status(sessions, kept)["state"] == "Profiling" and len(first) == 1
     assert tasks.process_dgdr(sessions, kept, online=lambda: _setup(url, tmp_path, Recording(second))) == "ready"

@@ -75,7 +75,7 @@ def online_setup(settings: Any, cluster: Callable | None = None) -> Online:
     if wanted == "kubernetes" and cluster is None:
         raise OnlineError("online_target is kubernetes but no cluster is configured (SLAPLAN_CLUSTER / SLAPLAN_KUBECONFIG)")
     if wanted == "kubernetes" or (wanted == "auto" and cluster is not None):
-        target, name = KubeTarget(cluster()), "kubernetes"
+        target, name = KubeTarget(cluster(), frontend_url=settings.online_frontend_url), "kubernetes"
     else:
         target = LocalTarget(command=settings.online_engine_command, speed=settings.online_emulator_speed)
         name = "local engine command" if settings.online_engine_command else "local emulator"
@@ -175,7 +175,7 @@ def genai_bench_measure(setup: Online, concurrency: tuple[int, ...], folder: str
 
     def measure(unit: Plan, request: PlanRequest, name: str) -> tuple[list[IterationMetrics], str, str | None]:
         with deployed(setup.target, unit, request, name) as endpoint:
-            spec = sweep_job(endpoint, request, concurrency, f"{folder}/{name}")
+            spec = sweep_job(endpoint, request, concurrency, folder)
             outcome = run_benchmarkjob(spec, name=name, settings=setup.runner)
         return outcome.results, outcome.experiment_dir or "", (None if outcome.ok else outcome.failure)
 
@@ -253,7 +253,8 @@ def _fit(request: PlanRequest, unit: Plan, trial: optuna.trial.FrozenTrial, para
 
 def search_units(request: PlanRequest, unit_plans: dict[str, Plan], *, study: optuna.Study, store: Any,
                  budget: Budget, params: dict[str, float], measure: Measure, model: Any = None,
-                 progress: Callable[[list], None] = lambda trials: None, wall: Callable[[], float] = time.time,
+                 progress: Callable[..., None] = lambda trials, measuring=None: None,
+                 wall: Callable[[], float] = time.time,
                  sleep: Callable[[float], None] = time.sleep, poll_s: float = 5.0) -> str:
     """Measure units of ``unit_plans`` until a budget runs out or nothing is left worth
     measuring; ``params`` predict before anything is measured. Returns why it stopped."""
@@ -294,6 +295,7 @@ def search_units(request: PlanRequest, unit_plans: dict[str, Plan], *, study: op
         if key in measured or key in others:
             study.tell(trial, state=TrialState.PRUNED)  # another worker measured it meanwhile
             continue
+        progress(study.get_trials(deepcopy=False), measuring=key)
         _run_trial(study, store, trial, key, unit_plans[key], request, measure)
         progress(study.get_trials(deepcopy=False))
 
@@ -331,8 +333,8 @@ def profile_online(request: PlanRequest, *, uid: str, generation: int, setup: On
     study = studies.open_study(store, name)
     measure = measure or genai_bench_measure(setup, budget.concurrency, f"online/{uid}")
 
-    def report(trials) -> None:
-        progress(progress_message(trials, unit_plans, budget, study.user_attrs.get("started"), wall()))
+    def report(trials, measuring: str | None = None) -> None:
+        progress(progress_message(trials, unit_plans, budget, study.user_attrs.get("started"), wall(), measuring))
 
     stopped = search_units(request, unit_plans, study=study, store=store, budget=budget, params=base,
                            measure=measure, model=model[0], progress=report, wall=wall)
@@ -396,8 +398,10 @@ def online_document(trials, *, study_name: str, target: str, budget: Budget, sto
     }
 
 
-def progress_message(trials, unit_plans: dict[str, Plan], budget: Budget, started: float | None, now: float) -> str:
-    """The Profiling condition's message while the search runs."""
+def progress_message(trials, unit_plans: dict[str, Plan], budget: Budget, started: float | None, now: float,
+                     measuring: str | None = None) -> str:
+    """The Profiling condition's message while the search runs (``measuring``: the unit being
+    deployed and benchmarked now)."""
     done = len(_counted(trials))
     best = _best(trials)
     text = f"online: {done}/{budget.max_trials} candidate(s) measured"
@@ -406,6 +410,8 @@ def progress_message(trials, unit_plans: dict[str, Plan], budget: Budget, starte
         within = (f"{best.value:.0f} output tok/s/GPU within the SLA" if best.value > 0
                   else f"misses the SLA by ×{-best.value:.2f} at best")
         text += f"; best so far {key}: {within}"
+    if measuring:
+        text += f"; now measuring {measuring}"
     if started is not None:
         text += f"; {(now - started) / 60:.1f} of {budget.max_minutes:g} min used"
     return text + f"; {len(unit_plans)} candidate(s) in the space"
