@@ -206,6 +206,11 @@ def test_failed_deployments_are_trials_with_their_reason(tmp_path):
     failed = study.get_trials(states=(TrialState.FAIL,))
     assert len(failed) == 2 and len({t.params[online.UNIT_PARAM] for t in failed}) == 2
     assert failed[0].user_attrs["error"].startswith("not deployed: the engine exited")
+    # shapes that cannot hold the model are never deployed: here none can
+    huge = REQUEST.model_copy(update={"model": "meta-llama/Llama-3.1-405B-Instruct", "max_gpus_per_engine": 1})
+    with pytest.raises(online.OnlineError, match=r"nothing to measure: .* fits no engine of 1–1 h100_sxm GPUs"):
+        online.profile_online(huge, uid="u9", generation=1, setup=setup_for(f"sqlite:///{tmp_path / 's.db'}"),
+                              measure=broken)
 
 
 # --------------------------------------------------------------------------- storage

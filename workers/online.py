@@ -323,6 +323,8 @@ def profile_online(request: PlanRequest, *, uid: str, generation: int, setup: On
     budget = budget_for(request, setup)
     offline = plan(request, model=model, params=base)
     every = search.units(offline.candidates)
+    if not every:
+        raise OnlineError(f"nothing to measure: {offline.reason}")
     unit_plans = {k: u for k, u in every.items() if setup.target.supports(u) is None}
     left_out = sorted({setup.target.supports(u) for u in every.values()} - {None})
     if not unit_plans:
