@@ -269,3 +269,32 @@ def test_bad_budgets_are_422_naming_the_field(tmp_path):
         assert causes[prefix + "concurrency[1]"] == "must be greater than 0"
         assert client.get(path).json()["items"] == []  # nothing stored
     app.state.engine.dispose()
+
+
+def test_the_dgdr_page_lists_the_trials(tmp_path):
+    import re
+    from datetime import UTC, datetime
+
+    from api.dashboard.dgdr_page import render_dgdr
+    from infra.resources import Resource
+    from planner.manifests.dynamo import render_dgd
+    from planner.status import dgdr_status
+
+    calls: list[str] = []
+    result, *_ = online.profile_online(REQUEST, uid="u10", generation=1,
+                                       setup=setup_for(f"sqlite:///{tmp_path / 's.db'}", max_trials=3),
+                                       measure=model_measure(truth_params(), calls))
+    now = datetime.now(UTC)
+    status = dgdr_status(result, render_dgd(result.chosen, REQUEST), observed_generation=1, state="Ready",
+                         now=now.strftime("%Y-%m-%dT%H:%M:%SZ"))
+    spec = {"modelName": REQUEST.model, "sla": {"ttft": REQUEST.ttft_ms, "itl": REQUEST.itl_ms}, "online": True,
+            "gpu": {"type": REQUEST.gpu, "maxNumGPUsPerEngine": 8}}
+    resource = Resource(group="nvidia.com", version="v1alpha1", kind="DynamoGraphDeploymentRequest",
+                        plural="dynamographdeploymentrequests", namespace="default", name="big", uid="u10", generation=1,
+                        resource_version=3, labels={}, annotations={}, spec=spec, status=status, created_at=now,
+                        updated_at=now)
+    page = render_dgdr(resource, now)
+    table = re.search(r'<table id="trials">.*?</table>', page, re.S).group(0)
+    listed = re.findall(r"<tr><td>\d+</td><td>([^<]+)</td><td>complete</td>", table)
+    assert listed == calls and "tok/s/GPU" in table and "clients: TTFT" in table
+    assert f"Best measured</dt><dd>{result.online['best']}" in page and "times ×" in page

@@ -7,6 +7,7 @@ from datetime import datetime
 from typing import Any
 
 from api.dashboard.html import age, dl, h, iso, num, page, q, state_badge
+from api.dashboard.online_view import online_section
 from api.dashboard.plan_view import assumptions_section, candidates_section, chosen_section, pareto_section, shape
 from api.dashboard.summaries import dgdr_summary
 from api.dashboard.targets import TARGET_LABELS, TARGETS, render_target
@@ -168,6 +169,8 @@ def render_dgdr(resource: Resource, now: datetime, *, feasible_only: bool = Fals
         parts += [chosen_section(doc), pareto_section(doc), candidates_section(doc, feasible_only=feasible_only, action=page_url)]
         if doc.get("chosen"):
             parts.append(manifests_section(resource, doc))
+        if doc.get("online"):
+            parts.append(online_section(doc["online"]))
         parts.append(assumptions_section(doc))
     elif isinstance(resource.status.get("profilingResults"), str) and resource.status["profilingResults"]:
         parts.append(f'<p class="notice notice-muted">Profiling results are stored elsewhere: {h(resource.status["profilingResults"])}</p>')
