@@ -151,9 +151,12 @@ class LocalTarget:
                 port = _free_port(self.host)
                 self._running[name].append(start_router(bases[0], bases[1], self.host, port))
                 base = f"http://{self.host}:{port}"
-        except (TargetError, RuntimeError) as exc:
+        except RuntimeError as exc:  # the router did not start
             self._stop(name)
             raise TargetError(str(exc)) from None
+        except BaseException:
+            self._stop(name)
+            raise
         return Endpoint(name=name, base_url=base, model_name=request.model)
 
     def _start(self, name: str, argv: list[str], port: int) -> str:
@@ -244,7 +247,7 @@ class KubeTarget:
                             model_name=request.model)
         try:
             self._wait_ready(endpoint)
-        except TargetError:
+        except BaseException:
             self.down(endpoint)
             raise
         return endpoint

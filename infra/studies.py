@@ -13,6 +13,7 @@ next worker that asks for a trial, and retried once (Optuna re-enqueues its para
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 import warnings
@@ -20,6 +21,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import optuna
+
+log = logging.getLogger(__name__)
 
 OPTUNA_SCHEMA = "slaplan_optuna"
 STUDY_PREFIX = "slaplan-dgdr-"
@@ -101,7 +104,10 @@ def heartbeat(store: optuna.storages.RDBStorage, trial: optuna.Trial) -> Iterato
 
     def beat() -> None:
         while True:
-            store.record_heartbeat(trial._trial_id)
+            try:
+                store.record_heartbeat(trial._trial_id)
+            except Exception:  # the database away for a moment: the next beat may get through
+                log.warning("could not record the heartbeat of trial %s", trial.number, exc_info=True)
             if stop.wait(interval):
                 return
 
