@@ -117,7 +117,7 @@ def seeded(server, tmp_path_factory):
         assert api.post(JOBS, json=_job("measured-job")).status_code == 201
         status = {"status": {"state": "Completed", "startTime": "2025-01-01T00:00:00Z",
                              "completionTime": "2025-01-01T00:10:00Z", "details": json.dumps(_measured()),
-                             "resultsLocation": str(folder)}}
+                             "results": _measured()["results"], "resultsLocation": str(folder)}}
         patched = api.patch(f"{JOBS}/measured-job/status", content=json.dumps(status),
                             headers={"content-type": "application/merge-patch+json"})
         assert patched.status_code == 200, patched.text
@@ -291,6 +291,10 @@ def test_benchmarkjob_charts_with_sla_lines(seeded, page):
     got = page.request.get(seeded + href)
     assert got.ok and got.text() == "3 iterations measured\n"
     assert page.get_by_role("link", name="experiment_metadata.json").is_visible()
+    href = page.get_by_role("link", name="Measured results and file list (JSON)").get_attribute("href")
+    listed = page.request.get(seeded + href).json()
+    assert len(listed["results"]) == 6 and [f["path"] for f in listed["files"]] == [
+        "experiment_metadata.json", "logs/genai-bench.console.log"]
 
 
 def test_submit_dgdr_reaches_ready_on_screen(seeded, page):

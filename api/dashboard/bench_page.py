@@ -124,6 +124,8 @@ def _reports(resource: Resource, results: Results) -> str:
             items.append(f'<li><a href="{h(where)}">{h(label)}</a></li>')
         elif folder is None or where != resource.status.get("resultsLocation"):
             items.append(f"<li>{h(label)}: <code>{h(where)}</code></li>")
+    if isinstance(resource.status.get("results"), list) and resource.status["results"]:
+        items.append(f'<li><a href="{_api_path(resource)}/results">Measured results and file list (JSON)</a></li>')
     if folder is not None:
         url = files_url(resource.version, q(resource.namespace), q(resource.name))
         links = "".join(f'<li><a href="{url}/{h(quote(rel))}">{h(rel)}</a> <span class="sub">{_size(size)}</span></li>'
@@ -137,6 +139,10 @@ def _reports(resource: Resource, results: Results) -> str:
     if not items:
         return ""
     return f'<section aria-labelledby="rep-h"><h2 id="rep-h">Report files</h2><ul>{"".join(items)}</ul></section>'
+
+
+def _api_path(resource: Resource) -> str:
+    return f"/apis/{resource.group}/{resource.version}/namespaces/{q(resource.namespace)}/{resource.plural}/{q(resource.name)}"
 
 
 def _size(n: int) -> str:
@@ -161,7 +167,7 @@ def render_bench(resource: Resource, now: datetime) -> str:
     else:
         sections.append('<p class="empty" id="no-results">No measurements yet: this benchmark has not run. '
                         "The charts of TTFT, ITL and throughput against concurrency appear here once it has.</p>")
-    api = f"/apis/{resource.group}/{resource.version}/namespaces/{q(resource.namespace)}/{resource.plural}/{q(resource.name)}"
+    api = _api_path(resource)
     body = f"""<nav class="crumbs" aria-label="Breadcrumb"><a href="/">Requests</a> › BenchmarkJob</nav>
 <div class="title-row"><h1>{h(resource.name)}</h1>
 <div class="title-meta">{state_badge(state)} <span class="sub">BenchmarkJob · namespace {h(resource.namespace)} ·
