@@ -119,8 +119,9 @@ def test_a_resumed_study_keeps_its_measurements(tmp_path):
     truth, first, second = truth_params(), [], []
     online.profile_online(REQUEST, uid="u2", generation=1, setup=setup_for(url, max_trials=1),
                           measure=model_measure(truth, first))
+    # resumed by a worker that starts from another calibration (stored meanwhile by another request)
     result, *_ = online.profile_online(REQUEST, uid="u2", generation=1, setup=setup_for(url, max_trials=4),
-                                      measure=model_measure(truth, second))
+                                      params=truth, measure=model_measure(truth, second))
     assert len(first) == 1 and first[0] not in second  # the first measurement was not repeated
     assert [t["unit"] for t in result.online["trials"]][0] == first[0]
     assert result.online["trialsDone"] == 1 + len(second)
@@ -135,10 +136,10 @@ def test_a_lost_workers_trial_is_failed_and_retried(tmp_path):
     url = f"sqlite:///{tmp_path / 's.db'}"
     store = studies.storage(url, heartbeat_s=1)
     study = studies.open_study(store, studies.study_name("u3", 1))
-    units = list(online._ranked(search.units(plan(REQUEST).candidates), REQUEST, SWEEP, shipped_params(),
-                                load_model(REQUEST.model)[0]))
-    # a worker asked for a trial, recorded one heartbeat, and died
-    study.enqueue_trial({online.UNIT_PARAM: units[0]})
+    units = sorted(search.units(plan(REQUEST).candidates))  # the trial parameter's choices
+    # a worker asked for a trial (the last unit, which the search would not start with), recorded
+    # one heartbeat, and died
+    study.enqueue_trial({online.UNIT_PARAM: units[-1]})
     lost = studies.ask(study)
     lost.suggest_categorical(online.UNIT_PARAM, units)
     store.record_heartbeat(lost._trial_id)
@@ -148,7 +149,7 @@ def test_a_lost_workers_trial_is_failed_and_retried(tmp_path):
                                       measure=model_measure(truth_params(), calls))
     states = {t.number: t.state for t in study.get_trials(deepcopy=False)}
     assert states[lost.number] == TrialState.FAIL
-    assert calls == [units[0]]  # retried first, measured once
+    assert calls == [units[-1]]  # retried first, measured once
     assert result.online["trialsDone"] == 1
 
 

@@ -8,8 +8,8 @@ Inside the DGDR lifecycle (state Profiling):
    trials a previous worker completed are kept, a dead worker's running trial is failed and
    retried once;
 3. until a budget runs out or ``planner.online.next_unit`` finds nothing worth measuring: the
-   next unit (the offline optimum first, then the best prediction of the model calibrated on the
-   best measurement so far) is enqueued and asked as a trial, deployed on the target,
+   next unit (the model's best prediction: first with the starting parameters — the offline
+   optimum —, then calibrated on the best measurement so far) is enqueued and asked as a trial, deployed on the target,
    benchmarked with genai-bench (``D(isl,osl)`` at each sweep concurrency), torn down, and told
    its score (goodput per GPU within the SLA); the Profiling condition shows trials done of
    the budget and the best so far;
@@ -251,14 +251,17 @@ def _fit(request: PlanRequest, unit: Plan, trial: optuna.trial.FrozenTrial, para
     return fit_deployment(search.deployment(unit, request), iterations, params=params)
 
 
-def search_units(request: PlanRequest, unit_plans: dict[str, Plan], *, study: optuna.Study, store: Any,
-                 budget: Budget, params: dict[str, float], measure: Measure, model: Any = None,
+def search_units(request: PlanRequest, unit_plans: dict[str, Plan], *, deployable: set[str], study: optuna.Study,
+                 store: Any, budget: Budget, params: dict[str, float], measure: Measure, model: Any = None,
                  progress: Callable[..., None] = lambda trials, measuring=None: None,
                  wall: Callable[[], float] = time.time,
                  sleep: Callable[[float], None] = time.sleep, poll_s: float = 5.0) -> str:
-    """Measure units of ``unit_plans`` until a budget runs out or nothing is left worth
-    measuring; ``params`` predict before anything is measured. Returns why it stopped."""
-    choices = list(unit_plans)
+    """Measure ``deployable`` units of ``unit_plans`` until a budget runs out or nothing is left
+    worth measuring; ``params`` predict before anything is measured. Returns why it stopped.
+
+    The trial parameter's choices are every unit's key, sorted: the same for every worker and
+    restart whatever the target or the calibration, as a resumed study requires."""
+    choices = sorted(unit_plans)
     if "started" not in study.user_attrs:
         study.set_user_attr("started", wall())
     deadline = study.user_attrs["started"] + budget.max_minutes * 60.0
@@ -276,7 +279,7 @@ def search_units(request: PlanRequest, unit_plans: dict[str, Plan], *, study: op
             if best is not None and best.number not in fitted:
                 fitted[best.number] = _fit(request, unit_plans[best.params[UNIT_PARAM]], best, params).params
             failed = {t.params.get(UNIT_PARAM) for t in _counted(trials) if t.state == TrialState.FAIL}
-            todo = {k: u for k, u in unit_plans.items() if k not in measured and k not in failed}
+            todo = {k: u for k, u in unit_plans.items() if k in deployable and k not in measured and k not in failed}
             predicted = search.predict(todo, request, budget.concurrency,
                                        fitted[best.number] if best is not None else params, model)
             scores = {k: search.score(pts, todo[k].total_gpus, request) for k, pts in predicted.items()}
@@ -300,13 +303,6 @@ def search_units(request: PlanRequest, unit_plans: dict[str, Plan], *, study: op
         progress(study.get_trials(deepcopy=False))
 
 
-def _ranked(unit_plans: dict[str, Plan], request: PlanRequest, concurrency, params, model) -> dict[str, Plan]:
-    """Units ordered by the score the model predicts for them, best first."""
-    predicted = search.predict(unit_plans, request, concurrency, params, model)
-    order = sorted(unit_plans, key=lambda k: -search.score(predicted[k], unit_plans[k].total_gpus, request))
-    return {k: unit_plans[k] for k in order}
-
-
 def profile_online(request: PlanRequest, *, uid: str, generation: int, setup: Online,
                    model: tuple[Any, str] | None = None, params: dict[str, float] | None = None,
                    measure: Measure | None = None, progress: Callable[[str], None] = lambda message: None,
@@ -325,30 +321,29 @@ def profile_online(request: PlanRequest, *, uid: str, generation: int, setup: On
     every = search.units(offline.candidates)
     if not every:
         raise OnlineError(f"nothing to measure: {offline.reason}")
-    unit_plans = {k: u for k, u in every.items() if setup.target.supports(u) is None}
+    deployable = {k for k, u in every.items() if setup.target.supports(u) is None}
     left_out = sorted({setup.target.supports(u) for u in every.values()} - {None})
-    if not unit_plans:
+    if not deployable:
         raise OnlineError(f"no candidate can be deployed on the {setup.target_name} target: {'; '.join(left_out)}")
-    unit_plans = _ranked(unit_plans, request, budget.concurrency, base, model[0])
     store = studies.storage(setup.database_url, heartbeat_s=setup.heartbeat_s)
     name = studies.study_name(uid, generation)
     study = studies.open_study(store, name)
     measure = measure or genai_bench_measure(setup, budget.concurrency, f"online/{uid}")
 
     def report(trials, measuring: str | None = None) -> None:
-        progress(progress_message(trials, unit_plans, budget, study.user_attrs.get("started"), wall(), measuring))
+        progress(progress_message(trials, len(deployable), budget, study.user_attrs.get("started"), wall(), measuring))
 
-    stopped = search_units(request, unit_plans, study=study, store=store, budget=budget, params=base,
-                           measure=measure, model=model[0], progress=report, wall=wall)
+    stopped = search_units(request, every, deployable=deployable, study=study, store=store, budget=budget,
+                           params=base, measure=measure, model=model[0], progress=report, wall=wall)
     trials = study.get_trials(deepcopy=False)
     best = _best(trials)
     if best is None:
         errors = sorted({t.user_attrs.get("error", "") for t in _counted(trials)} - {""})
         raise OnlineError(f"no candidate could be measured ({stopped}): {'; '.join(errors)[:1000]}")
-    best_unit = unit_plans[best.params[UNIT_PARAM]]
+    best_unit = every[best.params[UNIT_PARAM]]
     fit = _fit(request, best_unit, best, base)
     good = [k for k, v in _measured(trials).items() if v > 0] or [best.params[UNIT_PARAM]]
-    result = plan(request, model=model, params=fit.params, only={search.candidate(unit_plans[k]) for k in good})
+    result = plan(request, model=model, params=fit.params, only={search.candidate(every[k]) for k in good})
     note = (f"online: {len(_counted(trials))} candidate(s) measured with genai-bench on the {setup.target_name} "
             f"target ({stopped}); the model was calibrated on {search.unit_key(best_unit)} "
             f"(times ×{fit.scale:.3g}, TTFT MdAPE {fit.before.ttft_mdape_pct:.1f}% → {fit.after.ttft_mdape_pct:.1f}%, "
@@ -400,7 +395,7 @@ def online_document(trials, *, study_name: str, target: str, budget: Budget, sto
     }
 
 
-def progress_message(trials, unit_plans: dict[str, Plan], budget: Budget, started: float | None, now: float,
+def progress_message(trials, space: int, budget: Budget, started: float | None, now: float,
                      measuring: str | None = None) -> str:
     """The Profiling condition's message while the search runs (``measuring``: the unit being
     deployed and benchmarked now)."""
@@ -416,4 +411,4 @@ def progress_message(trials, unit_plans: dict[str, Plan], budget: Budget, starte
         text += f"; now measuring {measuring}"
     if started is not None:
         text += f"; {(now - started) / 60:.1f} of {budget.max_minutes:g} min used"
-    return text + f"; {len(unit_plans)} candidate(s) in the space"
+    return text + f"; {space} candidate(s) in the space"
