@@ -75,3 +75,16 @@ def start_serve(workdir, env_extra: dict[str, str] | None = None, *, worker: boo
             stderr=subprocess.STDOUT,
         ))
     return f"http://127.0.0.1:{port}", procs
+
+
+def start_worker(cwd, env: dict, *, name: str = "test"):
+    """A ``slaplan worker`` process on the ``plan`` and ``bench`` queues (one task at a time),
+    logging to ``cwd/worker.log``; stop it with ``stop``."""
+    import subprocess
+    import uuid
+
+    with (cwd / "worker.log").open("w") as log:
+        return subprocess.Popen(
+            [*SLAPLAN, "worker", "--queues", "plan,bench", "--pool", "solo", "--concurrency", "1",
+             "--loglevel", "WARNING", "--hostname", f"{name}-{uuid.uuid4().hex[:6]}@%h"],
+            cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)

@@ -6,10 +6,8 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import threading
 import time
-import uuid
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -26,7 +24,7 @@ from infra.settings import load_settings
 from planner import online as search
 from planner import plan
 from planner.request import parse_dgdr
-from procs import SLAPLAN
+from procs import start_worker, stop
 from profiler.bench_runner import runner_settings
 from workers import lifecycle, online, tasks
 
@@ -60,10 +58,7 @@ def test_an_online_dgdr_through_a_real_worker(pg_url, redis_url, tmp_path):
     env = {**os.environ, "PYTHONPATH": str(ROOT), "SLAPLAN_DATABASE_URL": pg_url, "SLAPLAN_BROKER_URL": redis_url,
            "SLAPLAN_ONLINE_EMULATOR_SPEED": str(SPEED), "SLAPLAN_BENCH_ROOT": str(tmp_path / "bench"),
            "SLAPLAN_OFFLINE": "1"}
-    log = (tmp_path / "worker.log").open("w")
-    worker = subprocess.Popen([*SLAPLAN, "worker", "--queues", "plan,bench", "--pool", "solo", "--concurrency", "1",
-                               "--loglevel", "WARNING", "--hostname", f"online-{uuid.uuid4().hex[:6]}@%h"],
-                              cwd=tmp_path, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
+    worker = start_worker(tmp_path, env, name="online")
     app = create_app(settings)
     try:
         with TestClient(app) as client:
@@ -79,13 +74,7 @@ def test_an_online_dgdr_through_a_real_worker(pg_url, redis_url, tmp_path):
             since = created.json()["metadata"]["resourceVersion"]
             watched = client.get(f"{PATH}?watch=true&resourceVersion={since}&timeoutSeconds=1").text.splitlines()
     finally:
-        worker.terminate()
-        try:
-            worker.wait(30)
-        except subprocess.TimeoutExpired:
-            worker.kill()
-            worker.wait(5)
-        log.close()
+        stop(worker)
         app.state.engine.dispose()
     states = [json.loads(line)["object"].get("status", {}) for line in watched]
     seen = [c["message"] for st in states if st.get("state") == "Profiling"
@@ -247,7 +236,7 @@ def test_an_online_dgdr_on_kubernetes(sessions, tmp_path):
     from fake_kube import CRD_DIR, SKIP_REASON, FakeKube
     from infra.deploy_targets import KubeTarget
     from infra.kube import connect
-    from test_emulator import start_emulator, stop
+    from test_emulator import start_emulator
 
     if not CRD_DIR.is_dir():
         pytest.skip(SKIP_REASON)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import time
 import uuid
 from datetime import timedelta
@@ -20,7 +19,7 @@ from infra.resources import ResourceCreate, create_resource, get_resource_by_uid
 from infra.settings import load_settings
 from workers import lifecycle, tasks
 from workers.recovery import unfinished
-from procs import SLAPLAN
+from procs import start_worker, stop
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -39,24 +38,13 @@ def service(pg_url, redis_url, tmp_path):
         "SLAPLAN_DATABASE_URL": pg_url,
         "SLAPLAN_BROKER_URL": redis_url,
     }
-    log = (tmp_path / "worker.log").open("w")
-    worker = subprocess.Popen(
-        [*SLAPLAN, "worker", "--queues", "plan,bench", "--pool", "solo",
-         "--concurrency", "1", "--loglevel", "WARNING", "--hostname", f"test-{uuid.uuid4().hex[:6]}@%h"],
-        cwd=tmp_path, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-    )
+    worker = start_worker(tmp_path, env)
     app = create_app(settings)
     try:
         with TestClient(app) as client:
             yield client, app, worker
     finally:
-        worker.terminate()
-        try:
-            worker.wait(20)
-        except subprocess.TimeoutExpired:
-            worker.kill()
-            worker.wait(5)
-        log.close()
+        stop(worker)
         app.state.engine.dispose()
 
 
