@@ -73,13 +73,14 @@ def _subset(data: Prepared, mask: np.ndarray) -> Prepared:
 
 def fit(data: Prepared, start: dict[str, float] | None = None, names: tuple[str, ...] = tuple(PARAMS),
         max_evals: int = 400, prior: dict[str, float] | None = None,
-        prior_strength: float = PRIOR_STRENGTH) -> dict[str, float]:
+        prior_strength: float | dict[str, float] = PRIOR_STRENGTH) -> dict[str, float]:
     """Least-squares fit of ``names`` (others stay at ``start``) in log-parameter space.
 
     Rows whose deployment was inferred rather than recorded are left out of the fit (they
     would teach the model the guess, not the hardware) but are still predicted and scored.
     ``prior`` (default: the physical defaults) is where the fit is pulled toward, with
-    ``prior_strength`` log-units of error per factor of 2 per √row.
+    ``prior_strength`` log-units of error per factor of 2 per √row (one number for every name,
+    or one per name, ``PRIOR_STRENGTH`` for names it leaves out).
     """
     base = dict(start or default_params())
     lo = np.log([PARAMS[n][1] if PARAMS[n][1] > 0 else 1e-3 for n in names])
@@ -96,7 +97,9 @@ def fit(data: Prepared, start: dict[str, float] | None = None, names: tuple[str,
     per_family = dict(zip(families, np.sqrt(ok.sum() / (len(families) * counts))))
     weight = np.array([per_family.get(f, 0.0) for f in data.labels["family"]])
     prior = np.log([(prior or {}).get(n, PARAMS[n][0]) for n in names])
-    prior_weight = prior_strength * np.sqrt(max(int(ok.sum()), 1)) / np.log(2.0)
+    strength = np.array([prior_strength.get(n, PRIOR_STRENGTH) if isinstance(prior_strength, dict)
+                         else prior_strength for n in names])
+    prior_weight = strength * np.sqrt(max(int(ok.sum()), 1)) / np.log(2.0)
 
     def residuals(x):
         p = dict(base, **dict(zip(names, np.exp(x))))

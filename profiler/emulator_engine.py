@@ -7,8 +7,10 @@ One ``Rank`` is one attention rank of an engine (an engine with attention data-p
   (``max_num_tokens``) on prompt chunks of admitted sequences, first come first served;
 - its duration (s) = ``decode_step_s`` for the sequences that emit a token in it (the decoding
   ones plus those whose prefill completes in it) at their mean context, plus the prefill time of
-  the prompt chunks it processes (``prefill_s`` of the whole prompt, shared in proportion to
-  the chunk's tokens), divided by ``speed``;
+  the prompt chunks it processes, divided by ``speed``. The chunks of one step run as one
+  forward pass, as in vLLM or SGLang: k prompts chunked together cost ``prefill_s`` of k prompts
+  of their mean length prefilled together (weights streamed once, not k times), shared in
+  proportion to the tokens the chunks take;
 - a sequence is admitted while the rank holds fewer than ``max_batch`` sequences and their
   reserved KV tokens (prompt + max_tokens) fit its KV cache; the rest wait in a FIFO queue;
 - every request first waits the backend's fixed first-token cost (HTTP, tokenization, router).
@@ -44,7 +46,8 @@ class Timing(BaseModel):
     model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
 
     decode_step_s: Callable[[int, float], float] = Field(description="(sequences, mean context tokens) -> s")
-    prefill_s: Callable[[int], float] = Field(description="(prompt tokens) -> s for the whole prompt")
+    prefill_s: Callable[[float, int], float] = Field(
+        description="(prompt tokens, prompts) -> s to prefill that many whole prompts together in one pass")
     fixed_s: float = Field(ge=0, description="per-request cost before scheduling (s)")
     max_batch: int = Field(gt=0, description="running sequences per rank")
     max_num_tokens: int = Field(gt=0, description="tokens per step (decode tokens + prompt chunks)")
@@ -160,7 +163,6 @@ class Rank:
         decoding = [s for s in self.running if s.decoding]
         budget = max(0, t.max_num_tokens - len(decoding))
         chunks: dict[Sequence, int] = {}
-        prefill = 0.0
         completing: list[Sequence] = []
         for s in self.running:
             if s.decoding or budget <= 0:
@@ -168,9 +170,12 @@ class Rank:
             take = min(s.prompt_tokens - s.prefilled, budget)
             budget -= take
             chunks[s] = take
-            prefill += t.prefill_s(s.prompt_tokens) * take / s.prompt_tokens
             if s.prefilled + take >= s.prompt_tokens:
                 completing.append(s)
+        prefill = 0.0
+        if chunks:
+            prompts = sum(s.prompt_tokens for s in chunks)
+            prefill = t.prefill_s(prompts / len(chunks), len(chunks)) * sum(chunks.values()) / prompts
         emitting = decoding + completing
         decode = 0.0
         if emitting:

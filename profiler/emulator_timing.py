@@ -47,8 +47,8 @@ def model_timing(config: ServingConfig, mode: Mode = "agg", *, speed: float = 1.
     def decode(batch: int, context: float) -> float:
         return float(decode_step_s(fd, p, float(batch), float(context)))
 
-    def prefill(tokens: int) -> float:
-        return float(prefill_s(fp, p, float(tokens)))
+    def prefill(tokens: float, prompts: int = 1) -> float:
+        return float(prefill_s(fp, p, float(tokens), float(prompts)))
 
     timing = Timing(decode_step_s=decode, prefill_s=prefill, fixed_s=fixed, max_batch=per_rank_limit,
                     max_num_tokens=int(fd["max_num_tokens"]), kv_tokens=int(fd["kv_tokens_per_rank"]),

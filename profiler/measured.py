@@ -5,9 +5,11 @@ divided and every fixed cost multiplied, so that every step time and every laten
 predicts scales with it (a deployment uniformly slower or faster than the model: other
 kernels, clocks, a busier host). Then a refinement of the few parameters that explain an
 uneven difference (GEMM, weight-streaming, KV and attention efficiencies; the framework's
-per-step and per-request costs; per-layer and per-sequence costs), pulled toward the scaled
-values by a prior worth ``PRIOR_STRENGTH`` log-units per factor of 2 per √point, so a
-handful of points moves what they explain and leaves the rest. Both minimise the soft-L1
+per-step and per-request costs; per-layer and per-sequence costs) and, when the points span
+several concurrencies, of the closed-loop burst term that sets how TTFT grows with load,
+pulled toward the scaled values by a prior worth ``PRIOR_STRENGTH`` log-units per factor of 2
+per √point (``LOAD_PRIOR_STRENGTH`` for the burst term), so a handful of points moves what
+they explain and leaves the rest. Both minimise the soft-L1
 norm of log(predicted / measured) of the mean TTFT and TPOT. Errors are median absolute
 percentage errors (MdAPE) before and after, on the points fitted.
 """
@@ -31,6 +33,9 @@ from profiler.model_catalog import resolve_model
 from profiler.params import PARAMS, shipped_params
 
 PRIOR_STRENGTH = 0.3
+# The burst term's prior is weaker: how far closed-loop clients stay in step depends on the
+# workload (equal request lengths keep them in lockstep), not on the hardware the prior knows.
+LOAD_PRIOR_STRENGTH = 0.05
 MAX_EVALS = 200
 SCALE_BOUNDS = (0.05, 20.0)  # the time scale searched: 20× faster to 20× slower
 SOFT_L1_SCALE = 0.2  # log-error beyond which residuals count linearly (as in profiler.calibrate)
@@ -93,10 +98,19 @@ def calibration_key(model: str, gpu: str, backend: str) -> tuple[str, str, str]:
     return resolve_model(model)[0].hf_id, get_gpu(gpu).name, backend
 
 
-def fitted_names(backend: str) -> tuple[str, ...]:
-    """The parameters a deployment's measurements refit: those that scale every step of ``backend``."""
-    return ("eff_gemm", "eff_hbm", "eff_kv", "eff_attn", f"step_ms_{backend}", f"ttft_ms_{backend}",
-            "layer_us", "prefill_layer_us", "seq_us")
+def load_name(backend: str, mode: str) -> str:
+    """The closed-loop burst parameter of ``backend`` in ``mode`` ("agg" or "disagg"): the wait per
+    extra client, in prefill times, that sets how TTFT grows with concurrency."""
+    return "disagg_burst" if mode == "disagg" else f"agg_burst_{backend}"
+
+
+def fitted_names(backend: str, mode: str = "agg", concurrencies: int = 1) -> tuple[str, ...]:
+    """The parameters a deployment's measurements refit: those that scale every step of ``backend``
+    and, when the points span ``concurrencies`` > 1 distinct loads, the burst term of ``backend``
+    in ``mode`` (one load cannot tell how latency grows with load)."""
+    names = ("eff_gemm", "eff_hbm", "eff_kv", "eff_attn", f"step_ms_{backend}", f"ttft_ms_{backend}",
+             "layer_us", "prefill_layer_us", "seq_us")
+    return names + ((load_name(backend, mode),) if concurrencies > 1 else ())
 
 
 def scaled(params: dict[str, float], scale: float) -> dict[str, float]:
@@ -184,7 +198,8 @@ def fit_deployment(deployment: ServingConfig, measured: Sequence[Iteration | Poi
     (``profiler.bench_results.IterationMetrics``: mean input/output tokens, concurrency, mean
     TTFT and TPOT in ms) or ``Point``s; iterations with no successful request are skipped.
     ``params``: where to start and what the prior pulls toward (default: the shipped
-    parameters). ``names``: parameters to fit (default: ``fitted_names(deployment.backend)``).
+    parameters). ``names``: parameters to fit (default: ``fitted_names`` of the
+    deployment's backend and mode: with points at several concurrencies, its burst term too).
 
     Returns a ``DeploymentFit``: ``params`` (the full dict, for ``estimate``/``plan(params=…)``),
     ``scale`` (the uniform time factor found first), ``fitted`` (refined after), ``points`` and the TTFT/TPOT MdAPE ``before`` and ``after`` (%). Raises
@@ -195,7 +210,8 @@ def fit_deployment(deployment: ServingConfig, measured: Sequence[Iteration | Poi
     if not points:
         raise ValueError("measured: no iteration with a successful request to fit")
     start = dict(params or shipped_params())
-    chosen = tuple(names if names is not None else fitted_names(deployment.backend))
+    loads = len({pt.concurrency for pt in points})
+    chosen = tuple(names if names is not None else fitted_names(deployment.backend, deployment.mode, loads))
     unknown = [n for n in chosen if n not in PARAMS]
     if unknown:
         raise ValueError(f"names: unknown parameter(s) {', '.join(unknown)}")
@@ -204,6 +220,8 @@ def fit_deployment(deployment: ServingConfig, measured: Sequence[Iteration | Poi
     base = scaled(start, scale)
     # Refine only what scaling left inside its physical bounds (a fit would clip the rest back).
     free = tuple(n for n in chosen if PARAMS[n][1] < base[n] < PARAMS[n][2])
-    fitted = fit(data, base, free, max_evals=max_evals, prior=base, prior_strength=prior_strength) if free else base
+    strength = {n: LOAD_PRIOR_STRENGTH if n == load_name(deployment.backend, deployment.mode) else prior_strength
+                for n in free}
+    fitted = fit(data, base, free, max_evals=max_evals, prior=base, prior_strength=strength) if free else base
     return DeploymentFit(params=fitted, scale=round(scale, 6), fitted=free, points=len(points),
                          before=model_errors(data, start), after=model_errors(data, fitted))

@@ -97,7 +97,6 @@ def test_calibration_learns_a_slower_deployment_and_later_plans_use_it(measured,
     assert cal.fit.points == 2 and str(fit_dir) in cal.source and cal.deployment["engine"]["tp"] == 1
     # the error on the fitted points drops substantially, and the slowdown is found
     assert cal.fit.before.tpot_mdape_pct > 15 and cal.fit.after.tpot_mdape_pct < cal.fit.before.tpot_mdape_pct / 3
-    # (TTFT less: the emulator's TTFT grows with load faster than the model's queueing can follow)
     assert cal.fit.after.ttft_mdape_pct < 0.6 * cal.fit.before.ttft_mdape_pct
     assert 1.2 < cal.fit.scale < 1.8
     # the held-out concurrency is predicted within tolerance, and better than before

@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from profiler.emulator_engine import Engine, Timing, count_tokens
+from profiler.emulator_engine import Engine, Rank, Sequence, Stats, Timing, count_tokens
 from procs import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -280,7 +280,7 @@ def test_prefill_engine_answers_one_token():
 
 
 def _timing(**kw) -> Timing:
-    base = dict(decode_step_s=lambda b, ctx: 0.010, prefill_s=lambda n: 0.010, fixed_s=0.0, max_batch=64,
+    base = dict(decode_step_s=lambda b, ctx: 0.010, prefill_s=lambda n, k=1: 0.010 * k, fixed_s=0.0, max_batch=64,
                 max_num_tokens=8192, kv_tokens=100_000)
     base.update(kw)
     return Timing(**base)
@@ -318,11 +318,28 @@ def test_speed_factor_scales_time():
 
 
 def test_load_slows_steps_down():
-    timing = _timing(decode_step_s=lambda b, ctx: 0.005 + 0.001 * b, prefill_s=lambda n: 0.0001 * n)
+    timing = _timing(decode_step_s=lambda b, ctx: 0.005 + 0.001 * b, prefill_s=lambda n, k=1: 0.0001 * n * k)
     alone = asyncio.run(_run(Engine(timing), [(100, 20)]))[0]
     crowd = asyncio.run(_run(Engine(timing), [(100, 20)] * 16))
     assert max(c[1] for c in crowd) > alone[1] * 1.5
     assert max(c[0] for c in crowd) > alone[0]
+
+
+def test_prompts_of_one_step_are_prefilled_in_one_pass():
+    # a pass streams the weights once (5 ms) whatever it holds, then 0.1 ms per prompt token
+    timing = _timing(prefill_s=lambda n, k=1: 0.005 + 0.0001 * n * k, max_num_tokens=300)
+    rank = Rank(timing, Stats())
+    for _ in range(4):
+        rank.enqueue(Sequence(prompt_tokens=100, max_tokens=4, arrival=0.0, output_tokens=4))
+    duration, emitting, chunks = rank.plan_step()
+    # three whole prompts fit the 300-token budget: one pass of 300 tokens, not three of 100
+    assert list(chunks.values()) == [100, 100, 100] and len(emitting) == 3
+    assert duration == pytest.approx(0.005 + 0.030 + 0.010)
+    rank.finish_step(emitting, chunks, now=duration)
+    duration, emitting, chunks = rank.plan_step()
+    # the fourth prompt fits what the three decoding sequences leave of the budget
+    assert list(chunks.values()) == [100] and len(emitting) == 4
+    assert duration == pytest.approx(0.005 + 0.010 + 0.010)
 
 
 def test_token_counting():

@@ -9,7 +9,7 @@ from profiler.bench_results import IterationMetrics, Percentiles
 from profiler.config import Parallel, ServingConfig
 from profiler.errors import ModelError
 from profiler.estimate import estimate
-from profiler.measured import Point, fit_deployment
+from profiler.measured import Point, fit_deployment, fitted_names
 from profiler.params import shipped_params
 
 MODEL = "meta-llama/Llama-3.1-8B-Instruct"
@@ -54,6 +54,27 @@ def test_an_uneven_difference_is_refined_and_unfitted_parameters_stay():
     held = predicted(8, 100, 20, params=truth)
     calibrated, shipped = predicted(8, 100, 20, params=fit.params), predicted(8, 100, 20)
     assert abs(calibrated.tpot_ms / held.tpot_ms - 1) < abs(shipped.tpot_ms / held.tpot_ms - 1) / 3
+
+
+@pytest.mark.parametrize("burst_times", [4.0, 0.1])
+def test_how_latency_grows_with_load_is_learned_between_the_concurrencies_fitted(burst_times):
+    # clients more (or less) in step than the shipped burst term says, on a 1.3× slower deployment
+    base = shipped_params()
+    truth = dict(base, agg_burst_vllm=base["agg_burst_vllm"] * burst_times)
+    points = [predicted(c, 200, 40, params=truth, times=1.3) for c in (1, 8, 32)]
+    fit = fit_deployment(DEPLOYMENT, points)
+    assert "agg_burst_vllm" in fit.fitted and "disagg_burst" not in fit.fitted
+    # the burst moved the way the truth lies
+    assert (fit.params["agg_burst_vllm"] / base["agg_burst_vllm"] - 1) * (burst_times - 1) > 0
+    without = fit_deployment(DEPLOYMENT, points, names=fitted_names("vllm"))
+    held = predicted(16, 200, 40, params=truth, times=1.3)
+    error = lambda params: abs(predicted(16, 200, 40, params=params).ttft_ms / held.ttft_ms - 1)  # noqa: E731
+    assert error(fit.params) < 0.04 and error(fit.params) < error(without.params) / 3
+
+
+def test_one_concurrency_leaves_the_burst_term_alone():
+    fit = fit_deployment(DEPLOYMENT, [predicted(4, isl, osl, times=1.2) for isl, osl in ((100, 20), (1000, 200))])
+    assert "agg_burst_vllm" not in fit.fitted and fit.params["agg_burst_vllm"] == shipped_params()["agg_burst_vllm"]
 
 
 def _iteration(c: int, *, requests: int = 10, errors: int = 0, input_tokens: float | None = 100.0) -> IterationMetrics:
