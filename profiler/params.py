@@ -33,6 +33,7 @@ PARAMS: dict[str, tuple[float, float, float]] = {
     "ttft_ms_sglang": (30.0, 0.1, 1000.0),
     "ttft_ms_trtllm": (30.0, 0.1, 1000.0),
     "closed_queue": (1.0, 0.01, 20.0),  # scale of the M/D/c prefill wait under a closed loop
+    "closed_interference": (1.0, 0.1, 2.0),  # share of prompt prefills decodes wait for, closed loop
     "agg_burst_vllm": (0.08, 0.001, 1.0),  # closed-loop wait per extra client, in prefill times
     "agg_burst_sglang": (0.08, 0.001, 1.0),
     "agg_burst_trtllm": (0.08, 0.001, 1.0),

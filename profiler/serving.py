@@ -84,7 +84,10 @@ def _at(fd, fp, ld: Load, p, b, t_pf=None):
     t_dec = decode_step_s(fd, p, b, ctx)
     t_pf = prefill_s(fp, p, ld.isl) if t_pf is None else t_pf
     agg = 1.0 - ld.disagg
-    tpot = t_dec + agg * b * t_pf / steps_after_first
+    # A closed loop's clients stay roughly in step, so part of a round's prompts is prefilled
+    # before their peers' first tokens (fitted share ``closed_interference``; all under Poisson).
+    share = np.where(ld.closed > 0, p["closed_interference"], 1.0)
+    tpot = t_dec + agg * share * b * t_pf / steps_after_first
     ranks = fd["dp"] * ld.decode_engines
     x = b * ranks / (steps_after_first * tpot)
     servers = np.where(ld.disagg > 0, ld.prefill_servers, ranks)
