@@ -26,8 +26,9 @@ from sqlalchemy import select
 
 from infra.db import SessionFactory, session_scope
 from infra.kube import Cluster, ClusterError
-from infra.resources import Conflict, NotFound, Resource, get_resource_by_uid, update_status
+from infra.resources import Conflict, NotFound, Resource, get_resource_by_uid
 from workers import lifecycle
+from workers.status_writes import finish, save_status
 
 log = logging.getLogger(__name__)
 
@@ -41,10 +42,6 @@ Connector = Callable[[], Cluster]
 def _now(clock: Callable[[], datetime] | None) -> datetime:
     return clock() if clock else datetime.now(UTC)
 
-
-def _save(sessions: SessionFactory, resource: Resource, status: dict[str, Any]) -> Resource:
-    with session_scope(sessions) as session:
-        return update_status(session, status, uid=resource.uid, expected_version=resource.resource_version)
 
 
 def _ready_condition(status: dict[str, Any], ok: bool, reason: str, message: str, generation: int,
@@ -76,13 +73,13 @@ def deploy_dgdr(sessions: SessionFactory, claimed: Resource, result: Any, reques
     if error is not None and not error.transient:
         failed = dgdr_status(result, dgd, observed_generation=generation, state="Failed", now=stamp,
                              error=f"not applied: {error}", previous=claimed.status)
-        return _finish(sessions, claimed, failed, "failed")
+        return finish(sessions, claimed, failed, "failed")
     deploying = dgdr_status(result, dgd, observed_generation=generation, state="Deploying", now=stamp,
                             previous=claimed.status)
     deploying["deployment"] = {**deploying["deployment"], "created": False}
     deploying.get("deployment", {}).pop("state", None)
     try:
-        stored = _save(sessions, claimed, deploying)
+        stored = save_status(sessions, claimed, deploying)
     except (Conflict, NotFound):
         return "superseded"
     if cluster is None:  # unreachable: the tracker connects and applies again
@@ -105,7 +102,7 @@ def _apply(sessions: SessionFactory, resource: Resource, cluster: Cluster, clock
         failed = {k: v for k, v in status.items() if k != "deployment"}
         failed["state"] = "Failed"
         failed = _ready_condition(failed, False, "DeploymentFailed", f"not applied: {exc}", resource.generation, now)
-        return _finish(sessions, resource, failed, "failed")
+        return finish(sessions, resource, failed, "failed")
     live = (applied.get("status") or {}).get("state") or "pending"
     meta = dgd["metadata"]
     done = {**status, "deployment": {"name": meta["name"], "namespace": meta["namespace"], "state": live,
@@ -113,7 +110,7 @@ def _apply(sessions: SessionFactory, resource: Resource, cluster: Cluster, clock
     done = _ready_condition(done, False, "DeploymentInProgress",
                             f"applied {dgd['kind']} {meta['namespace']}/{meta['name']} ({dgd['apiVersion']}); "
                             "waiting for it to become ready", resource.generation, now)
-    return _finish(sessions, resource, done, "deploying")
+    return finish(sessions, resource, done, "deploying")
 
 
 def _note_retry(sessions: SessionFactory, resource: Resource, error: Exception | None, clock) -> None:
@@ -121,17 +118,10 @@ def _note_retry(sessions: SessionFactory, resource: Resource, error: Exception |
                               f"not applied yet, will retry: {error}", resource.generation, _now(clock))
     if status != resource.status:
         try:
-            _save(sessions, resource, status)
+            save_status(sessions, resource, status)
         except (Conflict, NotFound):
             pass
 
-
-def _finish(sessions: SessionFactory, resource: Resource, status: dict[str, Any], outcome: str) -> str:
-    try:
-        _save(sessions, resource, status)
-    except (Conflict, NotFound):
-        return "superseded"
-    return outcome
 
 
 def track_dgdr(sessions: SessionFactory, uid: str, connect: Connector | None, *,
@@ -163,7 +153,7 @@ def track_dgdr(sessions: SessionFactory, uid: str, connect: Connector | None, *,
                 "deployment": {k: v for k, v in deployment.items() if k != "state"}}
         gone = _ready_condition(gone, False, "DeploymentDeleted", "the deployment was deleted; it is not recreated",
                                 generation, now)
-        return _finish(sessions, resource, gone, "deleted")
+        return finish(sessions, resource, gone, "deleted")
     state = (live.get("status") or {}).get("state") or "pending"
     new = {**status, "deployment": {**deployment, "state": state}}
     if state == SUCCESSFUL:
@@ -175,7 +165,7 @@ def track_dgdr(sessions: SessionFactory, uid: str, connect: Connector | None, *,
                                generation, now)
     if new == status:
         return outcome
-    return _finish(sessions, resource, new, outcome)
+    return finish(sessions, resource, new, outcome)
 
 
 # --------------------------------------------------------------------------- Celery wiring

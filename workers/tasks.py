@@ -18,8 +18,9 @@ from typing import Any
 from sqlalchemy.exc import OperationalError
 
 from infra.db import SessionFactory, session_scope
-from infra.resources import Conflict, NotFound, Resource, get_resource_by_uid, to_object, update_status
+from infra.resources import Conflict, NotFound, Resource, get_resource_by_uid, to_object
 from workers import lifecycle
+from workers.status_writes import finish, save_status
 
 log = logging.getLogger(__name__)
 
@@ -33,10 +34,6 @@ Clock = Callable[[], datetime]
 def _utcnow() -> datetime:
     return datetime.now(UTC)
 
-
-def _save(sessions: SessionFactory, resource: Resource, status: dict[str, Any]) -> Resource:
-    with session_scope(sessions) as session:
-        return update_status(session, status, uid=resource.uid, expected_version=resource.resource_version)
 
 
 def _load(sessions: SessionFactory, uid: str) -> Resource | None:
@@ -73,10 +70,10 @@ def process_dgdr(sessions: SessionFactory, uid: str, *, clock: Clock = _utcnow, 
     except request_module.RequestError as exc:
         messages = [f"{path}: {message}" if path else message for path, message in exc.causes]
         failed = status_module.validation_failed_status(messages, observed_generation=generation, now=stamp())
-        return _finish(sessions, resource, failed, "failed")
+        return finish(sessions, resource, failed, "failed")
 
     try:
-        claimed = _save(
+        claimed = save_status(
             sessions, resource, make_status(None, None, observed_generation=generation, state="Profiling", now=stamp(), previous=status)
         )
     except (Conflict, NotFound):
@@ -102,11 +99,11 @@ def process_dgdr(sessions: SessionFactory, uid: str, *, clock: Clock = _utcnow, 
             None, None, observed_generation=generation, state="Failed", now=stamp(),
             error=f"profiling error: {type(exc).__name__}: {exc}", previous=claimed.status,
         )
-        return _finish(sessions, claimed, failed, "failed")
+        return finish(sessions, claimed, failed, "failed")
 
     if not result.feasible or result.chosen is None:
         failed = make_status(result, None, observed_generation=generation, state="Failed", now=stamp(), previous=claimed.status)
-        return _finish(sessions, claimed, failed, "failed")
+        return finish(sessions, claimed, failed, "failed")
 
     try:
         dgd = render_dgd(result.chosen, request, api_version=resource.version if resource.version == "v1beta1" else "v1alpha1")
@@ -115,7 +112,7 @@ def process_dgdr(sessions: SessionFactory, uid: str, *, clock: Clock = _utcnow, 
             result, None, observed_generation=generation, state="Failed", now=stamp(),
             error=f"the deployment could not be generated: {exc}", previous=claimed.status,
         )
-        return _finish(sessions, claimed, failed, "failed")
+        return finish(sessions, claimed, failed, "failed")
 
     ready = make_status(result, dgd, observed_generation=generation, state="Ready", now=stamp(), previous=claimed.status)
     if request.auto_apply and cluster is not None:
@@ -124,7 +121,7 @@ def process_dgdr(sessions: SessionFactory, uid: str, *, clock: Clock = _utcnow, 
         return deploy_dgdr(sessions, claimed, result, request, dgd, cluster, clock=clock)
     if request.auto_apply:
         ready = _nothing_applied(ready, generation, clock())
-    return _finish(sessions, claimed, ready, "ready")
+    return finish(sessions, claimed, ready, "ready")
 
 
 def _settings():
@@ -149,13 +146,6 @@ def _nothing_applied(status: dict[str, Any], generation: int, now: datetime) -> 
     )
 
 
-def _finish(sessions: SessionFactory, claimed: Resource, status: dict[str, Any], outcome: str) -> str:
-    try:
-        _save(sessions, claimed, status)
-    except (Conflict, NotFound):
-        return "superseded"
-    return outcome
-
 
 def process_benchmarkjob(sessions: SessionFactory, uid: str, *, clock: Clock = _utcnow, runner=None,
                          cluster: Callable | None = None, settings=None) -> str:
@@ -170,7 +160,7 @@ def process_benchmarkjob(sessions: SessionFactory, uid: str, *, clock: Clock = _
         return "done"
     from workers import bench
 
-    return bench.run_job(resource, save=lambda r, status: _save(sessions, r, status), clock=clock, runner=runner,
+    return bench.run_job(resource, save=lambda r, status: save_status(sessions, r, status), clock=clock, runner=runner,
                          cluster=cluster, settings=settings)
 
 

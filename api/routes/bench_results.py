@@ -13,27 +13,16 @@ from typing import Any
 from fastapi import APIRouter
 from fastapi.responses import FileResponse
 
-from api import errors
 from api.deps import SessionDep
 from api.errors import ApiError
 from api.kinds import BENCHMARKJOB
+from api.routes.resources import load_resource
 from api.report_files import files_url, inside, report_files, results_folder
-from infra import resources as repo
 
 router = APIRouter(tags=["benchmark results"])
 
 TEXT_SUFFIXES = (".log", ".txt", ".out")
 JOB = f"/apis/{BENCHMARKJOB.group}/{{version}}/namespaces/{{namespace}}/{BENCHMARKJOB.plural}/{{name}}"
-
-
-def _job(session, version: str, namespace: str, name: str) -> repo.Resource:
-    if version not in BENCHMARKJOB.versions:
-        raise ApiError(404, "the server could not find the requested resource")
-    key = repo.ResourceKey(group=BENCHMARKJOB.group, plural=BENCHMARKJOB.plural, namespace=namespace, name=name)
-    found = repo.get_resource(session, key)
-    if found is None:
-        raise errors.not_found(BENCHMARKJOB.plural, name, BENCHMARKJOB.group)
-    return found
 
 
 def _no_results(name: str, why: str) -> ApiError:
@@ -43,7 +32,7 @@ def _no_results(name: str, why: str) -> ApiError:
 
 @router.get(JOB + "/results", summary="Measured metrics of a BenchmarkJob, and genai-bench's files")
 def results(version: str, namespace: str, name: str, session: SessionDep) -> dict[str, Any]:
-    job = _job(session, version, namespace, name)
+    job = load_resource(session, BENCHMARKJOB.group, version, BENCHMARKJOB.plural, namespace, name)
     status = job.status
     measured = status.get("results")
     if not isinstance(measured, list) or not measured:
@@ -61,7 +50,7 @@ def results(version: str, namespace: str, name: str, session: SessionDep) -> dic
 
 @router.get(JOB + "/results/files/{path:path}", summary="One of genai-bench's result files of a BenchmarkJob")
 def result_file(version: str, namespace: str, name: str, path: str, session: SessionDep) -> FileResponse:
-    job = _job(session, version, namespace, name)
+    job = load_resource(session, BENCHMARKJOB.group, version, BENCHMARKJOB.plural, namespace, name)
     folder = results_folder(job.status)
     if folder is None:
         raise _no_results(name, "no local genai-bench folder")

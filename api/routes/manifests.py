@@ -21,6 +21,7 @@ from api import errors
 from api.deps import SessionDep
 from api.errors import ApiError
 from api.kinds import DGDR
+from api.routes.resources import load_resource
 from infra import resources as repo
 
 router = APIRouter(tags=["manifests"])
@@ -31,12 +32,7 @@ KTHENA_GROUPS = ("workload.volcano.sh", "workload.serving.volcano.sh")
 
 
 def _load_planned(session, version: str, namespace: str, name: str) -> repo.Resource:
-    if version not in DGDR.versions:
-        raise ApiError(404, "the server could not find the requested resource")
-    key = repo.ResourceKey(group=DGDR.group, plural=DGDR.plural, namespace=namespace, name=name)
-    found = repo.get_resource(session, key)
-    if found is None:
-        raise errors.not_found(DGDR.plural, name, DGDR.group)
+    found = load_resource(session, DGDR.group, version, DGDR.plural, namespace, name)
     state = found.status.get("state") or "Pending"
     if state not in PLANNED_STATES or not found.status.get("generatedDeployment"):
         why = "planning failed; see its conditions" if state == "Failed" else "it is not planned yet"

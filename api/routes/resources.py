@@ -52,6 +52,11 @@ def _load(session: Session, kind: ServedKind, namespace: str, name: str) -> repo
     return found
 
 
+def load_resource(session: Session, group: str, version: str, plural: str, namespace: str, name: str) -> repo.Resource:
+    """The stored object a path names; 404 Status when the kind or the object is not there."""
+    return _load(session, _kind(group, version, plural), namespace, name)
+
+
 class ListQuery:
     """The query of a list call (and of a watch: ``?watch=true``)."""
 
