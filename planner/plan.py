@@ -15,7 +15,7 @@ from planner.sizing import Candidate, Sized, Target, decode_capacity, size_aggre
 from planner.space import check_bounds, describe, engine_options
 from planner.types import Engine, Plan, PlanRequest, PlanResult, Prediction
 from profiler.config import Parallel, ServingConfig
-from profiler.engine import DEFAULT_MAX_NUM_TOKENS, MEMORY_FRACTION
+from profiler.engine import DEFAULT_MAX_NUM_TOKENS, FREE_FRACTION_BACKENDS, MEMORY_FRACTION
 from profiler.errors import ModelError
 from profiler.estimate import Prepared, prepare
 from profiler.gpus import GPUS, get_gpu
@@ -201,7 +201,9 @@ def _assumptions(req: PlanRequest, precision: str, node: int, t: Target, fit: in
             else f"closed-loop concurrency {t.load:g}" if t.closed else f"Poisson arrivals at {t.load:g} requests/s")
     return (
         f"weights {precision}, KV cache {default_kv_dtype(precision)}",
-        f"{req.backend} memory fraction {MEMORY_FRACTION[req.backend]}, prefill chunk {DEFAULT_MAX_NUM_TOKENS[req.backend]} tokens",
+        f"{req.backend} memory fraction {MEMORY_FRACTION[req.backend]}"
+        f"{' of the memory left after weights' if req.backend in FREE_FRACTION_BACKENDS else ''}, "
+        f"prefill chunk {DEFAULT_MAX_NUM_TOKENS[req.backend]} tokens",
         f"{node} GPUs per node",
         f"load: {load}",
         f"ISL {req.isl_tokens} / OSL {req.osl_tokens} tokens",

@@ -18,8 +18,8 @@ import numpy as np
 
 from profiler.config import Parallel
 from profiler.estimate import Prepared, evaluate, stack_prepared
-from profiler.serving import first_token
-from profiler.steps import decode_step_s, prefill_s
+from profiler.serving import first_token, prefill_batching
+from profiler.steps import decode_step_s
 
 GROWTH_ROUNDS = 8
 MAX_WORKERS = 512
@@ -168,8 +168,8 @@ def _prefill_workers(prep: Prepared, rate: float, clients: float, t_dec: float, 
     """Fewest prefill workers whose first-token time meets the TTFT target at ``rate``."""
     n = np.arange(1, MAX_WORKERS + 1, dtype=float)
     f = prep.prefill
-    t_pf = prefill_s(f, p, float(t.isl))
-    exec_s, wait, burst, _, _ = first_token(f, p, float(t.isl), t_pf, t_dec, rate, n * f["dp"], clients, 1.0)
+    pf = prefill_batching(f, p, float(t.isl))
+    exec_s, wait, burst, _, _ = first_token(f, p, float(t.isl), pf, t_dec, rate, n * f["dp"], clients, 1.0)
     ok = np.flatnonzero((exec_s + wait + burst) * 1e3 <= t.ttft_ms)
     return int(n[ok.min()]) if ok.size else MAX_WORKERS
 

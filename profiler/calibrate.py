@@ -9,7 +9,8 @@ errors are measured on it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from functools import lru_cache
 
 import numpy as np
 from scipy.optimize import least_squares
@@ -17,7 +18,7 @@ from scipy.optimize import least_squares
 from profiler.dataset import row_prepared
 from profiler.errors import ModelError
 from profiler.estimate import Batch, evaluate, stack_prepared
-from profiler.model_catalog import resolve_model
+from profiler.model_catalog import MODELS, resolve_model
 from profiler.params import PARAMS, default_params
 
 TTFT_WEIGHT = 1.0
@@ -36,14 +37,42 @@ class Prepared:
     labels: dict[str, np.ndarray]  # model family, gpu, backend, mode per row
     inferred: np.ndarray  # rows whose deployment had to be guessed (e.g. missing worker counts)
     errors: dict[int, str]  # input position -> why it cannot be predicted
+    repeats: np.ndarray  # rows repeating another row's measurement (fitted and scored once, there)
 
 
+@lru_cache(maxsize=None)
 def family(model_id: str) -> str:
-    """Group key for cross-validation: the architecture, so variants of one model stay together."""
+    """Group key for cross-validation: the architecture, so releases of one model stay together.
+
+    Named after the first catalog model (alphabetically) with the same architecture, e.g.
+    DeepSeek-R1 and DeepSeek-V3.1 fall in DeepSeek-V3's family.
+    """
     try:
-        return resolve_model(model_id)[0].hf_id
+        model = resolve_model(model_id)[0]
     except ModelError:
         return model_id
+    shape = replace(model, hf_id="", aliases=())
+    same = [m.hf_id for m in MODELS if replace(m, hf_id="", aliases=()) == shape]
+    return min(same) if same else model.hf_id
+
+
+def repeated_measurements(rows: list[dict], keep: list[int], inferred: list[bool]) -> np.ndarray:
+    """Mask of kept rows that repeat another row's measurement, the one to keep being recorded if any.
+
+    The data holds some measurements more than once (one source copying another, sometimes
+    without the worker counts): same model family, GPU, backend, lengths, concurrency, and
+    TTFT and TPOT to the last digit. Each is fitted and scored once, under the row whose
+    deployment is recorded when there is one.
+    """
+    key = lambda i: (family(str(rows[i].get("model"))), *(str(rows[i].get(k)).strip() for k in  # noqa: E731
+                     ("gpu", "backend", "isl", "osl", "concurrency", "ttft_ms", "tpot_ms")))
+    order = sorted(range(len(keep)), key=lambda j: inferred[j])  # recorded rows claim first
+    seen, repeat = set(), np.zeros(len(keep), dtype=bool)
+    for j in order:
+        k = key(keep[j])
+        repeat[j] = k in seen
+        seen.add(k)
+    return repeat
 
 
 def prepare_rows(rows: list[dict]) -> Prepared:
@@ -61,14 +90,16 @@ def prepare_rows(rows: list[dict]) -> Prepared:
     labels = {k: np.array([str(rows[i].get(k)) for i in keep]) for k in ("gpu", "backend", "mode")}
     labels["family"] = np.array([family(str(rows[i].get("model"))) for i in keep])
     return Prepared(np.array(keep, dtype=int), stack_prepared(preps) if preps else None,
-                    take("ttft_ms"), take("tpot_ms"), labels, np.array(inferred, dtype=bool), errors)
+                    take("ttft_ms"), take("tpot_ms"), labels, np.array(inferred, dtype=bool), errors,
+                    repeated_measurements(rows, keep, inferred))
 
 
 def _subset(data: Prepared, mask: np.ndarray) -> Prepared:
     b = data.batch
     pick = lambda d: {k: v[mask] for k, v in d.items()}  # noqa: E731
     return Prepared(data.index[mask], Batch(pick(b.decode), pick(b.prefill), pick(b.load), b.gpus[mask]),
-                    data.ttft_ms[mask], data.tpot_ms[mask], pick(data.labels), data.inferred[mask], {})
+                    data.ttft_ms[mask], data.tpot_ms[mask], pick(data.labels), data.inferred[mask], {},
+                    data.repeats[mask])
 
 
 def fit(data: Prepared, start: dict[str, float] | None = None, names: tuple[str, ...] = tuple(PARAMS),
@@ -86,7 +117,7 @@ def fit(data: Prepared, start: dict[str, float] | None = None, names: tuple[str,
     lo = np.log([PARAMS[n][1] if PARAMS[n][1] > 0 else 1e-3 for n in names])
     hi = np.log([PARAMS[n][2] for n in names])
     x0 = np.clip(np.log([max(base[n], 1e-3) for n in names]), lo + 1e-9, hi - 1e-9)
-    ok = np.isfinite(data.ttft_ms) & np.isfinite(data.tpot_ms) & ~data.inferred
+    ok = np.isfinite(data.ttft_ms) & np.isfinite(data.tpot_ms) & ~data.inferred & ~data.repeats
     log_ttft, log_tpot = np.log(data.ttft_ms), np.log(data.tpot_ms)
     # A weak prior toward the physically plausible defaults (a factor of 2 costs as much as
     # PRIOR_STRENGTH × √rows log-units of error) keeps parameters the data barely constrains

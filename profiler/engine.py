@@ -22,8 +22,11 @@ from profiler.precision import (
     mlp_compute_dtype,
 )
 
-# Fraction of GPU memory each backend lets weights + KV + activations use.
+# Fraction of GPU memory each backend lets weights + KV + activations use (vLLM's
+# gpu_memory_utilization, SGLang's mem_fraction_static); TRT-LLM's fraction is of the memory
+# left free after weights and activations (free_gpu_memory_fraction), see FREE_FRACTION_BACKENDS.
 MEMORY_FRACTION = {"vllm": 0.90, "sglang": 0.88, "trtllm": 0.90}
+FREE_FRACTION_BACKENDS = frozenset({"trtllm"})
 MAX_MEMORY_FRACTION = 0.96
 # Memory outside the engine's pool: CUDA context, NCCL buffers, CUDA graphs (GiB).
 RESERVED_GIB = 2.0
@@ -151,9 +154,11 @@ def engine_shape(model: Model, gpu: Gpu, backend: str, precision: str, kv_dtype:
     chunk = max_num_tokens or DEFAULT_MAX_NUM_TOKENS[backend]
     width = max(model.hidden_size * 4, 2 * model.intermediate_size // tp, 2 * model.moe_intermediate_size * max(1, model.experts_per_token) // max(1, par.expert_tp))
     act_bytes = chunk * (width + model.vocab_size // tp) * ACT_BYTES * 2
-    budget = gpu.memory_bytes * MEMORY_FRACTION[backend] - RESERVED_GIB * 2**30
     weights = dense_bytes + expert_bytes
-    kv_bytes = budget - weights - act_bytes
+    if backend in FREE_FRACTION_BACKENDS:
+        kv_bytes = (gpu.memory_bytes - RESERVED_GIB * 2**30 - weights - act_bytes) * MEMORY_FRACTION[backend]
+    else:
+        kv_bytes = gpu.memory_bytes * MEMORY_FRACTION[backend] - RESERVED_GIB * 2**30 - weights - act_bytes
     if kv_bytes <= 0:  # engines let users raise their memory fraction up to about 0.96
         kv_bytes = gpu.memory_bytes * MAX_MEMORY_FRACTION - RESERVED_GIB * 2**30 - weights - act_bytes
     gib = 2**30

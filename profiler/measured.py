@@ -176,7 +176,7 @@ def _prepared(deployment: ServingConfig, points: list[Point]) -> Prepared:
                     ttft_ms=np.array([p.ttft_ms for p in points]), tpot_ms=np.array([p.tpot_ms for p in points]),
                     labels={"gpu": label(deployment.gpu), "backend": label(deployment.backend),
                             "mode": label(deployment.mode), "family": label(family(deployment.model))},
-                    inferred=np.zeros(n, dtype=bool), errors={})
+                    inferred=np.zeros(n, dtype=bool), errors={}, repeats=np.zeros(n, dtype=bool))
 
 
 def model_errors(data: Prepared, params: dict[str, float]) -> Errors:

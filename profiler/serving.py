@@ -5,13 +5,14 @@ the mean number of sequences decoding on one attention rank of a decode (or aggr
 engine. Given b, everything else follows in closed form:
 
   t_dec  = decode_step(b, context = ISL + OSL/2)                 one iteration (s)
-  T_pf   = prefill(ISL)                                          one prompt (s)
+  T_pass, T_pf = the prefill pass a prompt is in, and prefill work per prompt (s): prompts
+           arriving together share a pass (up to max_num_tokens), so T_pf falls with load
   aggregated (chunked prefill shares the iterations):
     TPOT = t_dec + b·T_pf/(OSL − 1),   X_rank = b / ((OSL − 1)·TPOT)
   disaggregated:
     TPOT = t_dec,                      X_rank = b / ((OSL − 1)·t_dec)
   X      = X_rank × attention ranks per engine × engines          requests/s
-  TTFT   = fixed + W_prefill(X) + T_pf + [KV transfer] + t_dec    W from M/D/c (queueing.py)
+  TTFT   = fixed + W_prefill(X) + T_pass + [KV transfer] + t_dec  W from M/D/c (queueing.py)
 
 For a closed loop of C clients, Little's law gives C = (sequences decoding) + X·TTFT;
 the right side grows with b, so b is found by bisection. When the batch limit (slots or
@@ -74,45 +75,73 @@ class Load:
     batch_cap: object
 
 
-def _at(fd, fp, ld: Load, p, b, t_pf=None):
+def prefill_batching(fp, p, isl):
+    """How prompts share prefill passes: (one prompt's prefill s, added s per further prompt, most per pass).
+
+    A pass takes up to ``max_num_tokens`` tokens, so up to that many ISL-token prompts; the
+    time of a k-prompt pass is taken as linear between one prompt and a full pass.
+    """
+    k_max = np.maximum(np.floor(fp["max_num_tokens"] / np.maximum(isl, 1.0)), 1.0)
+    t1 = prefill_s(fp, p, isl)
+    full = prefill_s(fp, p, isl, k_max)
+    added = np.where(k_max > 1, (full - t1) / np.maximum(k_max - 1.0, 1.0), t1)
+    return t1, added, k_max
+
+
+def batched_prefill(pf, rate, servers):
+    """(s of the pass a prompt is prefilled in, s of prefill work per prompt) at ``rate`` prompts/s.
+
+    Prompts that arrive while a pass runs are prefilled together in the next one, so a pass
+    holds about 1 + (prompts arriving per server during one prompt's prefill) prompts: the
+    weights are streamed and the kernels launched once for all of them.
+    """
+    t1, added, k_max = pf
+    k = np.minimum(1.0 + rate * t1 / servers, k_max)
+    t_pass = t1 + added * (k - 1.0)
+    return t_pass, t_pass / k
+
+
+def _at(fd, fp, ld: Load, p, b, pf):
     """Everything at decode batch ``b``: returns (X, TPOT, TTFT pieces, wait stats).
 
-    ``t_pf``, one prompt's prefill time (s), does not depend on ``b``; pass it when known.
+    ``pf`` is ``prefill_batching`` of the prefill role (it does not depend on ``b``).
     """
     ctx = ld.isl + ld.osl / 2.0
     steps_after_first = np.maximum(ld.osl - 1.0, 1.0)
     t_dec = decode_step_s(fd, p, b, ctx)
-    t_pf = prefill_s(fp, p, ld.isl) if t_pf is None else t_pf
     agg = 1.0 - ld.disagg
+    ranks = fd["dp"] * ld.decode_engines
+    servers = np.where(ld.disagg > 0, ld.prefill_servers, ranks)
     # A closed loop's clients stay roughly in step, so part of a round's prompts is prefilled
     # before their peers' first tokens (fitted share ``closed_interference``; all under Poisson).
     share = np.where(ld.closed > 0, p["closed_interference"], 1.0)
-    tpot = t_dec + agg * share * b * t_pf / steps_after_first
-    ranks = fd["dp"] * ld.decode_engines
+    # Prompts batched at the rate the decode-only step would sustain (an upper bound on it).
+    _, per_prompt = batched_prefill(pf, b * ranks / (steps_after_first * t_dec), servers)
+    tpot = t_dec + agg * share * b * per_prompt / steps_after_first
     x = b * ranks / (steps_after_first * tpot)
-    servers = np.where(ld.disagg > 0, ld.prefill_servers, ranks)
-    exec_s, wait, burst, p_wait, rho = first_token(fp, p, ld.isl, t_pf, t_dec, x, servers, ld.closed * ld.load, ld.disagg)
+    exec_s, wait, burst, p_wait, rho = first_token(fp, p, ld.isl, pf, t_dec, x, servers, ld.closed * ld.load, ld.disagg)
     return x, tpot, exec_s, wait, burst, p_wait, rho, ranks
 
 
-def first_token(fp, p, isl, t_pf, t_dec, rate, servers, clients, disagg):
+def first_token(fp, p, isl, pf, t_dec, rate, servers, clients, disagg):
     """TTFT pieces (s) for prompts arriving at ``rate`` (1/s) to ``servers`` prefill ranks.
 
-    Returns (execution time, mean queueing wait, mean burst wait, probability of queueing,
-    utilization). ``clients``
+    ``pf`` is ``prefill_batching`` of the prefill role. Returns (execution time, mean
+    queueing wait, mean burst wait, probability of queueing, utilization). ``clients``
     is the closed-loop concurrency (0 for a Poisson load): closed loops with similar
     request lengths stay partly in step, so clients tend to return together and queue
     behind each other's prompts; that wait grows with the clients per prefill rank (the
     fitted fraction ``*_burst``) on top of the Poisson (M/D/c) wait.
     """
-    mean_w, p_wait, rho = mdc_wait(rate, t_pf, servers)
+    t_pass, per_prompt = batched_prefill(pf, rate, servers)
+    mean_w, p_wait, rho = mdc_wait(rate, per_prompt, servers)
     dis = disagg > 0
-    burst = np.where(dis, p["disagg_burst"], by_backend(fp, p, "agg_burst")) * np.maximum(clients / servers - 1.0, 0.0) * t_pf
+    burst = np.where(dis, p["disagg_burst"], by_backend(fp, p, "agg_burst")) * np.maximum(clients / servers - 1.0, 0.0) * per_prompt
     # Poisson arrivals wait as M/D/c says; a closed loop's finite population waits less
     # (fitted scale), its synchronised returns being counted by the burst term instead.
     wait = np.where(clients > 0, p["closed_queue"], 1.0) * mean_w
     transfer = disagg * isl * fp["kv_bytes_tok_total"] / (fp["kv_transfer_bytes_s"] * p["kv_transfer_eff"])
-    return by_backend(fp, p, "ttft_ms") * 1e-3 + t_pf + transfer + t_dec, wait, burst, p_wait, rho
+    return by_backend(fp, p, "ttft_ms") * 1e-3 + t_pass + transfer + t_dec, wait, burst, p_wait, rho
 
 
 def increasing_root(func, lo, hi, f_lo, f_hi):
@@ -177,10 +206,10 @@ def solve(fd, fp, ld: Load, p) -> dict[str, np.ndarray]:
     ranks = fd["dp"] * ld.decode_engines
     cap = np.where(ld.closed > 0, np.minimum(ld.batch_cap, ld.load / ranks), ld.batch_cap)
     cap = np.maximum(cap, 1e-6)
-    t_pf = prefill_s(fp, p, ld.isl)  # the same at every batch: computed once
+    pf = prefill_batching(fp, p, ld.isl)  # the same at every batch: computed once
 
     def excess(b):
-        x, tpot, exec_s, wait, burst, _, _, r = _at(fd, fp, ld, p, b, t_pf)
+        x, tpot, exec_s, wait, burst, _, _, r = _at(fd, fp, ld, p, b, pf)
         demand = np.where(ld.closed > 0, b * r + x * (exec_s + wait + burst), x)
         return demand - ld.load
 
@@ -189,7 +218,7 @@ def solve(fd, fp, ld: Load, p) -> dict[str, np.ndarray]:
     over = f_hi <= 0  # even the full batch leaves load unserved
     f_lo = -ld.load * np.ones_like(cap)  # excess as b → 0: nothing served, the whole load outstanding
     b = np.where(over, cap, increasing_root(excess, np.where(over, cap, lo), cap, f_lo, f_hi))
-    x, tpot, exec_s, wait, burst, p_wait, rho, r = _at(fd, fp, ld, p, b, t_pf)
+    x, tpot, exec_s, wait, burst, p_wait, rho, r = _at(fd, fp, ld, p, b, pf)
     # Closed loop at the cap: clients beyond the running batch queue for a slot.
     rate = np.maximum(x, 1e-12)
     slot_wait = np.where((ld.closed > 0) & over,

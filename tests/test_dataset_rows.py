@@ -36,3 +36,28 @@ def test_a_dense_model_is_never_reread():
     config, notes = row_config({**DEEPSEEK, "model": "meta-llama/Llama-3.1-70B", "tp": "16", "moe_tp": "4",
                                 "moe_ep": "4"}, heads=64, moe=False, domain=8)
     assert config.engine.tp == 16 and notes == ()
+
+
+def test_releases_of_one_architecture_are_one_cross_validation_family():
+    from profiler.calibrate import family
+
+    assert family("deepseek-ai/DeepSeek-R1") == family("deepseek-ai/DeepSeek-V3") == family("nvidia/DeepSeek-R1-FP4")
+    assert family("deepseek-ai/DeepSeek-V3.1") == family("deepseek-ai/DeepSeek-V3")
+    assert family("meta-llama/Llama-3.3-70B-Instruct") == family("meta-llama/Llama-3.1-70B")
+    assert family("meta-llama/Llama-3.1-8B") != family("meta-llama/Llama-3.1-70B")
+    assert family("moonshotai/Kimi-K2.5") != family("deepseek-ai/DeepSeek-V3")  # other shapes, other family
+
+
+def test_a_measurement_repeated_without_its_deployment_is_scored_once_under_the_recorded_row():
+    from profiler.calibrate import prepare_rows
+
+    measured = dict(ttft_ms="812.5", tpot_ms="21.125")
+    recorded = {**DEEPSEEK, **measured, "mode": "disagg", "p_workers": "1", "p_tp": "4", "p_attn_dp": "1",
+                "d_workers": "2", "d_tp": "8", "d_attn_dp": "1", "tp": "", "moe_tp": "", "moe_ep": ""}
+    copied = {**recorded, "model": "deepseek-ai/DeepSeek-V3", "p_workers": "", "d_workers": ""}
+    other = {**recorded, "tpot_ms": "21.126"}  # one digit apart: another measurement
+    data = prepare_rows([copied, recorded, other])
+    assert data.inferred.tolist() == [True, False, False]
+    assert data.repeats.tolist() == [True, False, False]
+    alone = prepare_rows([copied])
+    assert alone.repeats.tolist() == [False]  # nothing else carries it: scored, as inferred

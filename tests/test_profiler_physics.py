@@ -191,3 +191,38 @@ def test_expert_all_to_all_crosses_nodes_once_per_node_reached():
                                 engine=Parallel(tp=4, dp=4, moe_ep=16), isl_tokens=1000, osl_tokens=100,
                                 concurrency=16)).decode
     assert tp4["allreduce_link_bytes_s"] == tp4["nvlink_bytes_s"] > tp4["internode_bytes_s"]
+
+
+def test_trtllm_kv_pool_is_a_fraction_of_the_memory_left_free():
+    # TRT-LLM's free_gpu_memory_fraction (0.9) applies to what is free after the weights and
+    # activations are placed, not to the whole GPU as vLLM's gpu_memory_utilization does.
+    vllm = estimate(config(), params=default_params()).memory["engine"]
+    trt = estimate(config(backend="trtllm"), params=default_params()).memory["engine"]
+    assert trt.weights_gib == pytest.approx(vllm.weights_gib, rel=1e-12)
+    free = 79.6 - 2 - trt.weights_gib - trt.activations_gib  # GiB, as above: 2 GiB outside the pool
+    assert trt.kv_cache_gib == pytest.approx(0.9 * free, rel=1e-12)
+    # DeepSeek-R1 in fp8 on four B200s leaves ~20 GiB per GPU: a usable cache under TRT-LLM
+    # (it serves 8k-token prompts at 32 clients), not the sliver 90% of the whole GPU leaves.
+    tight = estimate(config(model="deepseek-ai/DeepSeek-R1", gpu="b200_sxm", backend="trtllm", precision="fp8",
+                            isl_tokens=8192, osl_tokens=1024, concurrency=32), params=default_params())
+    mem = tight.memory["engine"]
+    assert mem.kv_cache_gib > 10
+    assert mem.kv_capacity_tokens > 32 * (8192 + 1024)
+
+
+def test_prompts_arriving_together_share_prefill_passes(params):
+    # Under a Poisson load the first token's prefill pass grows with the prompts that join it,
+    # but the prefill work per prompt falls: the queue saturates at a far higher rate than
+    # prompts prefilled one at a time would allow (MoE experts see more tokens per pass).
+    from profiler.serving import batched_prefill, prefill_batching
+
+    prep = prepare(config(model="Qwen/Qwen3-30B-A3B", engine=Parallel(tp=1), isl_tokens=1000, osl_tokens=200))
+    pf = prefill_batching(prep.prefill, params, 1000.0)
+    one, added, most = (float(v) for v in pf)
+    assert most == 8  # 8192-token passes hold eight 1000-token prompts
+    assert 0 < added < one
+    slow, fast = 0.05 / one, 20.0 / one  # prompts/s: a twentieth of one-at-a-time capacity, and 20× it
+    pass_slow, per_slow = (float(v) for v in batched_prefill(pf, slow, 1.0))
+    pass_fast, per_fast = (float(v) for v in batched_prefill(pf, fast, 1.0))
+    assert pass_slow < pass_fast and per_fast < per_slow < one
+    assert per_fast == pytest.approx((one + added * (most - 1)) / most)  # full passes at most

@@ -81,10 +81,10 @@ def run(args: argparse.Namespace) -> int:
     if data.batch is None:
         print(f"error: --data: none of the {len(rows)} rows can be predicted", file=sys.stderr)
         return 1
-    measured = (data.ttft_ms > 0) & (data.tpot_ms > 0)
-    inferred = getattr(data, "inferred", None)  # rows whose deployment was guessed are not fitted
-    used = int((measured & ~inferred).sum()) if inferred is not None else int(measured.sum())
+    measured = (data.ttft_ms > 0) & (data.tpot_ms > 0) & ~data.repeats
+    used = int((measured & ~data.inferred).sum())  # rows whose deployment was guessed are not fitted
     print(f"fitting {len(PARAMS)} parameters on {used} of {len(rows)} rows ({len(data.errors)} not predictable, "
+          f"{int(data.repeats.sum())} repeating another row's measurement, "
           f"{int(measured.sum()) - used} with an inferred deployment)", file=sys.stderr)
     params = {k: _round(v) for k, v in fit(data, max_evals=args.max_evals).items()}
     command = ["slaplan", "calibrate", "--data", path.name]
@@ -120,14 +120,15 @@ def _round(x: float) -> float:
 
 
 def in_sample_loss(data, params: dict[str, float]) -> dict[str, float]:
-    """Errors on the rows fitted: median absolute % error of TTFT and TPOT, median |log error|."""
+    """Errors on the distinct measurements: median absolute % error of TTFT and TPOT, median |log error|."""
     import numpy as np
 
     from profiler.calibrate import ape
     from profiler.estimate import evaluate
 
     out = evaluate(data.batch, params)
-    ok = (data.ttft_ms > 0) & (data.tpot_ms > 0) & np.isfinite(out["ttft_ms"]) & np.isfinite(out["itl_ms"])
+    ok = ((data.ttft_ms > 0) & (data.tpot_ms > 0) & np.isfinite(out["ttft_ms"]) & np.isfinite(out["itl_ms"])
+          & ~data.repeats)
     logs = np.concatenate([np.log(out["ttft_ms"][ok] / data.ttft_ms[ok]), np.log(out["itl_ms"][ok] / data.tpot_ms[ok])])
     return {
         "ttft_median_ape_pct": round(float(np.median(ape(out["ttft_ms"][ok], data.ttft_ms[ok]))), 2),
@@ -139,7 +140,8 @@ def in_sample_loss(data, params: dict[str, float]) -> dict[str, float]:
 def error_rows(data, ttft_pred, tpot_pred, total_rows: int | None = None) -> list[tuple]:
     """Table rows (group, value, n, TTFT MdAPE %, TTFT median log bias, TPOT MdAPE %, TPOT bias).
 
-    ``n`` counts rows with a finite measurement and prediction; coverage over all input rows
+    ``n`` counts distinct measurements (rows repeating another's are scored once) with a
+    finite measurement and prediction; coverage over all input rows
     is reported on the first line ("all") when ``total_rows`` is given. Bias is the median of
     log(pred/measured): negative means the model predicts too low (exp(bias) − 1 as %).
     """
@@ -148,7 +150,7 @@ def error_rows(data, ttft_pred, tpot_pred, total_rows: int | None = None) -> lis
     from profiler.calibrate import ape
 
     ok = ((data.ttft_ms > 0) & (data.tpot_ms > 0) & np.isfinite(ttft_pred) & np.isfinite(tpot_pred)
-          & (ttft_pred > 0) & (tpot_pred > 0))
+          & (ttft_pred > 0) & (tpot_pred > 0) & ~data.repeats)
 
     def stats(mask):
         m = mask & ok
