@@ -61,11 +61,14 @@ class EngineShape:
     alltoall_bytes_tok: float  # bytes per dispatched token per all-to-all to GPUs of its own node
     alltoall_remote_bytes_tok: float  # the same to other nodes (one copy per node reached)
     alltoalls: int  # all-to-alls per forward pass
+    gather_bytes_tok: float  # bytes a GPU receives per token of each attention rank, per expert gather + scatter
+    gathers: int  # expert gathers per forward pass (attention-DP ranks sharing TP-sharded experts)
     peak_dense_flops: float  # FLOP/s of the attention / dense GEMMs
     peak_moe_flops: float  # FLOP/s of the expert GEMMs
     peak_attn_flops: float  # FLOP/s of attention math (bf16)
     hbm_bytes_s: float
     allreduce_link_bytes_s: float  # one direction, per GPU, of the link the TP all-reduce crosses
+    gather_link_bytes_s: float  # the same for the expert gathers across attention ranks
     nvlink_bytes_s: float  # one direction, per GPU, inside the scale-up domain
     internode_bytes_s: float  # one direction, per GPU, between scale-up domains
     kv_transfer_bytes_s: float  # bandwidth available to ship a prefilled KV cache to decode
@@ -90,6 +93,19 @@ def _alltoall_bytes_tok(model: Model, ep: int, domain: int, precision: str) -> t
     local_bytes = per_copy * k * (local - 1) / ep
     reach = 1.0 - (1.0 - local / ep) ** k  # chance one other node holds at least one of the experts
     return local_bytes, per_copy * (nodes - 1) * reach
+
+
+def _gather_bytes_tok(model: Model, par: Parallel) -> float:
+    """Bytes one GPU receives per token of each attention rank in one MoE layer, when attention
+    runs data-parallel and the experts are split by tensor parallelism across the ranks.
+
+    Every GPU then computes its expert shard for the tokens of every rank: the ranks' hidden
+    states are all-gathered before the experts and the partial outputs reduce-scattered after
+    (bf16, the other ``dp - 1`` ranks' tokens each way).
+    """
+    if par.dp <= 1 or par.expert_tp <= par.tp or not model.is_moe:
+        return 0.0
+    return model.hidden_size * ACT_BYTES * 2 * (par.dp - 1)
 
 
 def _dense_flops_per_token(model: Model) -> float:
@@ -191,11 +207,14 @@ def engine_shape(model: Model, gpu: Gpu, backend: str, precision: str, kv_dtype:
         allreduces=int(2 * layers_stage) if tp > 1 else 0,
         alltoall_bytes_tok=local_bytes, alltoall_remote_bytes_tok=remote_bytes,
         alltoalls=int(2 * model.moe_layers / pp) if par.moe_ep > 1 else 0,
+        gather_bytes_tok=_gather_bytes_tok(model, par),
+        gathers=int(model.moe_layers / pp) if _gather_bytes_tok(model, par) else 0,
         peak_dense_flops=gpu.peak_tflops("fp8" if attn_prec == "fp8" else "bf16") * 1e12,
         peak_moe_flops=gpu.peak_tflops(cdt) * 1e12,
         peak_attn_flops=gpu.peak_tflops("bf16") * 1e12,
         hbm_bytes_s=gpu.hbm_gb_s * 1e9,
         allreduce_link_bytes_s=internode if tp > gpu.nvlink_domain else nvlink,
+        gather_link_bytes_s=internode if tp * dp > gpu.nvlink_domain else nvlink,
         nvlink_bytes_s=nvlink, internode_bytes_s=internode,
         kv_transfer_bytes_s=(gpu.nvlink_gb_s / 2 if gpu.nvlink_domain > gpu.gpus_per_node else gpu.internode_gb_s) * 1e9 * par.gpus,
         compute_dtype=cdt, memory=memory, kv_tokens_per_rank=tokens_rank,

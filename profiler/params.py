@@ -19,6 +19,7 @@ PARAMS: dict[str, tuple[float, float, float]] = {
     "eff_hbm": (0.80, 0.3, 0.95),  # weight streaming, fraction of HBM bandwidth
     "eff_kv": (0.60, 0.1, 0.95),  # KV-cache reads in decode attention
     "eff_attn": (0.40, 0.05, 0.95),  # prefill attention math, fraction of bf16 peak
+    "eff_mla": (0.50, 0.05, 0.95),  # MLA decode attention math (latent absorbed), fraction of bf16 peak
     "eff_link": (0.60, 0.1, 0.95),  # collectives, fraction of link bandwidth
     "coll_latency_us": (12.0, 1.0, 200.0),  # fixed cost of one collective
     "step_ms_vllm": (4.0, 0.1, 40.0),  # framework overhead per engine step

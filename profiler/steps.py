@@ -50,7 +50,8 @@ def _collectives(f, p, tokens):
     """Time (s) of the engine's all-reduces and all-to-alls for ``tokens`` tokens per attention rank.
 
     The TP all-reduce moves every token; for the expert all-to-all the rank's TP GPUs split its
-    tokens, and bytes to GPUs of the same node and to other nodes go over their own links.
+    tokens, and bytes to GPUs of the same node and to other nodes go over their own links;
+    attention-DP ranks sharing TP-split experts gather every rank's tokens.
     """
     lat = p["coll_latency_us"] * 1e-6
     eff = p["eff_link"]
@@ -58,7 +59,8 @@ def _collectives(f, p, tokens):
     per_gpu = tokens / f["tp"]
     a2a = f["alltoalls"] * (lat + per_gpu * (f["alltoall_bytes_tok"] / (f["nvlink_bytes_s"] * eff)
                                              + f["alltoall_remote_bytes_tok"] / (f["internode_bytes_s"] * eff)))
-    return ar + a2a
+    gather = f["gathers"] * (lat + tokens * f["gather_bytes_tok"] / (f["gather_link_bytes_s"] * eff))
+    return ar + a2a + gather
 
 
 def _linear_time(f, p, tokens_rank, tokens_engine):
@@ -83,7 +85,7 @@ def decode_step_s(f, p, batch_rank, context):
     b = np.maximum(batch_rank, 1e-9)
     linear = _linear_time(f, p, b, b * f["dp"])
     kv = b * context * f["kv_bytes_tok"] / (f["hbm_bytes_s"] * p["eff_kv"])
-    mla = b * context * f["mla_decode_flops"] / (f["peak_attn_flops"] * p["eff_attn"])
+    mla = b * context * f["mla_decode_flops"] / (f["peak_attn_flops"] * p["eff_mla"])
     overhead = (step_overhead_s(f, p) + p["seq_us"] * 1e-6 * b
                 + (p["layer_us"] * f["num_layers"] + p["moe_layer_us"] * f["moe_layers"]) * 1e-6)
     stage = linear + _soft_max(kv, mla) + _collectives(f, p, b)

@@ -226,3 +226,18 @@ def test_prompts_arriving_together_share_prefill_passes(params):
     pass_fast, per_fast = (float(v) for v in batched_prefill(pf, fast, 1.0))
     assert pass_slow < pass_fast and per_fast < per_slow < one
     assert per_fast == pytest.approx((one + added * (most - 1)) / most)  # full passes at most
+
+
+def test_attention_dp_ranks_sharing_tp_split_experts_pay_for_gathering_every_ranks_tokens(params):
+    # 16 attention-DP ranks with the experts split 16 ways by TP (moe_ep 1) must bring every
+    # rank's tokens to every GPU; with the experts spread by EP 16 each token goes only to its
+    # experts' GPUs. The gather costs more, and more so as the batch grows.
+    base = dict(model="deepseek-ai/DeepSeek-V3", gpu="b200_sxm", backend="sglang", precision="fp8",
+                isl_tokens=1024, osl_tokens=1024)
+    tp_split = prepare(ServingConfig(engine=Parallel(tp=1, dp=16, moe_ep=1), concurrency=64, **base))
+    ep_split = prepare(ServingConfig(engine=Parallel(tp=1, dp=16, moe_ep=16), concurrency=64, **base))
+    assert tp_split.decode["gathers"] == 58 and ep_split.decode["gathers"] == 0
+    assert tp_split.decode["gather_bytes_tok"] == 7168 * 2 * 2 * 15  # hidden × bf16 × both ways × other ranks
+    small = [float(decode_step_s(x.decode, params, 4.0, 1536.0)) for x in (tp_split, ep_split)]
+    large = [float(decode_step_s(x.decode, params, 64.0, 1536.0)) for x in (tp_split, ep_split)]
+    assert small[0] > small[1] and large[0] - large[1] > small[0] - small[1]
