@@ -1,8 +1,9 @@
 """Fitting the model's free parameters to measured serving data, and judging the fit.
 
-Pure: rows come in as dicts. The loss is the soft-L1 (robust) norm of log(pred/measured)
-for TTFT and TPOT together, so a 2× error counts the same at 50 ms and at 5 s, and a few
-wild rows cannot dominate. Judged only by grouped cross-validation: every fold holds out a
+Pure: rows come in as dicts. The loss is the Cauchy (robust) norm of log(pred/measured)
+for TTFT and TPOT together, so a 2× error counts the same at 50 ms and at 5 s, and rows far
+off (harness floors, unrecorded engine options) weigh little: it fits the bulk of the rows,
+which is what the median errors judge (soft-L1 was 0.8 points worse on held-out TPOT). Judged only by grouped cross-validation: every fold holds out a
 whole model family or a whole GPU type, the parameters are refitted without it, and the
 errors are measured on it.
 """
@@ -141,7 +142,7 @@ def fit(data: Prepared, start: dict[str, float] | None = None, names: tuple[str,
         r2 = np.where(np.isfinite(r2), r2, 5.0)
         return np.concatenate([TTFT_WEIGHT * weight * r1, TPOT_WEIGHT * weight * r2, prior_weight * (x - prior)])
 
-    res = least_squares(residuals, x0, bounds=(lo, hi), loss="soft_l1", f_scale=0.2, max_nfev=max_evals,
+    res = least_squares(residuals, x0, bounds=(lo, hi), loss="cauchy", f_scale=0.2, max_nfev=max_evals,
                         x_scale=1.0, diff_step=1e-3)
     return dict(base, **{n: float(v) for n, v in zip(names, np.exp(res.x))})
 
