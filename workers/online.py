@@ -342,8 +342,12 @@ def profile_online(request: PlanRequest, *, uid: str, generation: int, setup: On
         raise OnlineError(f"no candidate could be measured ({stopped}): {'; '.join(errors)[:1000]}")
     best_unit = every[best.params[UNIT_PARAM]]
     fit = _fit(request, best_unit, best, base)
-    good = [k for k, v in _measured(trials).items() if v > 0] or [best.params[UNIT_PARAM]]
-    result = plan(request, model=model, params=fit.params, only={search.candidate(every[k]) for k in good})
+    # Measurements rank what was measured: the best measured candidate is sized first; the
+    # other candidates measured feasible only if the calibrated model finds it cannot meet the SLA.
+    result = plan(request, model=model, params=fit.params, only={search.candidate(best_unit)})
+    good = [k for k, v in _measured(trials).items() if v > 0]
+    if not result.feasible and good:
+        result = plan(request, model=model, params=fit.params, only={search.candidate(every[k]) for k in good})
     note = (f"online: {len(_counted(trials))} candidate(s) measured with genai-bench on the {setup.target_name} "
             f"target ({stopped}); the model was calibrated on {search.unit_key(best_unit)} "
             f"(times ×{fit.scale:.3g}, TTFT MdAPE {fit.before.ttft_mdape_pct:.1f}% → {fit.after.ttft_mdape_pct:.1f}%, "
