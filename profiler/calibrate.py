@@ -3,9 +3,9 @@
 Pure: rows come in as dicts. The loss is the Cauchy (robust) norm of log(pred/measured)
 for TTFT and TPOT together, so a 2× error counts the same at 50 ms and at 5 s, and rows far
 off (harness floors, unrecorded engine options) weigh little: it fits the bulk of the rows,
-which is what the median errors judge (soft-L1 was 0.8 points worse on held-out TPOT). Judged only by grouped cross-validation: every fold holds out a
-whole model family or a whole GPU type, the parameters are refitted without it, and the
-errors are measured on it.
+which is what the median errors judge (soft-L1 was 0.8 points worse on held-out TPOT).
+Judged only by grouped cross-validation: every fold holds out a whole model family or a
+whole GPU type, the parameters are refitted without it, and the errors are measured on it.
 """
 
 from __future__ import annotations

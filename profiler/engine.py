@@ -192,6 +192,7 @@ def engine_shape(model: Model, gpu: Gpu, backend: str, precision: str, kv_dtype:
     cdt = mlp_compute_dtype(precision)
     nvlink, internode = gpu.nvlink_gb_s / 2 * 1e9, gpu.internode_gb_s * 1e9
     local_bytes, remote_bytes = _alltoall_bytes_tok(model, par.moe_ep, gpu.nvlink_domain, precision)
+    gather_bytes = _gather_bytes_tok(model, par)
     layers_stage = model.num_layers / pp
     mla_extra = (2 * model.num_heads * model.kv_lora_rank * 2 * layers_stage / tp) if model.attention == "mla" else 0.0
     return EngineShape(
@@ -207,8 +208,7 @@ def engine_shape(model: Model, gpu: Gpu, backend: str, precision: str, kv_dtype:
         allreduces=int(2 * layers_stage) if tp > 1 else 0,
         alltoall_bytes_tok=local_bytes, alltoall_remote_bytes_tok=remote_bytes,
         alltoalls=int(2 * model.moe_layers / pp) if par.moe_ep > 1 else 0,
-        gather_bytes_tok=_gather_bytes_tok(model, par),
-        gathers=int(model.moe_layers / pp) if _gather_bytes_tok(model, par) else 0,
+        gather_bytes_tok=gather_bytes, gathers=int(model.moe_layers / pp) if gather_bytes else 0,
         peak_dense_flops=gpu.peak_tflops("fp8" if attn_prec == "fp8" else "bf16") * 1e12,
         peak_moe_flops=gpu.peak_tflops(cdt) * 1e12,
         peak_attn_flops=gpu.peak_tflops("bf16") * 1e12,

@@ -15,8 +15,8 @@ Inside the DGDR lifecycle (state Profiling):
    the budget and the best so far;
 4. the best unit's measurements calibrate the model (``profiler.measured.fit_deployment``),
    the calibration is stored for later plans of the same model, GPU and backend, and the
-   calibrated model sizes the measured units for the load exactly as offline (``plan(params=…,
-   only=…)``). ``PlanResult.online`` carries the trials for ``status.profilingResults``.
+   calibrated model sizes the best unit for the load exactly as offline (``plan(params=…,
+   only=…)``), or the other units measured within the SLA if it cannot meet it. ``PlanResult.online`` carries the trials for ``status.profilingResults``.
 """
 
 from __future__ import annotations
@@ -351,8 +351,8 @@ def profile_online(request: PlanRequest, *, uid: str, generation: int, setup: On
     note = (f"online: {len(_counted(trials))} candidate(s) measured with genai-bench on the {setup.target_name} "
             f"target ({stopped}); the model was calibrated on {search.unit_key(best_unit)} "
             f"(times ×{fit.scale:.3g}, TTFT MdAPE {fit.before.ttft_mdape_pct:.1f}% → {fit.after.ttft_mdape_pct:.1f}%, "
-            f"TPOT {fit.before.tpot_mdape_pct:.1f}% → {fit.after.tpot_mdape_pct:.1f}%) and sized the measured "
-            f"candidates within the SLA")
+            f"TPOT {fit.before.tpot_mdape_pct:.1f}% → {fit.after.tpot_mdape_pct:.1f}%) and sized the best "
+            f"measured candidate (others measured within the SLA only if it cannot meet it)")
     doc = online_document(trials, study_name=name, target=setup.target_name, budget=budget, stopped=stopped,
                           fit=fit, best=best, left_out=left_out, request=request)
     result = result.model_copy(update={"online": doc, "assumptions": (*result.assumptions, note)})
