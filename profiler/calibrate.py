@@ -57,16 +57,28 @@ def family(model_id: str) -> str:
     return min(same) if same else model.hf_id
 
 
+def _rounded(value, digits: int) -> str:
+    """A number to ``digits`` significant digits (the text itself when it is not a number)."""
+    try:
+        return f"{float(value):.{digits}g}"
+    except (TypeError, ValueError):
+        return str(value).strip()
+
+
 def repeated_measurements(rows: list[dict], keep: list[int], inferred: list[bool]) -> np.ndarray:
     """Mask of kept rows that repeat another row's measurement, the one to keep being recorded if any.
 
     The data holds some measurements more than once (one source copying another, sometimes
-    without the worker counts): same model family, GPU, backend, lengths, concurrency, and
-    TTFT and TPOT to the last digit. Each is fitted and scored once, under the row whose
-    deployment is recorded when there is one.
+    without the worker counts, sometimes rounded): same model family, GPU, backend, lengths,
+    concurrency, and TTFT and TPOT to three significant digits. Each is fitted and scored
+    once, under the row whose deployment is recorded when there is one.
     """
-    key = lambda i: (family(str(rows[i].get("model"))), *(str(rows[i].get(k)).strip() for k in  # noqa: E731
-                     ("gpu", "backend", "isl", "osl", "concurrency", "ttft_ms", "tpot_ms")))
+    def key(i: int) -> tuple:
+        row = rows[i]
+        same = (str(row.get("gpu")).strip(), str(row.get("backend")).strip(),
+                *(_rounded(row.get(k), 12) for k in ("isl", "osl", "concurrency")))
+        return family(str(row.get("model"))), *same, *(_rounded(row.get(k), 3) for k in ("ttft_ms", "tpot_ms"))
+
     order = sorted(range(len(keep)), key=lambda j: inferred[j])  # recorded rows claim first
     seen, repeat = set(), np.zeros(len(keep), dtype=bool)
     for j in order:
@@ -126,7 +138,7 @@ def fit(data: Prepared, start: dict[str, float] | None = None, names: tuple[str,
     # Each model family counts alike in total (square-root damped), so the families with the
     # most rows do not set parameters that the others then fail to share.
     families, counts = np.unique(data.labels["family"][ok], return_counts=True)
-    per_family = dict(zip(families, np.sqrt(ok.sum() / (len(families) * counts))))
+    per_family = dict(zip(families, (ok.sum() / (len(families) * counts)) ** 0.25))
     weight = np.array([per_family.get(f, 0.0) for f in data.labels["family"]])
     prior = np.log([(prior or {}).get(n, PARAMS[n][0]) for n in names])
     strength = np.array([prior_strength.get(n, PRIOR_STRENGTH) if isinstance(prior_strength, dict)

@@ -46,7 +46,9 @@ class EngineShape:
     moe_ep: int
     num_layers: int
     moe_layers: int
-    flops_dense_tok: float  # GEMM FLOPs per token on one GPU outside the routed experts
+    sparse_attention_layers: int  # layers whose queries pick their keys with an indexer (DeepSeek sparse attention)
+    flops_dense_tok: float  # attention-projection and LM-head GEMM FLOPs per token on one GPU
+    flops_mlp_tok: float  # dense-MLP and shared-expert GEMM FLOPs per token on one GPU
     flops_moe_tok: float  # routed-expert FLOPs per token per GPU (experts spread over all GPUs)
     attn_pair_flops: float  # attention FLOPs per (query, key) pair per GPU
     mla_decode_flops: float  # extra FLOPs per (query, cached token) of absorbed MLA decode
@@ -64,7 +66,7 @@ class EngineShape:
     gather_bytes_tok: float  # bytes a GPU receives per token of each attention rank, per expert gather + scatter
     gathers: int  # expert gathers per forward pass (attention-DP ranks sharing TP-sharded experts)
     peak_dense_flops: float  # FLOP/s of the attention / dense GEMMs
-    peak_moe_flops: float  # FLOP/s of the expert GEMMs
+    peak_moe_flops: float  # FLOP/s of the MLP and expert GEMMs
     peak_attn_flops: float  # FLOP/s of attention math (bf16)
     hbm_bytes_s: float
     allreduce_link_bytes_s: float  # one direction, per GPU, of the link the TP all-reduce crosses
@@ -108,13 +110,13 @@ def _gather_bytes_tok(model: Model, par: Parallel) -> float:
     return model.hidden_size * ACT_BYTES * 2 * (par.dp - 1)
 
 
-def _dense_flops_per_token(model: Model) -> float:
-    """Non-expert GEMM FLOPs per token for the whole model (2 FLOPs per multiply-add)."""
+def _dense_flops_per_token(model: Model) -> tuple[float, float]:
+    """Non-expert GEMM FLOPs per token for the whole model (2 FLOPs per multiply-add): the
+    attention projections with the LM head, and the dense MLPs with the shared experts."""
     dense_mlp_layers = model.dense_layers if model.is_moe else model.num_layers
     shared = model.moe_layers * model.shared_experts * model.expert_params()
     lm_head = model.vocab_size * model.hidden_size
-    return 2.0 * (model.all_attention_params() + dense_mlp_layers * model.dense_mlp_params()
-                  + shared + lm_head)
+    return 2.0 * (model.all_attention_params() + lm_head), 2.0 * (dense_mlp_layers * model.dense_mlp_params() + shared)
 
 
 def kv_elements_per_token(model: Model, context_tokens: float) -> float:
@@ -194,10 +196,12 @@ def engine_shape(model: Model, gpu: Gpu, backend: str, precision: str, kv_dtype:
     local_bytes, remote_bytes = _alltoall_bytes_tok(model, par.moe_ep, gpu.nvlink_domain, precision)
     gather_bytes = _gather_bytes_tok(model, par)
     layers_stage = model.num_layers / pp
+    attn_flops, mlp_flops = _dense_flops_per_token(model)
     mla_extra = (2 * model.num_heads * model.kv_lora_rank * 2 * layers_stage / tp) if model.attention == "mla" else 0.0
     return EngineShape(
         gpus=par.gpus, tp=tp, pp=pp, dp=dp, moe_ep=par.moe_ep, num_layers=model.num_layers, moe_layers=model.moe_layers,
-        flops_dense_tok=_dense_flops_per_token(model) / (tp * pp),
+        sparse_attention_layers=model.num_layers if model.index_topk else 0,
+        flops_dense_tok=attn_flops / (tp * pp), flops_mlp_tok=mlp_flops / (tp * pp),
         flops_moe_tok=expert_flops / (moe_gpus * pp),
         attn_pair_flops=model.attention_flops_per_token_pair() / (tp * pp),
         mla_decode_flops=mla_extra,

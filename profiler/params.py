@@ -27,13 +27,13 @@ PARAMS: dict[str, tuple[float, float, float]] = {
     "step_ms_trtllm": (2.0, 0.1, 40.0),
     "layer_us": (20.0, 0.1, 500.0),  # per transformer layer per decode step (kernel launches, syncs)
     "moe_layer_us": (20.0, 0.1, 2000.0),  # more per MoE layer per decode step (routing, dispatch)
+    "sparse_layer_us": (20.0, 0.1, 2000.0),  # more per sparse-attention layer per decode step (indexer, top-k)
     "prefill_layer_us": (100.0, 0.1, 5000.0),  # per layer per prefill chunk (eager, no CUDA graphs)
     "prefill_moe_layer_us": (200.0, 0.1, 20000.0),  # more per MoE layer per prefill chunk
     "seq_us": (15.0, 0.0, 500.0),  # per running sequence per step (sampling, scheduling)
     "ttft_ms_vllm": (30.0, 0.1, 1000.0),  # per-request fixed cost: frontend, tokenization, routing
     "ttft_ms_sglang": (30.0, 0.1, 1000.0),
     "ttft_ms_trtllm": (30.0, 0.1, 1000.0),
-    "closed_queue": (1.0, 0.01, 20.0),  # scale of the M/D/c prefill wait under a closed loop
     "closed_interference": (1.0, 0.1, 2.0),  # share of prompt prefills decodes wait for, closed loop
     "agg_burst_vllm": (0.08, 0.001, 1.0),  # closed-loop wait per extra client, in prefill times
     "agg_burst_sglang": (0.08, 0.001, 1.0),

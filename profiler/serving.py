@@ -131,15 +131,15 @@ def first_token(fp, p, isl, pf, t_dec, rate, servers, clients, disagg):
     is the closed-loop concurrency (0 for a Poisson load): closed loops with similar
     request lengths stay partly in step, so clients tend to return together and queue
     behind each other's prompts; that wait grows with the clients per prefill rank (the
-    fitted fraction ``*_burst``) on top of the Poisson (M/D/c) wait.
+    fitted fraction ``*_burst``) and replaces the M/D/c wait of Poisson arrivals.
     """
     t_pass, per_prompt = batched_prefill(pf, rate, servers)
     mean_w, p_wait, rho = mdc_wait(rate, per_prompt, servers)
     dis = disagg > 0
     burst = np.where(dis, p["disagg_burst"], by_backend(fp, p, "agg_burst")) * np.maximum(clients / servers - 1.0, 0.0) * per_prompt
-    # Poisson arrivals wait as M/D/c says; a closed loop's finite population waits less
-    # (fitted scale), its synchronised returns being counted by the burst term instead.
-    wait = np.where(clients > 0, p["closed_queue"], 1.0) * mean_w
+    # Poisson arrivals wait as M/D/c says; a closed loop's synchronised returns are counted
+    # by the burst term instead (fitted freely, an M/D/c share went to its lower bound).
+    wait = np.where(clients > 0, 0.0, mean_w)
     transfer = disagg * isl * fp["kv_bytes_tok_total"] / (fp["kv_transfer_bytes_s"] * p["kv_transfer_eff"])
     return by_backend(fp, p, "ttft_ms") * 1e-3 + t_pass + transfer + t_dec, wait, burst, p_wait, rho
 

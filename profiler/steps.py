@@ -64,12 +64,17 @@ def _collectives(f, p, tokens):
 
 
 def _linear_time(f, p, tokens_rank, tokens_engine):
-    """GEMM time (s): compute for ``tokens_rank`` tokens on this rank, experts fed by the whole engine."""
+    """GEMM time (s): compute for ``tokens_rank`` tokens on this rank, experts fed by the whole engine.
+
+    Attention projections run in the attention precision, MLPs and experts in the MLP compute
+    dtype (fp4 checkpoints: fp4 MLPs, fp8 attention)."""
     dense_eff = gemm_efficiency(tokens_rank, _eff_for(f, p, "dense_dtype"), p["gemm_half_tokens"])
+    mlp_eff = gemm_efficiency(tokens_rank, _eff_for(f, p, "moe_dtype"), p["gemm_half_tokens"])
     experts = np.maximum(f["num_experts"], 1)
     per_expert = tokens_engine * f["experts_per_token"] / experts
     moe_eff = gemm_efficiency(np.maximum(per_expert, 1e-3), _eff_for(f, p, "moe_dtype"), p["gemm_half_tokens"])
     compute = (tokens_rank * f["flops_dense_tok"] / (f["peak_dense_flops"] * dense_eff)
+               + tokens_rank * f["flops_mlp_tok"] / (f["peak_moe_flops"] * mlp_eff)
                + tokens_engine * f["flops_moe_tok"] * MOE_IMBALANCE / (f["peak_moe_flops"] * moe_eff))
     touched = np.where(f["num_experts"] > 0,
                        -np.expm1(-tokens_engine * f["experts_per_token"] / experts), 0.0)
@@ -87,7 +92,8 @@ def decode_step_s(f, p, batch_rank, context):
     kv = b * context * f["kv_bytes_tok"] / (f["hbm_bytes_s"] * p["eff_kv"])
     mla = b * context * f["mla_decode_flops"] / (f["peak_attn_flops"] * p["eff_mla"])
     overhead = (step_overhead_s(f, p) + p["seq_us"] * 1e-6 * b
-                + (p["layer_us"] * f["num_layers"] + p["moe_layer_us"] * f["moe_layers"]) * 1e-6)
+                + (p["layer_us"] * f["num_layers"] + p["moe_layer_us"] * f["moe_layers"]
+                   + p["sparse_layer_us"] * f["sparse_attention_layers"]) * 1e-6)
     stage = linear + _soft_max(kv, mla) + _collectives(f, p, b)
     return f["pp"] * stage + overhead
 

@@ -55,9 +55,10 @@ def test_a_measurement_repeated_without_its_deployment_is_scored_once_under_the_
     recorded = {**DEEPSEEK, **measured, "mode": "disagg", "p_workers": "1", "p_tp": "4", "p_attn_dp": "1",
                 "d_workers": "2", "d_tp": "8", "d_attn_dp": "1", "tp": "", "moe_tp": "", "moe_ep": ""}
     copied = {**recorded, "model": "deepseek-ai/DeepSeek-V3", "p_workers": "", "d_workers": ""}
-    other = {**recorded, "tpot_ms": "21.126"}  # one digit apart: another measurement
-    data = prepare_rows([copied, recorded, other])
-    assert data.inferred.tolist() == [True, False, False]
-    assert data.repeats.tolist() == [True, False, False]
+    rounded = {**copied, "ttft_ms": "812.46", "tpot_ms": "21.13"}  # a copy rounded on the way
+    other = {**recorded, "tpot_ms": "21.4"}  # apart in the third digit: another measurement
+    data = prepare_rows([copied, recorded, rounded, other])
+    assert data.inferred.tolist() == [True, False, True, False]
+    assert data.repeats.tolist() == [True, False, True, False]
     alone = prepare_rows([copied])
     assert alone.repeats.tolist() == [False]  # nothing else carries it: scored, as inferred
