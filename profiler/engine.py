@@ -31,6 +31,7 @@ MAX_MEMORY_FRACTION = 0.96
 # Memory outside the engine's pool: CUDA context, NCCL buffers, CUDA graphs (GiB).
 RESERVED_GIB = 2.0
 ACT_BYTES = 2.0  # activations travel in bf16
+STATE_BYTES = 4.0  # linear-attention recurrent state: engines keep it in fp32 by default
 DEFAULT_MAX_NUM_TOKENS = {"vllm": 8192, "sglang": 8192, "trtllm": 8192}
 MAX_BATCH_CAP = 1024  # engines' own ceiling on running sequences per attention rank
 
@@ -58,6 +59,7 @@ class EngineShape:
     experts_per_token: int
     kv_bytes_tok: float  # KV-cache bytes per context token per GPU
     kv_bytes_tok_total: float  # KV bytes per token of the whole model (what prefill hands to decode)
+    state_bytes_seq: float  # linear-attention state per sequence per GPU (read and written every decode step)
     allreduce_bytes_tok: float  # bytes per token per all-reduce
     allreduces: int  # all-reduces per forward pass
     alltoall_bytes_tok: float  # bytes per dispatched token per all-to-all to GPUs of its own node
@@ -186,7 +188,9 @@ def engine_shape(model: Model, gpu: Gpu, backend: str, precision: str, kv_dtype:
                                f"more than a {gpu.name} has ({gpu.memory_gib:.0f} GiB)")
     tokens_rank = int(kv_bytes / kv_gpu)
     # Sliding-window layers cost a bounded cache; their share is inside the activations margin.
-    max_seq = min(MAX_BATCH_CAP, tokens_rank) * dp
+    # A linear-attention state takes the room of state_gpu / kv_gpu tokens in the same pool.
+    state_gpu = model.linear_state_elements() * STATE_BYTES / (tp * pp)
+    max_seq = int(min(MAX_BATCH_CAP, tokens_rank / (1.0 + state_gpu / kv_gpu))) * dp
     memory = Memory(weights_gib=weights / gib, kv_cache_gib=kv_bytes / gib, activations_gib=act_bytes / gib,
                     kv_capacity_tokens=tokens_rank * dp, max_sequences=max_seq)
 
@@ -207,7 +211,7 @@ def engine_shape(model: Model, gpu: Gpu, backend: str, precision: str, kv_dtype:
         mla_decode_flops=mla_extra,
         weight_bytes_dense=dense_bytes, weight_bytes_experts=expert_bytes,
         num_experts=model.num_experts, experts_per_token=model.experts_per_token,
-        kv_bytes_tok=kv_gpu, kv_bytes_tok_total=kv_total,
+        kv_bytes_tok=kv_gpu, kv_bytes_tok_total=kv_total, state_bytes_seq=state_gpu,
         allreduce_bytes_tok=model.hidden_size * ACT_BYTES * 2 * (tp - 1) / tp if tp > 1 else 0.0,
         allreduces=int(2 * layers_stage) if tp > 1 else 0,
         alltoall_bytes_tok=local_bytes, alltoall_remote_bytes_tok=remote_bytes,
@@ -227,7 +231,7 @@ def engine_shape(model: Model, gpu: Gpu, backend: str, precision: str, kv_dtype:
 
 def max_batch_per_rank(shape: EngineShape, context_tokens: float, limit: int | None) -> float:
     """Sequences one attention rank can hold at a mean context (tokens), capped by ``limit`` per engine."""
-    by_kv = shape.kv_tokens_per_rank / max(1.0, context_tokens)
+    by_kv = shape.kv_tokens_per_rank / (max(1.0, context_tokens) + shape.state_bytes_seq / shape.kv_bytes_tok)
     cap = MAX_BATCH_CAP if limit is None else min(MAX_BATCH_CAP, limit / shape.dp)
     return max(0.0, min(by_kv, cap))
 

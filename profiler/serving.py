@@ -140,7 +140,8 @@ def first_token(fp, p, isl, pf, t_dec, rate, servers, clients, disagg):
     # Poisson arrivals wait as M/D/c says; a closed loop's synchronised returns are counted
     # by the burst term instead (fitted freely, an M/D/c share went to its lower bound).
     wait = np.where(clients > 0, 0.0, mean_w)
-    transfer = disagg * isl * fp["kv_bytes_tok_total"] / (fp["kv_transfer_bytes_s"] * p["kv_transfer_eff"])
+    handed = isl * fp["kv_bytes_tok_total"] + fp["state_bytes_seq"] * fp["tp"] * fp["pp"]  # KV + linear state
+    transfer = disagg * handed / (fp["kv_transfer_bytes_s"] * p["kv_transfer_eff"])
     return by_backend(fp, p, "ttft_ms") * 1e-3 + t_pass + transfer + t_dec, wait, burst, p_wait, rho
 
 

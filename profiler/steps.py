@@ -4,7 +4,8 @@ Works element-wise on floats or numpy arrays: ``f`` maps EngineShape field names
 values (one per configuration) and ``p`` maps parameter names to fitted values.
 
 Decode (memory-bound): each step streams the GPU's dense weights and the experts its
-tokens touch, reads every running sequence's KV cache, and does 2 FLOPs per parameter
+tokens touch, reads every running sequence's KV cache (and reads and writes its
+linear-attention state), and does 2 FLOPs per parameter
 per token; GEMM time is the soft maximum of compute and weight-streaming time.
 Prefill (compute-bound): linear FLOPs grow with tokens, attention FLOPs with tokens ×
 context (causal, so ISL²/2 pairs per request).
@@ -89,7 +90,7 @@ def decode_step_s(f, p, batch_rank, context):
     """
     b = np.maximum(batch_rank, 1e-9)
     linear = _linear_time(f, p, b, b * f["dp"])
-    kv = b * context * f["kv_bytes_tok"] / (f["hbm_bytes_s"] * p["eff_kv"])
+    kv = b * (context * f["kv_bytes_tok"] + 2.0 * f["state_bytes_seq"]) / (f["hbm_bytes_s"] * p["eff_kv"])
     mla = b * context * f["mla_decode_flops"] / (f["peak_attn_flops"] * p["eff_mla"])
     overhead = (step_overhead_s(f, p) + p["seq_us"] * 1e-6 * b
                 + (p["layer_us"] * f["num_layers"] + p["moe_layer_us"] * f["moe_layers"]

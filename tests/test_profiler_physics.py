@@ -241,3 +241,22 @@ def test_attention_dp_ranks_sharing_tp_split_experts_pay_for_gathering_every_ran
     small = [float(decode_step_s(x.decode, params, 4.0, 1536.0)) for x in (tp_split, ep_split)]
     large = [float(decode_step_s(x.decode, params, 64.0, 1536.0)) for x in (tp_split, ep_split)]
     assert small[0] > small[1] and large[0] - large[1] > small[0] - small[1]
+
+
+def test_linear_attention_state_takes_kv_room_and_is_read_and_written_every_decode_step(params):
+    # Qwen3.5-397B-A17B: 45 gated-DeltaNet layers, each keeping 64 value heads × 128 × 128 of
+    # recurrent state plus a 3-token convolution window over q, k (16 heads of 128) and v
+    # (64 heads of 128), in fp32, split over TP 4.
+    state = 45 * (64 * 128 * 128 + (2 * 16 * 128 + 64 * 128) * 3) * 4 / 4
+    assert state == 48_844_800  # bytes per sequence per GPU (46.6 MiB)
+    base = dict(model="Qwen/Qwen3.5-397B-A17B", gpu="b200_sxm", backend="sglang", precision="fp8",
+                isl_tokens=1024, osl_tokens=1024, concurrency=64)
+    prep = prepare(ServingConfig(engine=Parallel(tp=4, moe_ep=1), **base))
+    assert prep.decode["state_bytes_seq"] == state
+    kv_token = prep.decode["kv_bytes_tok"]
+    mem = estimate(ServingConfig(engine=Parallel(tp=4, moe_ep=1), **base), params=params).memory["engine"]
+    assert mem.max_sequences == int(min(1024, mem.kv_capacity_tokens / (1 + state / kv_token)))
+    # Each extra sequence reads and writes its state once per step, on top of its KV reads.
+    without = dict(prep.decode, state_bytes_seq=0.0)
+    step = [float(decode_step_s(f, params, 64.0, 1536.0)) for f in (prep.decode, without)]
+    assert step[0] - step[1] == pytest.approx(64 * 2 * state / (get_gpu("b200_sxm").hbm_gb_s * 1e9 * params["eff_kv"]), rel=1e-6)
