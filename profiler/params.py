@@ -34,7 +34,9 @@ PARAMS: dict[str, tuple[float, float, float]] = {
     "ttft_ms_vllm": (30.0, 0.1, 1000.0),  # per-request fixed cost: frontend, tokenization, routing
     "ttft_ms_sglang": (30.0, 0.1, 1000.0),
     "ttft_ms_trtllm": (30.0, 0.1, 1000.0),
-    "closed_interference": (1.0, 0.1, 2.0),  # share of prompt prefills decodes wait for, closed loop
+    "closed_interference_vllm": (1.0, 0.1, 2.0),  # share of prompt prefills decodes wait for, closed loop
+    "closed_interference_sglang": (1.0, 0.1, 2.0),
+    "closed_interference_trtllm": (1.0, 0.1, 2.0),
     "agg_burst_vllm": (0.08, 0.001, 1.0),  # closed-loop wait per extra client, in prefill times
     "agg_burst_sglang": (0.08, 0.001, 1.0),
     "agg_burst_trtllm": (0.08, 0.001, 1.0),

@@ -113,8 +113,8 @@ def _at(fd, fp, ld: Load, p, b, pf):
     ranks = fd["dp"] * ld.decode_engines
     servers = np.where(ld.disagg > 0, ld.prefill_servers, ranks)
     # A closed loop's clients stay roughly in step, so part of a round's prompts is prefilled
-    # before their peers' first tokens (fitted share ``closed_interference``; all under Poisson).
-    share = np.where(ld.closed > 0, p["closed_interference"], 1.0)
+    # before their peers' first tokens (fitted share ``closed_interference_<backend>``; all under Poisson).
+    share = np.where(ld.closed > 0, by_backend(fd, p, "closed_interference"), 1.0)
     # Prompts batched at the rate the decode-only step would sustain (an upper bound on it).
     _, per_prompt = batched_prefill(pf, b * ranks / (steps_after_first * t_dec), servers)
     tpot = t_dec + agg * share * b * per_prompt / steps_after_first
