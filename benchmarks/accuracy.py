@@ -14,7 +14,7 @@ are missing (their deployment is inferred, and they are not used for fitting).
 
     python benchmarks/accuracy.py [--data CSV] [--max-evals N] [--in-sample-only]
 
-Cross-validation refits the parameters once per held-out group: 15–30 minutes on 2 cores.
+Cross-validation refits the parameters once per held-out group: a few minutes on 2 cores.
 """
 
 from __future__ import annotations

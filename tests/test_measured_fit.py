@@ -49,8 +49,8 @@ def test_an_uneven_difference_is_refined_and_unfitted_parameters_stay():
     assert fit.before.ttft_mdape_pct > 20 and fit.before.tpot_mdape_pct > 20
     assert fit.after.ttft_mdape_pct < fit.before.ttft_mdape_pct / 3
     assert fit.after.tpot_mdape_pct < fit.before.tpot_mdape_pct / 3
-    assert "eff_hbm" in fit.fitted and "kv_transfer_eff" not in fit.fitted
-    assert fit.params["kv_transfer_eff"] == base["kv_transfer_eff"] and fit.params["eff_link"] != base["eff_link"]
+    assert "eff_hbm" in fit.fitted and "closed_interference_vllm" not in fit.fitted
+    assert fit.params["closed_interference_vllm"] == base["closed_interference_vllm"] and fit.params["eff_link"] != base["eff_link"]
     held = predicted(8, 100, 20, params=truth)
     calibrated, shipped = predicted(8, 100, 20, params=fit.params), predicted(8, 100, 20)
     assert abs(calibrated.tpot_ms / held.tpot_ms - 1) < abs(shipped.tpot_ms / held.tpot_ms - 1) / 3
