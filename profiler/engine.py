@@ -53,6 +53,9 @@ class EngineShape:
     flops_moe_tok: float  # routed-expert FLOPs per token per GPU (experts spread over all GPUs)
     attn_pair_flops: float  # attention FLOPs per (query, key) pair per GPU
     mla_decode_flops: float  # extra FLOPs per (query, cached token) of absorbed MLA decode
+    attn_topk: int  # keys a query attends to under sparse attention (0: every key)
+    index_pair_flops: float  # sparse-attention indexer FLOPs per (query, key) pair per GPU (it scores every key)
+    index_bytes_tok: float  # of kv_bytes_tok, the indexer keys (read for every context token)
     weight_bytes_dense: float  # bytes of non-expert weights per GPU
     weight_bytes_experts: float  # bytes of all local routed experts per GPU
     num_experts: int
@@ -208,7 +211,9 @@ def engine_shape(model: Model, gpu: Gpu, backend: str, precision: str, kv_dtype:
         flops_dense_tok=attn_flops / (tp * pp), flops_mlp_tok=mlp_flops / (tp * pp),
         flops_moe_tok=expert_flops / (moe_gpus * pp),
         attn_pair_flops=model.attention_flops_per_token_pair() / (tp * pp),
-        mla_decode_flops=mla_extra,
+        mla_decode_flops=mla_extra, attn_topk=model.index_topk,
+        index_pair_flops=2.0 * model.index_n_heads * model.index_head_dim * model.full_kv_layers / (tp * pp),
+        index_bytes_tok=model.full_kv_layers * model.index_head_dim * KV_BYTES[kv_dtype] / pp,
         weight_bytes_dense=dense_bytes, weight_bytes_experts=expert_bytes,
         num_experts=model.num_experts, experts_per_token=model.experts_per_token,
         kv_bytes_tok=kv_gpu, kv_bytes_tok_total=kv_total, state_bytes_seq=state_gpu,

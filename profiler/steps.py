@@ -8,7 +8,8 @@ tokens touch, reads every running sequence's KV cache (and reads and writes its
 linear-attention state), and does 2 FLOPs per parameter
 per token; GEMM time is the soft maximum of compute and weight-streaming time.
 Prefill (compute-bound): linear FLOPs grow with tokens, attention FLOPs with tokens ×
-context (causal, so ISL²/2 pairs per request).
+context (causal, so ISL²/2 pairs per request). Sparse attention (DeepSeek-V3.2, GLM-5) reads
+and multiplies only the keys its indexer picks, the indexer itself scoring every key.
 """
 
 from __future__ import annotations
@@ -90,8 +91,11 @@ def decode_step_s(f, p, batch_rank, context):
     """
     b = np.maximum(batch_rank, 1e-9)
     linear = _linear_time(f, p, b, b * f["dp"])
-    kv = b * (context * f["kv_bytes_tok"] + 2.0 * f["state_bytes_seq"]) / (f["hbm_bytes_s"] * p["eff_kv"])
-    mla = b * context * f["mla_decode_flops"] / (f["peak_attn_flops"] * p["eff_mla"])
+    picked = np.where(f["attn_topk"] > 0, np.minimum(context, np.maximum(f["attn_topk"], 1)), context)
+    kv_bytes = picked * (f["kv_bytes_tok"] - f["index_bytes_tok"]) + context * f["index_bytes_tok"]
+    kv = b * (kv_bytes + 2.0 * f["state_bytes_seq"]) / (f["hbm_bytes_s"] * p["eff_kv"])
+    mla = b * (picked * f["mla_decode_flops"] / p["eff_mla"]
+               + context * f["index_pair_flops"] / p["eff_attn"]) / f["peak_attn_flops"]
     overhead = (step_overhead_s(f, p) + p["seq_us"] * 1e-6 * b
                 + (p["layer_us"] * f["num_layers"] + p["moe_layer_us"] * f["moe_layers"]
                    + p["sparse_layer_us"] * f["sparse_attention_layers"]) * 1e-6)
@@ -99,11 +103,20 @@ def decode_step_s(f, p, batch_rank, context):
     return f["pp"] * stage + overhead
 
 
+def attention_pairs(f, isl):
+    """(query, key) pairs one prompt of ``isl`` tokens attends to: causal, each query at most
+    ``attn_topk`` keys under sparse attention (its indexer still scores every pair)."""
+    k = np.maximum(f["attn_topk"], 1)
+    sparse = (f["attn_topk"] > 0) & (isl > k)
+    return np.where(sparse, k * k / 2 + (isl - k) * k, isl * isl / 2)
+
+
 def prefill_s(f, p, isl, requests=1.0):
     """Time (s) to prefill ``requests`` prompts of ``isl`` tokens together on one attention rank."""
     tokens = requests * isl
     linear = _linear_time(f, p, tokens, tokens)
-    attn = requests * isl * isl / 2 * f["attn_pair_flops"] / (f["peak_attn_flops"] * p["eff_attn"])
+    attn = requests * (attention_pairs(f, isl) * f["attn_pair_flops"] + isl * isl / 2 * f["index_pair_flops"]) / (
+        f["peak_attn_flops"] * p["eff_attn"])
     chunks = np.ceil(tokens / f["max_num_tokens"])
     # Prefill runs without CUDA graphs: every layer pays its kernel launches (MoE layers more).
     launches = (p["prefill_layer_us"] * f["num_layers"] + p["prefill_moe_layer_us"] * f["moe_layers"]) * 1e-6

@@ -12,7 +12,7 @@ from profiler.config import Parallel, ServingConfig
 from profiler.estimate import estimate, evaluate, prepare
 from profiler.gpus import get_gpu
 from profiler.params import default_params, shipped_params
-from profiler.steps import decode_step_s
+from profiler.steps import attention_pairs, decode_step_s, prefill_s
 
 GIB = 2**30
 
@@ -260,3 +260,22 @@ def test_linear_attention_state_takes_kv_room_and_is_read_and_written_every_deco
     without = dict(prep.decode, state_bytes_seq=0.0)
     step = [float(decode_step_s(f, params, 64.0, 1536.0)) for f in (prep.decode, without)]
     assert step[0] - step[1] == pytest.approx(64 * 2 * state / (get_gpu("b200_sxm").hbm_gb_s * 1e9 * params["eff_kv"]), rel=1e-6)
+
+
+def test_sparse_attention_attends_to_the_keys_its_indexer_picks(params):
+    # GLM-5 (DeepSeek sparse attention): each query attends to at most 2,048 keys, picked by
+    # an indexer that scores every key. Up to 2,048 tokens nothing is skipped; beyond, the
+    # attention pairs of an 8,192-token prompt fall from 8192²/2 to 2048²/2 + 6144 × 2048.
+    base = dict(model="zai-org/GLM-5", gpu="b200_sxm", backend="sglang", precision="fp8",
+                osl_tokens=1024, concurrency=1, engine=Parallel(tp=8, moe_ep=1))
+    short, long = (prepare(ServingConfig(isl_tokens=n, **base)).prefill for n in (2048, 8192))
+    assert long["attn_topk"] == 2048
+    assert float(attention_pairs(long, 8192.0)) == 2048**2 / 2 + 6144 * 2048
+    assert float(attention_pairs(short, 2048.0)) == 2048**2 / 2
+    dense = dict(long, attn_topk=0)
+    assert float(attention_pairs(dense, 8192.0)) == 8192**2 / 2
+    assert float(prefill_s(long, params, 8192.0)) < float(prefill_s(dense, params, 8192.0))
+    assert float(prefill_s(short, params, 2048.0)) == pytest.approx(float(prefill_s(dict(short, attn_topk=0), params, 2048.0)))
+    # Decode reads the picked keys' latents and every key's indexer entry.
+    at = [float(decode_step_s(f, params, 32.0, 16384.0)) for f in (long, dense)]
+    assert at[0] < at[1]
