@@ -41,12 +41,26 @@ def stop_plan_pool(pool: ProcessPoolExecutor) -> None:
     pool.shutdown(wait=False, cancel_futures=True)
 
 
+PARENT_CHECK_S = 1.0  # how often a child looks whether its parent is still alive (s)
+
+
 def _child_start() -> None:
     try:
         os.nice(CHILD_NICENESS)
     except OSError:  # not permitted here: run at the parent's priority
         pass
+    parent = os.getppid()
+    threading.Thread(target=_exit_with_parent, args=(parent,), name="parent-watch", daemon=True).start()
     import planner  # noqa: F401  (imported once per child, not on the first request)
+
+
+def _exit_with_parent(parent: int) -> None:
+    """End this child once its parent is gone: a parent killed outright (SIGKILL, the OOM
+    killer) cannot stop the pool, and the children, holding each other's ends of the task
+    queue, would otherwise wait for work forever with their database connections open."""
+    while os.getppid() == parent:
+        threading.Event().wait(PARENT_CHECK_S)
+    os._exit(0)
 
 
 def _process_dgdr_here(database_url: str, uid: str) -> str:
