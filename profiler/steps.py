@@ -79,7 +79,7 @@ def _linear_time(f, p, tokens_rank, tokens_engine):
                + tokens_rank * f["flops_mlp_tok"] / (f["peak_moe_flops"] * mlp_eff)
                + tokens_engine * f["flops_moe_tok"] * MOE_IMBALANCE / (f["peak_moe_flops"] * moe_eff))
     touched = np.where(f["num_experts"] > 0,
-                       -np.expm1(-tokens_engine * f["experts_per_token"] / experts), 0.0)
+                       -np.expm1(-p["routing_spread"] * tokens_engine * f["experts_per_token"] / experts), 0.0)
     weights = (f["weight_bytes_dense"] + f["weight_bytes_experts"] * touched) / (f["hbm_bytes_s"] * p["eff_hbm"])
     return _soft_max(compute, weights)
 

@@ -279,3 +279,16 @@ def test_sparse_attention_attends_to_the_keys_its_indexer_picks(params):
     # Decode reads the picked keys' latents and every key's indexer entry.
     at = [float(decode_step_s(f, params, 32.0, 16384.0)) for f in (long, dense)]
     assert at[0] < at[1]
+
+
+def test_skewed_routing_touches_fewer_experts_at_small_batches(params):
+    # With routing less even than uniform (routing_spread < 1) a small batch streams fewer
+    # distinct experts; a batch large enough to touch every expert streams them all anyway.
+    base = dict(model="deepseek-ai/DeepSeek-V3", gpu="b200_sxm", backend="sglang", precision="fp8",
+                isl_tokens=1024, osl_tokens=1024, concurrency=8)
+    f = prepare(ServingConfig(engine=Parallel(tp=8, moe_ep=8), **base)).decode
+    even, skewed = dict(params, routing_spread=1.0), dict(params, routing_spread=0.5)
+    small = [float(decode_step_s(f, p, 4.0, 1536.0)) for p in (even, skewed)]
+    huge = [float(decode_step_s(f, p, 4096.0, 1536.0)) for p in (even, skewed)]
+    assert small[1] < 0.99 * small[0]
+    assert huge[1] == pytest.approx(huge[0], rel=1e-3)
