@@ -73,13 +73,14 @@ def _linear_time(f, p, tokens_rank, tokens_engine):
     dense_eff = gemm_efficiency(tokens_rank, _eff_for(f, p, "dense_dtype"), p["gemm_half_tokens"])
     mlp_eff = gemm_efficiency(tokens_rank, _eff_for(f, p, "moe_dtype"), p["gemm_half_tokens"])
     experts = np.maximum(f["num_experts"], 1)
-    per_expert = tokens_engine * f["experts_per_token"] / experts
+    picks = tokens_engine * f["experts_per_token"] / experts  # expert picks per expert, on average
+    touched = np.where(f["num_experts"] > 0, -np.expm1(-p["routing_spread"] * picks), 0.0)
+    # Only the experts a batch touches run, each on its own tokens (at least one).
+    per_expert = picks / np.maximum(touched, 1e-9)
     moe_eff = gemm_efficiency(np.maximum(per_expert, 1e-3), _eff_for(f, p, "moe_dtype"), p["gemm_half_tokens"])
     compute = (tokens_rank * f["flops_dense_tok"] / (f["peak_dense_flops"] * dense_eff)
                + tokens_rank * f["flops_mlp_tok"] / (f["peak_moe_flops"] * mlp_eff)
                + tokens_engine * f["flops_moe_tok"] * MOE_IMBALANCE / (f["peak_moe_flops"] * moe_eff))
-    touched = np.where(f["num_experts"] > 0,
-                       -np.expm1(-p["routing_spread"] * tokens_engine * f["experts_per_token"] / experts), 0.0)
     weights = (f["weight_bytes_dense"] + f["weight_bytes_experts"] * touched) / (f["hbm_bytes_s"] * p["eff_hbm"])
     return _soft_max(compute, weights)
 
