@@ -29,14 +29,11 @@ import numpy as np
 
 from profiler.engine import EngineShape
 from profiler.queueing import mdc_wait, wait_quantile
-from profiler.steps import by_backend, decode_step_s, prefill_s
+from profiler.steps import BACKENDS, by_backend, decode_step_s, prefill_s
 
 _DTYPE_CODE = {"bf16": 0, "fp8": 1, "fp4": 2}
 _ROOT_XTOL = 1e-12  # bracket width, relative to its upper end, at which a root is taken
 _ROOT_STEPS = 100
-
-
-BACKENDS = ("vllm", "sglang", "trtllm")
 
 
 def features(shape: EngineShape, backend: str, max_num_tokens: int) -> dict[str, float]:

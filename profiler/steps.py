@@ -34,13 +34,20 @@ def gemm_efficiency(tokens, peak_eff, half_tokens):
 
 def _eff_for(f, p, key: str):
     dt = f[key]
+    if np.ndim(dt) == 0:  # one configuration: skip numpy's element-wise machinery
+        return p["eff_fp4"] if dt == 2 else p["eff_gemm"]
     return np.where(dt == 2, p["eff_fp4"], p["eff_gemm"])
+
+
+BACKENDS = ("vllm", "sglang", "trtllm")  # ``f["backend"]`` is the index in this tuple
 
 
 def by_backend(f, p, name: str):
     """The parameter ``<name>_<backend>`` of each configuration's backend."""
-    return np.where(f["backend"] == 0, p[f"{name}_vllm"],
-                    np.where(f["backend"] == 1, p[f"{name}_sglang"], p[f"{name}_trtllm"]))
+    code = f["backend"]
+    if np.ndim(code) == 0:
+        return p[f"{name}_{BACKENDS[int(code)]}"]
+    return np.where(code == 0, p[f"{name}_vllm"], np.where(code == 1, p[f"{name}_sglang"], p[f"{name}_trtllm"]))
 
 
 def step_overhead_s(f, p):
