@@ -84,7 +84,7 @@ def _linear_time(f, p, tokens_rank, tokens_engine):
     touched = np.where(f["num_experts"] > 0, -np.expm1(-p["routing_spread"] * picks), 0.0)
     # Only the experts a batch touches run, each on its own tokens (at least one).
     per_expert = picks / np.maximum(touched, 1e-9)
-    moe_eff = gemm_efficiency(np.maximum(per_expert, 1e-3), _eff_for(f, p, "moe_dtype"), p["gemm_half_tokens"])
+    moe_eff = gemm_efficiency(np.maximum(per_expert, 1e-3), _eff_for(f, p, "moe_dtype"), p["expert_half_tokens"])
     compute = (tokens_rank * f["flops_dense_tok"] / (f["peak_dense_flops"] * dense_eff)
                + tokens_rank * f["flops_mlp_tok"] / (f["peak_moe_flops"] * mlp_eff)
                + tokens_engine * f["flops_moe_tok"] * MOE_IMBALANCE / (f["peak_moe_flops"] * moe_eff))
