@@ -28,7 +28,7 @@ def _running(pid: int) -> bool:
     """Whether ``pid`` is a live process (a zombie waiting to be reaped counts as ended)."""
     try:
         state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (FileNotFoundError, ProcessLookupError):
+    except FileNotFoundError:
         return False
     return state != "Z"
 

@@ -14,6 +14,7 @@ import logging
 import multiprocessing
 import os
 import threading
+import time
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any
@@ -59,7 +60,7 @@ def _exit_with_parent(parent: int) -> None:
     killer) cannot stop the pool, and the children, holding each other's ends of the task
     queue, would otherwise wait for work forever with their database connections open."""
     while os.getppid() == parent:
-        threading.Event().wait(PARENT_CHECK_S)
+        time.sleep(PARENT_CHECK_S)
     os._exit(0)
 
 
