@@ -29,11 +29,14 @@ import numpy as np
 
 from profiler.engine import EngineShape
 from profiler.queueing import mdc_wait, wait_quantile
-from profiler.steps import BACKENDS, by_backend, decode_step_s, prefill_s
+from profiler.steps import BACKENDS, by_backend, decode_step_s, mixed_prefill_s, prefill_s
 
 _DTYPE_CODE = {"bf16": 0, "fp8": 1, "fp4": 2}
 _ROOT_XTOL = 1e-12  # bracket width, relative to its upper end, at which a root is taken
 _ROOT_STEPS = 100
+# Backends whose aggregated engines put prompt chunks into decode iterations by default
+# (SGLang schedules prefill batches of their own unless mixed chunks are enabled).
+MIXES_PREFILL = ("vllm", "trtllm")
 
 
 def features(shape: EngineShape, backend: str, max_num_tokens: int) -> dict[str, float]:
@@ -43,6 +46,7 @@ def features(shape: EngineShape, backend: str, max_num_tokens: int) -> dict[str,
     out["moe_dtype"] = _DTYPE_CODE.get(shape.compute_dtype, 0)
     out["dense_dtype"] = 1 if shape.peak_dense_flops > shape.peak_attn_flops else 0
     out["backend"] = BACKENDS.index(backend)
+    out["mixes_prefill"] = float(backend in MIXES_PREFILL)
     out["max_num_tokens"] = max_num_tokens
     return out
 
@@ -112,9 +116,14 @@ def _at(fd, fp, ld: Load, p, b, pf):
     # A closed loop's clients stay roughly in step, so part of a round's prompts is prefilled
     # before their peers' first tokens (fitted share ``closed_interference_<backend>``; all under Poisson).
     share = np.where(ld.closed > 0, by_backend(fd, p, "closed_interference"), 1.0)
-    # Prompts batched at the rate the decode-only step would sustain (an upper bound on it).
+    # Aggregated, ``r`` prompts per iteration per rank. Engines that mix prefill into decode
+    # iterations (chunked prefill) lengthen a fraction r/k of them by k prompts' prefill (one
+    # when fewer than one a step); SGLang runs prefill batches of their own between them.
+    r = share * b / steps_after_first
+    k = np.clip(r, 1.0, pf[2])
+    mixed = (r / k) * mixed_prefill_s(fd, p, b, ld.isl, k)
     _, per_prompt = batched_prefill(pf, b * ranks / (steps_after_first * t_dec), servers)
-    tpot = t_dec + agg * share * b * per_prompt / steps_after_first
+    tpot = t_dec + agg * np.where(fd["mixes_prefill"] > 0, mixed, r * per_prompt)
     x = b * ranks / (steps_after_first * tpot)
     exec_s, wait, burst, p_wait, rho = first_token(fp, p, ld.isl, pf, t_dec, x, servers, ld.closed * ld.load, ld.disagg)
     return x, tpot, exec_s, wait, burst, p_wait, rho, ranks

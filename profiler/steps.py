@@ -119,13 +119,41 @@ def attention_pairs(f, isl):
     return np.where(sparse, k * k / 2 + (isl - k) * k, isl * isl / 2)
 
 
+def _prefill_attention_s(f, p, isl, requests):
+    """Attention (and indexer) time (s) of ``requests`` prompts of ``isl`` tokens."""
+    flops = attention_pairs(f, isl) * f["attn_pair_flops"] + isl * isl / 2 * f["index_pair_flops"]
+    return requests * flops / (f["peak_attn_flops"] * p["eff_attn"])
+
+
+def _launches_s(f, p):
+    """Kernel launches of one pass that prefills (no CUDA graph): per layer, MoE layers more (s)."""
+    return (p["prefill_layer_us"] * f["num_layers"] + p["prefill_moe_layer_us"] * f["moe_layers"]) * 1e-6
+
+
+def mixed_prefill_s(f, p, batch_rank, isl, requests):
+    """Time (s) that prefilling ``requests`` prompts of ``isl`` tokens adds to the decode
+    iterations of ``batch_rank`` sequences per attention rank they ride in (chunked prefill).
+
+    The prompts' tokens join decode iterations in chunks of up to ``max_num_tokens``: the
+    weights those iterations stream anyway are not streamed again, so short prompts cost
+    their GEMM compute beyond the decode batch's, their attention and the kernel launches of
+    an iteration that prefills; long ones cost about a prefill of their own.
+    """
+    b = np.maximum(batch_rank, 1e-9)
+    tokens = requests * isl
+    chunks = np.ceil(tokens / f["max_num_tokens"])
+    n = tokens / chunks
+    dp = f["dp"]
+    linear = _linear_time(f, p, b + n, b * dp + n) - _linear_time(f, p, b, b * dp)
+    coll = _collectives(f, p, b + n) - _collectives(f, p, b)
+    return f["pp"] * (chunks * (linear + coll) + _prefill_attention_s(f, p, isl, requests)) + chunks * _launches_s(f, p)
+
+
 def prefill_s(f, p, isl, requests=1.0):
     """Time (s) to prefill ``requests`` prompts of ``isl`` tokens together on one attention rank."""
     tokens = requests * isl
     linear = _linear_time(f, p, tokens, tokens)
-    attn = requests * (attention_pairs(f, isl) * f["attn_pair_flops"] + isl * isl / 2 * f["index_pair_flops"]) / (
-        f["peak_attn_flops"] * p["eff_attn"])
     chunks = np.ceil(tokens / f["max_num_tokens"])
     # Prefill runs without CUDA graphs: every layer pays its kernel launches (MoE layers more).
-    launches = (p["prefill_layer_us"] * f["num_layers"] + p["prefill_moe_layer_us"] * f["moe_layers"]) * 1e-6
-    return f["pp"] * (linear + attn + _collectives(f, p, tokens)) + chunks * (step_overhead_s(f, p) + launches)
+    return (f["pp"] * (linear + _prefill_attention_s(f, p, isl, requests) + _collectives(f, p, tokens))
+            + chunks * (step_overhead_s(f, p) + _launches_s(f, p)))
