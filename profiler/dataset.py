@@ -7,10 +7,12 @@ Pure: takes rows already read (dicts of strings or numbers). Conventions of the 
   the GPU's scale-up (NVLink) domain runs attention TP inside the domain and DP across it
   (``domain`` is the domain size, in GPUs);
 - a ``moe_ep`` of 0 means no expert parallelism;
-- a MoE row whose ``tp`` is recorded as ``moe_tp × moe_ep`` (both above 1) beyond one
-  scale-up domain describes the ``moe_tp``-GPU engine with EP ``moe_ep``: the data holds the
-  very same measurements (to the last digit) under both spellings, so such rows are read as
-  the smaller engine and marked inferred;
+- some MoE rows spell an engine's GPU count as a product: ``tp × attn_dp`` recorded as
+  ``moe_tp × moe_ep`` (both above 1) beyond one scale-up domain, or ``tp = attn_dp = n``
+  with ``moe_ep = n²``. The data holds the very same measurements under the smaller
+  spelling too (the ``moe_tp``-GPU engine with EP ``moe_ep``; the n-GPU attention-DP engine
+  with EP n: e.g. MiniMax-M2.5 on H100 at ``tp 4, attn_dp 4, moe_ep 16`` and at ``tp 4,
+  moe_ep 4``), so such rows are read as the smaller engine and marked inferred;
 - disaggregated rows without worker counts are read as a deployment sized for its load:
   enough decode workers for ``UNRECORDED_BATCH_PER_RANK`` sequences per attention rank,
   and prefill GPUs in the ratio ``UNRECORDED_DECODE_PER_PREFILL_GPU`` (recorded in the
@@ -57,19 +59,26 @@ def _int(row: dict, key: str, default: int | None = None) -> int:
     return int(x)
 
 
-def _product_spelling(row: dict, prefix: str, moe: bool, domain: int) -> int | None:
-    """The engine's real TP when the row spells ``tp`` as ``moe_tp × moe_ep`` (see above)."""
-    tp, moe_tp = _int(row, f"{prefix}tp", 1) or 1, _int(row, f"{prefix}moe_tp", 1) or 1
-    ep = _int(row, f"{prefix}moe_ep", 1) or 1
-    if moe and tp > domain and moe_tp > 1 and ep > 1 and tp == moe_tp * ep:
-        return moe_tp
+def _product_spelling(row: dict, prefix: str, moe: bool, domain: int) -> tuple[int, int, int] | None:
+    """(tp, attention dp, ep) of the real engine when the row spells its GPU count as a product (see above)."""
+    if not moe:
+        return None
+    tp, dp = _int(row, f"{prefix}tp", 1) or 1, _int(row, f"{prefix}attn_dp", 1) or 1
+    moe_tp, ep = _int(row, f"{prefix}moe_tp", 1) or 1, _int(row, f"{prefix}moe_ep", 1) or 1
+    if tp * dp > domain and moe_tp > 1 and ep > 1 and moe_tp * ep == tp * dp:
+        return (moe_tp, 1, ep) if dp == 1 else (1, moe_tp, ep)
+    if tp == dp > 1 and moe_tp == 1 and ep == tp * dp:
+        return 1, tp, tp
     return None
 
 
 def _parallel(row: dict, prefix: str, heads: int | None, moe: bool, domain: int) -> Parallel:
-    tp = _product_spelling(row, prefix, moe, domain) or _int(row, f"{prefix}tp", 1) or 1
-    dp = _int(row, f"{prefix}attn_dp", 1) or 1
-    ep = (_int(row, f"{prefix}moe_ep", 1) or 1) if moe else 1
+    spelled = _product_spelling(row, prefix, moe, domain)
+    if spelled:
+        tp, dp, ep = spelled
+    else:
+        tp, dp = _int(row, f"{prefix}tp", 1) or 1, _int(row, f"{prefix}attn_dp", 1) or 1
+        ep = (_int(row, f"{prefix}moe_ep", 1) or 1) if moe else 1
     if moe and heads and heads % tp and dp == 1:
         tp, dp = 1, tp
     if moe and dp == 1 and tp > domain:
@@ -97,10 +106,12 @@ def row_config(row: dict, heads: int | None = None, moe: bool = False,
                   backend=str(row.get("backend") or "vllm").strip(),
                   precision=(str(row["precision"]).strip() or None) if row.get("precision") else None,
                   mode=mode, isl_tokens=_int(row, "isl"), osl_tokens=_int(row, "osl"), concurrency=conc)
+    for prefix in ("",) if mode == "agg" else ("p_", "d_"):
+        spelled = _product_spelling(row, prefix, moe, domain)
+        if spelled:
+            notes.append(f"{prefix}tp {row.get(prefix + 'tp')} × {prefix}attn_dp {row.get(prefix + 'attn_dp') or 1} "
+                         f"read as a product: a {spelled[0] * spelled[1]}-GPU engine")
     if mode == "agg":
-        real_tp = _product_spelling(row, "", moe, domain)
-        if real_tp:
-            notes.append(f"tp {row.get('tp')} read as moe_tp × moe_ep: a {real_tp}-GPU engine")
         return ServingConfig(engine=_parallel(row, "", heads, moe, domain), **common), tuple(notes)
     prefill, decode = _parallel(row, "p_", heads, moe, domain), _parallel(row, "d_", heads, moe, domain)
     pw, dw = _num(row, "p_workers"), _num(row, "d_workers")

@@ -16,7 +16,25 @@ def test_tp_spelled_as_moe_tp_times_moe_ep_is_the_smaller_engine_and_marked_infe
     config, notes = read(tp="16", moe_tp="4", moe_ep="4")
     assert (config.engine.tp, config.engine.dp, config.engine.moe_ep) == (4, 1, 4)
     assert config.engine.gpus == 4
-    assert notes and "moe_tp × moe_ep" in notes[0]
+    assert notes and "read as a product: a 4-GPU engine" in notes[0]
+
+
+def test_attention_dp_spelled_as_moe_tp_times_moe_ep_is_the_smaller_data_parallel_engine():
+    config, notes = read(tp="1", attn_dp="64", moe_tp="8", moe_ep="8")
+    assert (config.engine.tp, config.engine.dp, config.engine.moe_ep) == (1, 8, 8)
+    assert notes and "a 8-GPU engine" in notes[0]
+
+
+def test_tp_times_equal_attention_dp_with_ep_their_product_is_the_n_gpu_engine():
+    config, notes = read(tp="2", attn_dp="2", moe_tp="1", moe_ep="4")
+    assert (config.engine.tp, config.engine.dp, config.engine.moe_ep) == (1, 2, 2)
+    assert notes and "a 2-GPU engine" in notes[0]
+
+
+def test_attention_dp_spelled_plainly_is_recorded():
+    config, notes = read(tp="1", attn_dp="8", moe_tp="1", moe_ep="8")
+    assert (config.engine.tp, config.engine.dp, config.engine.moe_ep) == (1, 8, 8)
+    assert notes == ()
 
 
 def test_the_same_engine_spelled_plainly_is_read_alike_and_recorded():
