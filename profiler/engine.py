@@ -48,7 +48,8 @@ class EngineShape:
     num_layers: int
     moe_layers: int
     sparse_attention_layers: int  # layers whose queries pick their keys with an indexer (DeepSeek sparse attention)
-    flops_dense_tok: float  # attention-projection and LM-head GEMM FLOPs per token on one GPU
+    flops_dense_tok: float  # attention-projection GEMM FLOPs per token on one GPU
+    flops_head_tok: float  # LM-head FLOPs per sampled token on one GPU (a prompt samples only its last)
     flops_mlp_tok: float  # dense-MLP and shared-expert GEMM FLOPs per token on one GPU
     flops_moe_tok: float  # routed-expert FLOPs per token per GPU (experts spread over all GPUs)
     attn_pair_flops: float  # attention FLOPs per (query, key) pair per GPU
@@ -56,7 +57,7 @@ class EngineShape:
     attn_topk: int  # keys a query attends to under sparse attention (0: every key)
     index_pair_flops: float  # sparse-attention indexer FLOPs per (query, key) pair per GPU (it scores every key)
     index_bytes_tok: float  # of kv_bytes_tok, the indexer keys (read for every context token)
-    weight_bytes_dense: float  # bytes of non-expert weights per GPU
+    weight_bytes_dense: float  # bytes of non-expert weights a forward pass streams per GPU (LM head, not embedding)
     weight_bytes_experts: float  # bytes of all local routed experts per GPU
     num_experts: int
     experts_per_token: int
@@ -117,11 +118,10 @@ def _gather_bytes_tok(model: Model, par: Parallel) -> float:
 
 def _dense_flops_per_token(model: Model) -> tuple[float, float]:
     """Non-expert GEMM FLOPs per token for the whole model (2 FLOPs per multiply-add): the
-    attention projections with the LM head, and the dense MLPs with the shared experts."""
+    attention projections, and the dense MLPs with the shared experts."""
     dense_mlp_layers = model.dense_layers if model.is_moe else model.num_layers
     shared = model.moe_layers * model.shared_experts * model.expert_params()
-    lm_head = model.vocab_size * model.hidden_size
-    return 2.0 * (model.all_attention_params() + lm_head), 2.0 * (dense_mlp_layers * model.dense_mlp_params() + shared)
+    return 2.0 * model.all_attention_params(), 2.0 * (dense_mlp_layers * model.dense_mlp_params() + shared)
 
 
 def kv_elements_per_token(model: Model, context_tokens: float) -> float:
@@ -157,13 +157,15 @@ def engine_shape(model: Model, gpu: Gpu, backend: str, precision: str, kv_dtype:
     attn_prec = attention_weight_precision(precision)
 
     # Weights per GPU (bytes): attention and dense MLPs split over tp and pp; the embedding
-    # and LM head split over tp; routed experts over every GPU of a stage.
+    # and LM head split over tp; routed experts over every GPU of a stage. A forward pass
+    # streams the LM head (on the last stage) but only gathers the embedding rows it needs.
     dense_mlp_layers = model.dense_layers if model.is_moe else model.num_layers
     attn_b = model.all_attention_params() * WEIGHT_BYTES[attn_prec]
     mlp_b = (dense_mlp_layers * model.dense_mlp_params()
              + model.moe_layers * model.shared_experts * model.expert_params()) * WEIGHT_BYTES[precision]
     emb_b = model.embedding_params() * WEIGHT_BYTES["bf16"]
     dense_bytes = (attn_b + mlp_b) / (tp * pp) + emb_b / tp
+    head_b = model.vocab_size * model.hidden_size * WEIGHT_BYTES["bf16"]
     expert_bytes = model.moe_layers * model.num_experts * model.expert_params() * WEIGHT_BYTES[precision] / (moe_gpus * pp)
 
     # KV per context token per GPU: GQA heads split over tp (replicated when kv heads < tp);
@@ -209,12 +211,13 @@ def engine_shape(model: Model, gpu: Gpu, backend: str, precision: str, kv_dtype:
         gpus=par.gpus, tp=tp, pp=pp, dp=dp, moe_ep=par.moe_ep, num_layers=model.num_layers, moe_layers=model.moe_layers,
         sparse_attention_layers=model.num_layers if model.index_topk else 0,
         flops_dense_tok=attn_flops / (tp * pp), flops_mlp_tok=mlp_flops / (tp * pp),
+        flops_head_tok=2.0 * model.vocab_size * model.hidden_size / (tp * pp),
         flops_moe_tok=expert_flops / (moe_gpus * pp),
         attn_pair_flops=model.attention_flops_per_token_pair() / (tp * pp),
         mla_decode_flops=mla_extra, attn_topk=model.index_topk,
         index_pair_flops=2.0 * model.index_n_heads * model.index_head_dim * model.full_kv_layers / (tp * pp),
         index_bytes_tok=model.full_kv_layers * model.index_head_dim * KV_BYTES[kv_dtype] / pp,
-        weight_bytes_dense=dense_bytes, weight_bytes_experts=expert_bytes,
+        weight_bytes_dense=(attn_b + mlp_b + head_b) / (tp * pp), weight_bytes_experts=expert_bytes,
         num_experts=model.num_experts, experts_per_token=model.experts_per_token,
         kv_bytes_tok=kv_gpu, kv_bytes_tok_total=kv_total, state_bytes_seq=state_gpu,
         allreduce_bytes_tok=model.hidden_size * ACT_BYTES * 2 * (tp - 1) / tp if tp > 1 else 0.0,

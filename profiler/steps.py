@@ -72,11 +72,12 @@ def _collectives(f, p, tokens):
     return ar + a2a + gather
 
 
-def _linear_time(f, p, tokens_rank, tokens_engine):
-    """GEMM time (s): compute for ``tokens_rank`` tokens on this rank, experts fed by the whole engine.
+def _linear_time(f, p, tokens_rank, tokens_engine, sampled):
+    """GEMM time (s): compute for ``tokens_rank`` tokens on this rank, experts fed by the whole
+    engine, the LM head for the ``sampled`` tokens among them.
 
     Attention projections run in the attention precision, MLPs and experts in the MLP compute
-    dtype (fp4 checkpoints: fp4 MLPs, fp8 attention)."""
+    dtype (fp4 checkpoints: fp4 MLPs, fp8 attention), the LM head in bf16."""
     dense_eff = gemm_efficiency(tokens_rank, _eff_for(f, p, "dense_dtype"), p["gemm_half_tokens"])
     mlp_eff = gemm_efficiency(tokens_rank, _eff_for(f, p, "moe_dtype"), p["gemm_half_tokens"])
     experts = np.maximum(f["num_experts"], 1)
@@ -86,6 +87,7 @@ def _linear_time(f, p, tokens_rank, tokens_engine):
     per_expert = picks / np.maximum(touched, 1e-9)
     moe_eff = gemm_efficiency(np.maximum(per_expert, 1e-3), _eff_for(f, p, "moe_dtype"), p["expert_half_tokens"])
     compute = (tokens_rank * f["flops_dense_tok"] / (f["peak_dense_flops"] * dense_eff)
+               + sampled * f["flops_head_tok"] / (f["peak_attn_flops"] * gemm_efficiency(sampled, p["eff_gemm"], p["gemm_half_tokens"]))
                + tokens_rank * f["flops_mlp_tok"] / (f["peak_moe_flops"] * mlp_eff)
                + tokens_engine * f["flops_moe_tok"] * MOE_IMBALANCE / (f["peak_moe_flops"] * moe_eff))
     weights = (f["weight_bytes_dense"] + f["weight_bytes_experts"] * touched) / (f["hbm_bytes_s"] * p["eff_hbm"])
@@ -98,7 +100,7 @@ def decode_step_s(f, p, batch_rank, context):
     With pipeline parallelism a token passes every stage, so the latency is pp stage times.
     """
     b = np.maximum(batch_rank, 1e-9)
-    linear = _linear_time(f, p, b, b * f["dp"])
+    linear = _linear_time(f, p, b, b * f["dp"], b)
     picked = np.where(f["attn_topk"] > 0, np.minimum(context, np.maximum(f["attn_topk"], 1)), context)
     kv_bytes = picked * (f["kv_bytes_tok"] - f["index_bytes_tok"]) + context * f["index_bytes_tok"]
     kv = b * (kv_bytes + 2.0 * f["state_bytes_seq"]) / (f["hbm_bytes_s"] * p["eff_kv"])
@@ -144,7 +146,7 @@ def mixed_prefill_s(f, p, batch_rank, isl, requests):
     chunks = np.ceil(tokens / f["max_num_tokens"])
     n = tokens / chunks
     dp = f["dp"]
-    linear = _linear_time(f, p, b + n, b * dp + n) - _linear_time(f, p, b, b * dp)
+    linear = _linear_time(f, p, b + n, b * dp + n, b + requests / chunks) - _linear_time(f, p, b, b * dp, b)
     coll = _collectives(f, p, b + n) - _collectives(f, p, b)
     return f["pp"] * (chunks * (linear + coll) + _prefill_attention_s(f, p, isl, requests)) + chunks * _launches_s(f, p)
 
@@ -152,7 +154,7 @@ def mixed_prefill_s(f, p, batch_rank, isl, requests):
 def prefill_s(f, p, isl, requests=1.0):
     """Time (s) to prefill ``requests`` prompts of ``isl`` tokens together on one attention rank."""
     tokens = requests * isl
-    linear = _linear_time(f, p, tokens, tokens)
+    linear = _linear_time(f, p, tokens, tokens, requests)
     chunks = np.ceil(tokens / f["max_num_tokens"])
     # Prefill runs without CUDA graphs: every layer pays its kernel launches (MoE layers more).
     return (f["pp"] * (linear + _prefill_attention_s(f, p, isl, requests) + _collectives(f, p, tokens))
