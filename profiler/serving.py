@@ -29,7 +29,7 @@ import numpy as np
 
 from profiler.engine import EngineShape
 from profiler.queueing import mdc_wait, wait_quantile
-from profiler.steps import BACKENDS, by_backend, decode_step_s, mixed_prefill_s, prefill_s
+from profiler.steps import BACKENDS, by_backend, decode_gemms_s, decode_step_s, mixed_prefill_s, prefill_s
 
 _DTYPE_CODE = {"bf16": 0, "fp8": 1, "fp4": 2}
 _ROOT_XTOL = 1e-12  # bracket width, relative to its upper end, at which a root is taken
@@ -109,7 +109,8 @@ def _at(fd, fp, ld: Load, p, b, pf):
     """
     ctx = ld.isl + ld.osl / 2.0
     steps_after_first = np.maximum(ld.osl - 1.0, 1.0)
-    t_dec = decode_step_s(fd, p, b, ctx)
+    gemms = decode_gemms_s(fd, p, b)
+    t_dec = decode_step_s(fd, p, b, ctx, gemms)
     agg = 1.0 - ld.disagg
     ranks = fd["dp"] * ld.decode_engines
     servers = np.where(ld.disagg > 0, ld.prefill_servers, ranks)
@@ -120,10 +121,20 @@ def _at(fd, fp, ld: Load, p, b, pf):
     # iterations (chunked prefill) lengthen a fraction r/k of them by k prompts' prefill (one
     # when fewer than one a step); SGLang runs prefill batches of their own between them.
     r = share * b / steps_after_first
-    k = np.clip(r, 1.0, pf[2])
-    mixed = (r / k) * mixed_prefill_s(fd, p, b, ld.isl, k)
-    _, per_prompt = batched_prefill(pf, b * ranks / (steps_after_first * t_dec), servers)
-    tpot = t_dec + agg * np.where(fd["mixes_prefill"] > 0, mixed, r * per_prompt)
+
+    def mixed():
+        k = np.clip(r, 1.0, pf[2])
+        return (r / k) * mixed_prefill_s(fd, p, b, ld.isl, k, gemms)
+
+    def separate():
+        return r * batched_prefill(pf, b * ranks / (steps_after_first * t_dec), servers)[1]
+
+    mixes = fd["mixes_prefill"]
+    if np.ndim(mixes) == 0:  # one configuration: only its own kind
+        interference = mixed() if mixes > 0 else separate()
+    else:
+        interference = np.where(mixes > 0, mixed(), separate())
+    tpot = t_dec + agg * interference
     x = b * ranks / (steps_after_first * tpot)
     exec_s, wait, burst, p_wait, rho = first_token(fp, p, ld.isl, pf, t_dec, x, servers, ld.closed * ld.load, ld.disagg)
     return x, tpot, exec_s, wait, burst, p_wait, rho, ranks

@@ -94,13 +94,20 @@ def _linear_time(f, p, tokens_rank, tokens_engine, sampled):
     return _soft_max(compute, weights)
 
 
-def decode_step_s(f, p, batch_rank, context):
+def decode_gemms_s(f, p, batch_rank):
+    """GEMMs and collectives (s) of one pipeline stage of a decode iteration with ``batch_rank``
+    sequences per attention rank (the part a prompt riding in the iteration adds to)."""
+    b = np.maximum(batch_rank, 1e-9)
+    return _linear_time(f, p, b, b * f["dp"], b) + _collectives(f, p, b)
+
+
+def decode_step_s(f, p, batch_rank, context, gemms=None):
     """One decode iteration (s) with ``batch_rank`` sequences per attention rank at mean ``context`` tokens.
 
     With pipeline parallelism a token passes every stage, so the latency is pp stage times.
+    ``gemms`` is ``decode_gemms_s`` of the same batch when the caller has it already.
     """
     b = np.maximum(batch_rank, 1e-9)
-    linear = _linear_time(f, p, b, b * f["dp"], b)
     picked = np.where(f["attn_topk"] > 0, np.minimum(context, np.maximum(f["attn_topk"], 1)), context)
     kv_bytes = picked * (f["kv_bytes_tok"] - f["index_bytes_tok"]) + context * f["index_bytes_tok"]
     kv = b * (kv_bytes + 2.0 * f["state_bytes_seq"]) / (f["hbm_bytes_s"] * p["eff_kv"])
@@ -109,7 +116,7 @@ def decode_step_s(f, p, batch_rank, context):
     overhead = (step_overhead_s(f, p) + p["seq_us"] * 1e-6 * b
                 + (p["layer_us"] * f["num_layers"] + p["moe_layer_us"] * f["moe_layers"]
                    + p["sparse_layer_us"] * f["sparse_attention_layers"]) * 1e-6)
-    stage = linear + _soft_max(kv, mla) + _collectives(f, p, b)
+    stage = (decode_gemms_s(f, p, b) if gemms is None else gemms) + _soft_max(kv, mla)
     return f["pp"] * stage + overhead
 
 
@@ -132,23 +139,24 @@ def _launches_s(f, p):
     return (p["prefill_layer_us"] * f["num_layers"] + p["prefill_moe_layer_us"] * f["moe_layers"]) * 1e-6
 
 
-def mixed_prefill_s(f, p, batch_rank, isl, requests):
+def mixed_prefill_s(f, p, batch_rank, isl, requests, gemms=None):
     """Time (s) that prefilling ``requests`` prompts of ``isl`` tokens adds to the decode
     iterations of ``batch_rank`` sequences per attention rank they ride in (chunked prefill).
 
     The prompts' tokens join decode iterations in chunks of up to ``max_num_tokens``: the
     weights those iterations stream anyway are not streamed again, so short prompts cost
     their GEMM compute beyond the decode batch's, their attention and the kernel launches of
-    an iteration that prefills; long ones cost about a prefill of their own.
+    an iteration that prefills; long ones cost about a prefill of their own. ``gemms`` is
+    ``decode_gemms_s`` of the decode batch when the caller has it already.
     """
     b = np.maximum(batch_rank, 1e-9)
     tokens = requests * isl
     chunks = np.ceil(tokens / f["max_num_tokens"])
     n = tokens / chunks
     dp = f["dp"]
-    linear = _linear_time(f, p, b + n, b * dp + n, b + requests / chunks) - _linear_time(f, p, b, b * dp, b)
-    coll = _collectives(f, p, b + n) - _collectives(f, p, b)
-    return f["pp"] * (chunks * (linear + coll) + _prefill_attention_s(f, p, isl, requests)) + chunks * _launches_s(f, p)
+    base = decode_gemms_s(f, p, b) if gemms is None else gemms
+    added = _linear_time(f, p, b + n, b * dp + n, b + requests / chunks) + _collectives(f, p, b + n) - base
+    return f["pp"] * (chunks * added + _prefill_attention_s(f, p, isl, requests)) + chunks * _launches_s(f, p)
 
 
 def prefill_s(f, p, isl, requests=1.0):
