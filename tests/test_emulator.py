@@ -308,7 +308,10 @@ def test_batch_limit_queues_requests():
     times = asyncio.run(_run(Engine(_timing(max_batch=2)), [(10, 5)] * 4))
     first_two_end = max(t[1] for t in times[:2])
     assert all(t[0] >= first_two_end - 0.005 for t in times[2:])  # the others waited for a slot
-    assert times[0][0] == pytest.approx(0.030, abs=0.01)  # two prompts prefilled in one step + one decode step
+    # Two prompts prefilled in one step (20 ms) and one decode step (10 ms): their first tokens
+    # come together, never sooner; later only by the host's scheduling delays (a GC pass).
+    assert times[0][0] == pytest.approx(times[1][0], abs=0.005)
+    assert 0.029 <= times[0][0] < 0.055
 
 
 def test_speed_factor_scales_time():
