@@ -15,6 +15,8 @@ from kubernetes import client as k8s
 from kubernetes.client.rest import ApiException
 
 from api.app import create_app
+from api.routes import resources as resource_routes
+from infra import resources as repo
 from infra import migrate
 from infra.settings import load_settings
 from procs import free_port
@@ -180,6 +182,29 @@ def test_merge_patch_of_metadata(custom):
     assert out["metadata"]["labels"] == {"keep": "1", "added": "yes"}
     assert out["metadata"]["annotations"] == {"note": "hi"}
     assert out["metadata"]["generation"] == 1  # metadata changes do not bump the generation
+
+
+def test_a_patch_naming_no_version_is_merged_again_when_a_write_races_it(custom, monkeypatch):
+    custom.create_namespaced_custom_object(GROUP, V1, "default", PLURAL, dgdr("raced"))
+    real_load, raced = resource_routes._load, []
+
+    def load_then_race(session, kind, namespace, name):
+        """The worker writes the status between the patch's read and its write."""
+        current = real_load(session, kind, namespace, name)
+        if name == "raced" and not raced:
+            raced.append(current.resource_version)
+            repo.update_status(session, {**current.status, "message": "written by the worker"}, key=current.key)
+            session.commit()
+        return current
+
+    monkeypatch.setattr(resource_routes, "_load", load_then_race)
+    out = custom.patch_namespaced_custom_object(GROUP, V1, "default", PLURAL, "raced", {"metadata": {"labels": {"seen": "yes"}}})
+    assert raced and out["metadata"]["labels"] == {"seen": "yes"}
+    assert out["status"]["message"] == "written by the worker"  # the racing write is kept
+    with pytest.raises(ApiException) as err:  # a patch that names a stale version still conflicts
+        custom.patch_namespaced_custom_object(GROUP, V1, "default", PLURAL, "raced",
+                                              {"metadata": {"resourceVersion": str(raced[0]), "labels": {"seen": "no"}}})
+    assert err.value.status == 409 and _status_of(err.value)["reason"] == "Conflict"
 
 
 def test_spec_change_after_profiling_started_is_422(server, custom):

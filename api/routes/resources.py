@@ -246,9 +246,13 @@ def patch(
 ) -> dict[str, Any]:
     kind = _kind(group, version, plural)
     _check_merge_type(request)
-    current = _load(session, kind, namespace, name)
-    desired = merge_patch(_present(kind, version, current), body)
-    return _update(session, enqueue, settings, kind, version, current, desired, require_version=False)
+
+    def attempt() -> dict[str, Any]:
+        current = _load(session, kind, namespace, name)
+        desired = merge_patch(_present(kind, version, current), body)
+        return _update(session, enqueue, settings, kind, version, current, desired, require_version=False)
+
+    return _unless_raced(body, attempt)
 
 
 @router.put(NS + "/{name}", summary="Replace (metadata.resourceVersion required)")
@@ -275,9 +279,13 @@ def patch_status(
 ) -> dict[str, Any]:
     kind = _kind(group, version, plural)
     _check_merge_type(request)
-    current = _load(session, kind, namespace, name)
-    status = merge_patch(current.status, body.get("status") or {})
-    return _write_status(session, kind, version, current, status, _given_version(body))
+
+    def attempt() -> dict[str, Any]:
+        current = _load(session, kind, namespace, name)
+        status = merge_patch(current.status, body.get("status") or {})
+        return _write_status(session, kind, version, current, status, _given_version(body))
+
+    return _unless_raced(body, attempt)
 
 
 @router.put(NS + "/{name}/status", summary="Replace status (metadata.resourceVersion required)")
@@ -327,6 +335,22 @@ UNAUTHENTICATED_APPLY = (
     "reach it could deploy: set SLAPLAN_API_TOKEN, or SLAPLAN_ALLOW_UNAUTHENTICATED_APPLY=true to allow it "
     "(or set autoApply: false and apply status.generatedDeployment yourself)"
 )
+
+
+PATCH_ATTEMPTS = 5
+
+
+def _unless_raced(body: dict[str, Any], attempt):
+    """Run a read-merge-write ``attempt``; when the patch names no resourceVersion and another
+    write lands between its read and its write, read and merge again, as the Kubernetes API
+    server does (a patch that names a version keeps its 409)."""
+    for tries in range(1, PATCH_ATTEMPTS + 1):
+        try:
+            return attempt()
+        except ApiError as exc:
+            raced = exc.code == 409 and exc.reason == "Conflict" and _given_version(body) is None
+            if not raced or tries == PATCH_ATTEMPTS:
+                raise
 
 
 def _given_version(body: dict[str, Any]) -> int | None:
