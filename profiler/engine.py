@@ -52,6 +52,9 @@ class EngineShape:
     flops_head_tok: float  # LM-head FLOPs per sampled token on one GPU (a prompt samples only its last)
     flops_mlp_tok: float  # dense-MLP and shared-expert GEMM FLOPs per token on one GPU
     flops_moe_tok: float  # routed-expert FLOPs per token per GPU (experts spread over all GPUs)
+    attn_width: float  # output columns per GPU of the attention projections (hidden / tp)
+    mlp_width: float  # the same for the dense MLP (or shared experts): intermediate / tp
+    expert_width: float  # the same for one routed expert: its intermediate / expert TP
     attn_pair_flops: float  # attention FLOPs per (query, key) pair per GPU
     mla_decode_flops: float  # extra FLOPs per (query, cached token) of absorbed MLA decode
     attn_topk: int  # keys a query attends to under sparse attention (0: every key)
@@ -213,6 +216,10 @@ def engine_shape(model: Model, gpu: Gpu, backend: str, precision: str, kv_dtype:
         flops_dense_tok=attn_flops / (tp * pp), flops_mlp_tok=mlp_flops / (tp * pp),
         flops_head_tok=2.0 * model.vocab_size * model.hidden_size / (tp * pp),
         flops_moe_tok=expert_flops / (moe_gpus * pp),
+        attn_width=model.hidden_size / tp,
+        mlp_width=(model.moe_intermediate_size * model.shared_experts if model.is_moe and model.shared_experts
+                   else model.intermediate_size) / tp,
+        expert_width=model.moe_intermediate_size / par.expert_tp if model.is_moe else 1.0,
         attn_pair_flops=model.attention_flops_per_token_pair() / (tp * pp),
         mla_decode_flops=mla_extra, attn_topk=model.index_topk,
         index_pair_flops=2.0 * model.index_n_heads * model.index_head_dim * model.full_kv_layers / (tp * pp),

@@ -17,6 +17,7 @@ PARAMS: dict[str, tuple[float, float, float]] = {
     "eff_fp4": (0.50, 0.1, 0.95),  # the same for fp4 math (younger kernels)
     "gemm_half_tokens": (48.0, 1.0, 2048.0),  # tokens per GEMM at which efficiency is half its best
     "expert_half_tokens": (48.0, 1.0, 2048.0),  # the same for one expert's GEMM (grouped kernels)
+    "gemm_half_width": (64.0, 1.0, 4096.0),  # output columns per GPU at which a GEMM's efficiency halves
     "eff_hbm": (0.80, 0.3, 0.95),  # weight streaming, fraction of HBM bandwidth
     "routing_spread": (1.0, 0.1, 1.0),  # distinct experts a batch touches, relative to uniform routing
     "eff_kv": (0.60, 0.1, 0.95),  # KV-cache reads in decode attention

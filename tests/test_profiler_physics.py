@@ -292,3 +292,17 @@ def test_skewed_routing_touches_fewer_experts_at_small_batches(params):
     huge = [float(decode_step_s(f, p, 4096.0, 1536.0)) for p in (even, skewed)]
     assert small[1] < 0.99 * small[0]
     assert huge[1] == pytest.approx(huge[0], rel=1e-3)
+
+
+def test_narrow_tp_shards_of_a_gemm_run_less_efficiently(params):
+    # DeepSeek-V3's experts (2,048 wide) split by TP 8 leave each GPU 256 output columns of
+    # every expert; whole experts (EP 8) keep 2,048. The same prefill FLOPs take longer on the
+    # narrow shards (their all-to-all and gathers set aside here).
+    base = dict(model="deepseek-ai/DeepSeek-V3", gpu="b200_sxm", backend="trtllm", precision="fp8",
+                isl_tokens=8192, osl_tokens=1024, concurrency=1)
+    narrow = prepare(ServingConfig(engine=Parallel(tp=8, moe_ep=1), **base)).prefill
+    whole = prepare(ServingConfig(engine=Parallel(tp=8, moe_ep=8), **base)).prefill
+    assert (narrow["expert_width"], whole["expert_width"]) == (256, 2048)
+    assert narrow["flops_moe_tok"] == pytest.approx(whole["flops_moe_tok"])
+    quiet = dict(params, coll_latency_us=1e-9, eff_link=1e9)
+    assert float(prefill_s(narrow, quiet, 8192.0)) > float(prefill_s(whole, quiet, 8192.0))
