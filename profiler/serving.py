@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, fields
+from functools import lru_cache
+from typing import get_type_hints
 
 import numpy as np
 
@@ -39,10 +41,16 @@ _ROOT_STEPS = 100
 MIXES_PREFILL = ("vllm", "trtllm")
 
 
+@lru_cache(maxsize=1)
+def _numeric_fields() -> tuple[str, ...]:
+    """EngineShape's numeric fields (what the step-time model reads), found once."""
+    hints = get_type_hints(EngineShape)
+    return tuple(f.name for f in fields(EngineShape) if hints[f.name] in (int, float))
+
+
 def features(shape: EngineShape, backend: str, max_num_tokens: int) -> dict[str, float]:
     """The numbers the step-time model reads for one engine role."""
-    out = {f.name: getattr(shape, f.name) for f in fields(shape)
-           if isinstance(getattr(shape, f.name), (int, float)) and not isinstance(getattr(shape, f.name), bool)}
+    out = {name: getattr(shape, name) for name in _numeric_fields()}
     out["moe_dtype"] = _DTYPE_CODE.get(shape.compute_dtype, 0)
     out["dense_dtype"] = 1 if shape.peak_dense_flops > shape.peak_attn_flops else 0
     out["backend"] = BACKENDS.index(backend)
@@ -151,7 +159,10 @@ def first_token(fp, p, isl, pf, t_dec, rate, servers, clients, disagg):
     fitted fraction ``*_burst``) and replaces the M/D/c wait of Poisson arrivals.
     """
     t_pass, per_prompt = batched_prefill(pf, rate, servers)
-    mean_w, p_wait, rho = mdc_wait(rate, per_prompt, servers)
+    if np.ndim(clients) == 0 and clients > 0:  # one closed loop: no M/D/c wait to compute
+        mean_w, p_wait, rho = 0.0, 0.0, rate * per_prompt / servers
+    else:
+        mean_w, p_wait, rho = mdc_wait(rate, per_prompt, servers)
     dis = disagg > 0
     burst = np.where(dis, p["disagg_burst"], by_backend(fp, p, "agg_burst")) * np.maximum(clients / servers - 1.0, 0.0) * per_prompt
     # Poisson arrivals wait as M/D/c says; a closed loop's synchronised returns are counted
