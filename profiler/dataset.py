@@ -72,8 +72,9 @@ def _product_spelling(row: dict, prefix: str, moe: bool, domain: int) -> tuple[i
     return None
 
 
-def _parallel(row: dict, prefix: str, heads: int | None, moe: bool, domain: int) -> Parallel:
-    spelled = _product_spelling(row, prefix, moe, domain)
+def _parallel(row: dict, prefix: str, heads: int | None, moe: bool, domain: int,
+              spelled: tuple[int, int, int] | None) -> Parallel:
+    """The engine a role's columns describe; ``spelled`` is its ``_product_spelling``."""
     if spelled:
         tp, dp, ep = spelled
     else:
@@ -106,14 +107,16 @@ def row_config(row: dict, heads: int | None = None, moe: bool = False,
                   backend=str(row.get("backend") or "vllm").strip(),
                   precision=(str(row["precision"]).strip() or None) if row.get("precision") else None,
                   mode=mode, isl_tokens=_int(row, "isl"), osl_tokens=_int(row, "osl"), concurrency=conc)
+    engines = {}
     for prefix in ("",) if mode == "agg" else ("p_", "d_"):
         spelled = _product_spelling(row, prefix, moe, domain)
         if spelled:
             notes.append(f"{prefix}tp {row.get(prefix + 'tp')} × {prefix}attn_dp {row.get(prefix + 'attn_dp') or 1} "
                          f"read as a product: a {spelled[0] * spelled[1]}-GPU engine")
+        engines[prefix] = _parallel(row, prefix, heads, moe, domain, spelled)
     if mode == "agg":
-        return ServingConfig(engine=_parallel(row, "", heads, moe, domain), **common), tuple(notes)
-    prefill, decode = _parallel(row, "p_", heads, moe, domain), _parallel(row, "d_", heads, moe, domain)
+        return ServingConfig(engine=engines[""], **common), tuple(notes)
+    prefill, decode = engines["p_"], engines["d_"]
     pw, dw = _num(row, "p_workers"), _num(row, "d_workers")
     if pw is None or dw is None:
         dw = math.ceil(conc / (decode.dp * UNRECORDED_BATCH_PER_RANK))

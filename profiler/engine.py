@@ -219,7 +219,7 @@ def engine_shape(model: Model, gpu: Gpu, backend: str, precision: str, kv_dtype:
         attn_width=model.hidden_size / tp,
         mlp_width=(model.moe_intermediate_size * model.shared_experts if model.is_moe and model.shared_experts
                    else model.intermediate_size) / tp,
-        expert_width=model.moe_intermediate_size / par.expert_tp if model.is_moe else 1.0,
+        expert_width=model.moe_intermediate_size / par.expert_tp if model.is_moe else 1.0,  # dense: no expert FLOPs
         attn_pair_flops=model.attention_flops_per_token_pair() / (tp * pp),
         mla_decode_flops=mla_extra, attn_topk=model.index_topk,
         index_pair_flops=2.0 * model.index_n_heads * model.index_head_dim * model.full_kv_layers / (tp * pp),

@@ -32,6 +32,11 @@ def gemm_efficiency(tokens, peak_eff, half_tokens):
     return peak_eff * tokens / (tokens + half_tokens)
 
 
+def _narrow(width, p):
+    """Efficiency factor of a GEMM whose output keeps ``width`` columns on each GPU (narrow TP shards)."""
+    return width / (width + p["gemm_half_width"])
+
+
 def _eff_for(f, p, key: str):
     dt = f[key]
     if np.ndim(dt) == 0:  # one configuration: skip numpy's element-wise machinery
@@ -78,18 +83,15 @@ def _linear_time(f, p, tokens_rank, tokens_engine, sampled):
 
     Attention projections run in the attention precision, MLPs and experts in the MLP compute
     dtype (fp4 checkpoints: fp4 MLPs, fp8 attention), the LM head in bf16."""
-    half_w = p["gemm_half_width"]
-    dense_eff = gemm_efficiency(tokens_rank, _eff_for(f, p, "dense_dtype"), p["gemm_half_tokens"]) * (
-        f["attn_width"] / (f["attn_width"] + half_w))
-    mlp_eff = gemm_efficiency(tokens_rank, _eff_for(f, p, "moe_dtype"), p["gemm_half_tokens"]) * (
-        f["mlp_width"] / (f["mlp_width"] + half_w))
+    dense_eff = gemm_efficiency(tokens_rank, _eff_for(f, p, "dense_dtype"), p["gemm_half_tokens"]) * _narrow(f["attn_width"], p)
+    mlp_eff = gemm_efficiency(tokens_rank, _eff_for(f, p, "moe_dtype"), p["gemm_half_tokens"]) * _narrow(f["mlp_width"], p)
     experts = np.maximum(f["num_experts"], 1)
     picks = tokens_engine * f["experts_per_token"] / experts  # expert picks per expert, on average
     touched = np.where(f["num_experts"] > 0, -np.expm1(-p["routing_spread"] * picks), 0.0)
     # Only the experts a batch touches run, each on its own tokens (at least one).
     per_expert = picks / np.maximum(touched, 1e-9)
-    moe_eff = gemm_efficiency(np.maximum(per_expert, 1e-3), _eff_for(f, p, "moe_dtype"), p["expert_half_tokens"]) * (
-        f["expert_width"] / (f["expert_width"] + half_w))
+    moe_eff = gemm_efficiency(np.maximum(per_expert, 1e-3), _eff_for(f, p, "moe_dtype"),
+                              p["expert_half_tokens"]) * _narrow(f["expert_width"], p)
     compute = (tokens_rank * f["flops_dense_tok"] / (f["peak_dense_flops"] * dense_eff)
                + sampled * f["flops_head_tok"] / (f["peak_attn_flops"] * gemm_efficiency(sampled, p["eff_gemm"], p["gemm_half_tokens"]))
                + tokens_rank * f["flops_mlp_tok"] / (f["peak_moe_flops"] * mlp_eff)

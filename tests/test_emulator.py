@@ -309,7 +309,7 @@ def test_batch_limit_queues_requests():
     first_two_end = max(t[1] for t in times[:2])
     assert all(t[0] >= first_two_end - 0.005 for t in times[2:])  # the others waited for a slot
     # Two prompts prefilled in one step (20 ms) and one decode step (10 ms): their first tokens
-    # come together, never sooner; later only by the host's scheduling delays (a GC pass).
+    # come together, never sooner; later only by the host's scheduling delays (e.g. a GC pass).
     assert times[0][0] == pytest.approx(times[1][0], abs=0.005)
     assert 0.029 <= times[0][0] < 0.055
 
