@@ -19,6 +19,7 @@ from scipy.optimize import least_squares
 from profiler.dataset import row_prepared
 from profiler.errors import ModelError
 from profiler.estimate import Batch, evaluate, stack_prepared
+from profiler.kernels import fit_kernels
 from profiler.model_catalog import MODELS, resolve_model
 from profiler.params import PARAMS, default_params
 
@@ -164,11 +165,21 @@ def ape(pred: np.ndarray, measured: np.ndarray) -> np.ndarray:
     return np.abs(pred - measured) / measured * 100.0
 
 
-def cross_validate(data: Prepared, start: dict[str, float] | None = None, max_evals: int = 200) -> dict[str, np.ndarray]:
+def kernel_prior(kernel_rows: list[dict] | None) -> dict[str, float]:
+    """Where the fit starts and what it is pulled toward: the physical defaults, with the GEMM
+    shape efficiencies fitted to kernel measurements when there are any (``kernels.fit_kernels``)."""
+    prior = default_params()
+    if kernel_rows:
+        prior.update(fit_kernels(kernel_rows, PARAMS))
+    return prior
+
+
+def cross_validate(data: Prepared, start: dict[str, float] | None = None, max_evals: int = 200,
+                   prior: dict[str, float] | None = None) -> dict[str, np.ndarray]:
     """Grouped CV: one fold per model family and one per GPU type.
 
     Returns held-out predictions for each scheme (``family`` and ``gpu``): every row is
-    predicted by parameters fitted without its group.
+    predicted by parameters fitted (from ``start``, pulled toward ``prior``) without its group.
     """
     result = {}
     for scheme in ("family", "gpu"):
@@ -176,7 +187,7 @@ def cross_validate(data: Prepared, start: dict[str, float] | None = None, max_ev
         tpot = np.full(len(data.index), np.nan)
         for group in np.unique(data.labels[scheme]):
             held = data.labels[scheme] == group
-            params = fit(_subset(data, ~held), start, max_evals=max_evals)
+            params = fit(_subset(data, ~held), start, max_evals=max_evals, prior=prior)
             out = evaluate(_subset(data, held).batch, params)
             ttft[held], tpot[held] = out["ttft_ms"], out["itl_ms"]
         result[scheme] = np.stack([ttft, tpot])

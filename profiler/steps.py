@@ -22,7 +22,7 @@ _SOFTMAX_POWER = 4.0
 MOE_IMBALANCE = 1.2
 
 
-def _soft_max(a, b):
+def soft_max(a, b):
     """Smooth maximum of two positive times; within 19% of max(a, b) and differentiable."""
     return (a**_SOFTMAX_POWER + b**_SOFTMAX_POWER) ** (1.0 / _SOFTMAX_POWER)
 
@@ -32,7 +32,7 @@ def gemm_efficiency(tokens, peak_eff, half_tokens):
     return peak_eff * tokens / (tokens + half_tokens)
 
 
-def _narrow(width, p):
+def narrow_factor(width, p):
     """Efficiency factor of a GEMM whose output keeps ``width`` columns on each GPU (narrow TP shards)."""
     return width / (width + p["gemm_half_width"])
 
@@ -83,21 +83,21 @@ def _linear_time(f, p, tokens_rank, tokens_engine, sampled):
 
     Attention projections run in the attention precision, MLPs and experts in the MLP compute
     dtype (fp4 checkpoints: fp4 MLPs, fp8 attention), the LM head in bf16."""
-    dense_eff = gemm_efficiency(tokens_rank, _eff_for(f, p, "dense_dtype"), p["gemm_half_tokens"]) * _narrow(f["attn_width"], p)
-    mlp_eff = gemm_efficiency(tokens_rank, _eff_for(f, p, "moe_dtype"), p["gemm_half_tokens"]) * _narrow(f["mlp_width"], p)
+    dense_eff = gemm_efficiency(tokens_rank, _eff_for(f, p, "dense_dtype"), p["gemm_half_tokens"]) * narrow_factor(f["attn_width"], p)
+    mlp_eff = gemm_efficiency(tokens_rank, _eff_for(f, p, "moe_dtype"), p["gemm_half_tokens"]) * narrow_factor(f["mlp_width"], p)
     experts = np.maximum(f["num_experts"], 1)
     picks = tokens_engine * f["experts_per_token"] / experts  # expert picks per expert, on average
     touched = np.where(f["num_experts"] > 0, -np.expm1(-p["routing_spread"] * picks), 0.0)
     # Only the experts a batch touches run, each on its own tokens (at least one).
     per_expert = picks / np.maximum(touched, 1e-9)
     moe_eff = gemm_efficiency(np.maximum(per_expert, 1e-3), _eff_for(f, p, "moe_dtype"),
-                              p["expert_half_tokens"]) * _narrow(f["expert_width"], p)
+                              p["expert_half_tokens"]) * narrow_factor(f["expert_width"], p)
     compute = (tokens_rank * f["flops_dense_tok"] / (f["peak_dense_flops"] * dense_eff)
                + sampled * f["flops_head_tok"] / (f["peak_attn_flops"] * gemm_efficiency(sampled, p["eff_gemm"], p["gemm_half_tokens"]))
                + tokens_rank * f["flops_mlp_tok"] / (f["peak_moe_flops"] * mlp_eff)
                + tokens_engine * f["flops_moe_tok"] * MOE_IMBALANCE / (f["peak_moe_flops"] * moe_eff))
     weights = (f["weight_bytes_dense"] + f["weight_bytes_experts"] * touched) / (f["hbm_bytes_s"] * p["eff_hbm"])
-    return _soft_max(compute, weights)
+    return soft_max(compute, weights)
 
 
 def decode_gemms_s(f, p, batch_rank):
@@ -122,7 +122,7 @@ def decode_step_s(f, p, batch_rank, context, gemms=None):
     overhead = (step_overhead_s(f, p) + p["seq_us"] * 1e-6 * b
                 + (p["layer_us"] * f["num_layers"] + p["moe_layer_us"] * f["moe_layers"]
                    + p["sparse_layer_us"] * f["sparse_attention_layers"]) * 1e-6)
-    stage = (decode_gemms_s(f, p, b) if gemms is None else gemms) + _soft_max(kv, mla)
+    stage = (decode_gemms_s(f, p, b) if gemms is None else gemms) + soft_max(kv, mla)
     return f["pp"] * stage + overhead
 
 

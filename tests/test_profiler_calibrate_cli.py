@@ -47,3 +47,35 @@ def test_calibrate_missing_data_is_a_clear_error(tmp_path, capsys):
     assert main(["calibrate", "--data", str(tmp_path / "absent.csv"), "--out", str(tmp_path / "p.json")]) == 1
     assert "error: --data" in capsys.readouterr().err
     assert not (tmp_path / "p.json").exists()
+
+
+KERNELS = DATA.parent / "vidur_linear_ops_measured.csv"
+
+
+def test_calibrate_fits_the_gemm_prior_to_kernel_measurements(subset, tmp_path):
+    if not KERNELS.is_file():
+        pytest.skip("../shared/data/vidur_linear_ops_measured.csv is absent")
+    lines = KERNELS.read_text(encoding="utf-8").splitlines(keepends=True)
+    kernels = tmp_path / "kernels.csv"
+    kernels.write_text("".join([lines[0], *lines[1::20]]), encoding="utf-8")
+    out = tmp_path / "p.json"
+    assert main(["calibrate", "--data", str(subset), "--kernels", str(kernels), "--out", str(out),
+                 "--max-evals", "3"]) == 0
+    prov = json.loads(out.read_text())["provenance"]
+    assert prov["kernels"]["data"] == "kernels.csv"
+    assert prov["kernels"]["sha256"] == hashlib.sha256(kernels.read_bytes()).hexdigest()
+    assert set(prov["kernels"]["prior"]) <= {"eff_gemm", "gemm_half_tokens", "gemm_half_width", "eff_hbm"}
+    assert prov["command"] == "slaplan calibrate --data subset.csv --kernels kernels.csv --max-evals 3"
+
+
+def test_calibrate_bad_kernel_file_is_a_clear_error(subset, tmp_path, capsys):
+    out = tmp_path / "p.json"
+    assert main(["calibrate", "--data", str(subset), "--kernels", str(tmp_path / "absent.csv"), "--out", str(out)]) == 1
+    assert "error: --kernels" in capsys.readouterr().err
+    bad = tmp_path / "bad.csv"
+    bad.write_text("gpu,model,tp,num_tokens,attn_pre_proj_ms,attn_post_proj_ms,mlp_up_proj_ms,mlp_down_proj_ms\n"
+                   "h100,meta-llama/Llama-2-7b-hf,two,16,0.1,0.1,0.2,0.1\n", encoding="utf-8")
+    assert main(["calibrate", "--data", str(subset), "--kernels", str(bad), "--out", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert "error: --kernels: tp: not a number: 'two'" in err
+    assert not out.exists()

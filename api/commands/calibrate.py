@@ -4,7 +4,10 @@
 Deterministic: the same data gives a byte-identical ``params.json`` (sorted keys, values
 rounded to 6 significant digits, no timestamp unless ``--date`` is given). The file holds
 ``{"params": {...}, "provenance": {...}}``; provenance names the data file (not its path),
-its sha256, the rows used, the in-sample fit error and the command. With ``--cv`` the fit
+its sha256, the rows used, the in-sample fit error and the command. The GEMM shape
+efficiencies are first fitted to kernel measurements (per-layer linear-op times, ``--kernels``;
+``profiler.kernels``), and the end-to-end fit starts from and is pulled toward them; the
+provenance records that file and the values it gave. With ``--cv`` the fit
 is also judged by grouped cross-validation (whole model families, then whole GPU types held
 out), which is the number to trust; the in-sample error is only a sanity check.
 """
@@ -21,6 +24,7 @@ from pathlib import Path
 from api.commands import calibrate_measured
 
 DATA_NAME = "measured_serving_calibration.csv"
+KERNELS_NAME = "vidur_linear_ops_measured.csv"
 GROUPS = ("mode", "backend", "gpu", "family")
 
 
@@ -30,6 +34,9 @@ def register(subparsers) -> None:
     parser.add_argument("--data", metavar="CSV",
                         help=f"measured serving data (default: ../shared/data/{DATA_NAME} next to the repository "
                              "or the working directory)")
+    parser.add_argument("--kernels", metavar="CSV",
+                        help=f"GEMM kernel measurements the shape efficiencies are first fitted to (default: "
+                             f"{KERNELS_NAME} beside the data; none there: the physical defaults)")
     parser.add_argument("--out", metavar="PATH", help="where to write (default: the package's profiler/data/params.json)")
     parser.add_argument("--date", help="a date to record in the provenance (omitted by default, for determinism)")
     parser.add_argument("--max-evals", type=int, default=400, help="model evaluations the fit may spend (default 400)")
@@ -60,10 +67,25 @@ def read_rows(path: Path) -> list[dict]:
         return list(csv.DictReader(f))
 
 
+def read_kernels(data_path: Path, given: str | None) -> tuple[list[dict] | None, dict | None]:
+    """Kernel measurement rows (``--kernels``, else the file beside the data) and their
+    provenance; (None, None) when there is no such file and none was asked for.
+
+    Raises OSError naming the file when one was asked for and cannot be read.
+    """
+    path = Path(given) if given else data_path.parent / KERNELS_NAME
+    if not given and not path.is_file():
+        return None, None
+    raw = path.read_bytes()
+    rows = read_rows(path)
+    return rows, {"data": path.name, "sha256": hashlib.sha256(raw).hexdigest(), "rows": len(rows)}
+
+
 def run(args: argparse.Namespace) -> int:
     if args.from_benchmarks or args.list_calibrations or args.forget:
         return calibrate_measured.run(args)
-    from profiler.calibrate import cross_validate, fit, prepare_rows
+    from profiler.calibrate import cross_validate, fit, kernel_prior, prepare_rows
+    from profiler.errors import ModelError
     from profiler.params import PARAMS, shipped_params
 
     path = Path(args.data) if args.data else default_data_path()
@@ -86,8 +108,21 @@ def run(args: argparse.Namespace) -> int:
     print(f"fitting {len(PARAMS)} parameters on {used} of {len(rows)} rows ({len(data.errors)} not predictable, "
           f"{int(data.repeats.sum())} repeating another row's measurement, "
           f"{int(measured.sum()) - used} with an inferred deployment)", file=sys.stderr)
-    params = {k: _round(v) for k, v in fit(data, max_evals=args.max_evals).items()}
+    try:
+        kernel_rows, kernels = read_kernels(path, args.kernels)
+        prior = kernel_prior(kernel_rows)
+    except OSError as exc:
+        print(f"error: --kernels: cannot read {exc.filename}: {exc.strerror or exc}", file=sys.stderr)
+        return 1
+    except ModelError as exc:
+        print(f"error: --kernels: {exc}", file=sys.stderr)
+        return 1
+    if kernels:
+        kernels["prior"] = {k: _round(prior[k]) for k in sorted(prior) if prior[k] != PARAMS[k][0]}
+    params = {k: _round(v) for k, v in fit(data, prior, max_evals=args.max_evals, prior=prior).items()}
     command = ["slaplan", "calibrate", "--data", path.name]
+    if args.kernels:
+        command += ["--kernels", Path(args.kernels).name]
     if args.max_evals != 400:
         command += ["--max-evals", str(args.max_evals)]
     provenance = {
@@ -96,6 +131,7 @@ def run(args: argparse.Namespace) -> int:
         "rows": len(rows),
         "rows_used": used,
         "rows_not_predictable": len(data.errors),
+        "kernels": kernels,
         "fit_loss_in_sample": in_sample_loss(data, params),
         "command": " ".join(command),
     }
@@ -110,7 +146,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"wrote {out}: in-sample median abs error TTFT {loss['ttft_median_ape_pct']}%, "
           f"TPOT {loss['tpot_median_ape_pct']}% (not a measure of accuracy; use --cv)")
     if args.cv:
-        preds = cross_validate(data)
+        preds = cross_validate(data, prior, prior=prior)
         print(cv_table(data, preds))
     return 0
 
