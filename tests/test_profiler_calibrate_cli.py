@@ -64,7 +64,9 @@ def test_calibrate_fits_the_gemm_prior_to_kernel_measurements(subset, tmp_path):
     prov = json.loads(out.read_text())["provenance"]
     assert prov["kernels"]["data"] == "kernels.csv"
     assert prov["kernels"]["sha256"] == hashlib.sha256(kernels.read_bytes()).hexdigest()
-    assert set(prov["kernels"]["prior"]) <= {"eff_gemm", "gemm_half_tokens", "gemm_half_width", "eff_hbm"}
+    prior = prov["kernels"]["prior"]
+    assert set(prior) <= {"eff_gemm", "eff_fp4", "gemm_half_tokens", "gemm_half_width", "eff_hbm"}
+    assert prior["eff_fp4"] == prior["eff_gemm"]  # no fp4 kernels measured: the same share of peak
     assert prov["command"] == "slaplan calibrate --data subset.csv --kernels kernels.csv --max-evals 3"
 
 
