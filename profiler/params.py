@@ -16,6 +16,7 @@ PARAMS: dict[str, tuple[float, float, float]] = {
     "eff_gemm": (0.65, 0.2, 0.95),  # best GEMM efficiency, fraction of the bf16 or fp8 peak
     "eff_fp4": (0.50, 0.1, 0.95),  # the same for fp4 math (younger kernels)
     "gemm_half_tokens": (48.0, 1.0, 2048.0),  # tokens per GEMM at which efficiency is half its best
+    "expert_gemm_share": (0.7, 0.05, 1.0),  # grouped expert GEMMs' best efficiency, share of a dense GEMM's
     "expert_half_tokens": (48.0, 1.0, 2048.0),  # the same for one expert's GEMM (grouped kernels)
     "gemm_half_width": (64.0, 1.0, 4096.0),  # output columns per GPU at which a GEMM's efficiency halves
     "eff_hbm": (0.80, 0.3, 0.95),  # weight streaming, fraction of HBM bandwidth

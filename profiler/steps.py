@@ -90,7 +90,7 @@ def _linear_time(f, p, tokens_rank, tokens_engine, sampled):
     touched = np.where(f["num_experts"] > 0, -np.expm1(-p["routing_spread"] * picks), 0.0)
     # Only the experts a batch touches run, each on its own tokens (at least one).
     per_expert = picks / np.maximum(touched, 1e-9)
-    moe_eff = gemm_efficiency(np.maximum(per_expert, 1e-3), _eff_for(f, p, "moe_dtype"),
+    moe_eff = gemm_efficiency(np.maximum(per_expert, 1e-3), _eff_for(f, p, "moe_dtype") * p["expert_gemm_share"],
                               p["expert_half_tokens"]) * narrow_factor(f["expert_width"], p)
     compute = (tokens_rank * f["flops_dense_tok"] / (f["peak_dense_flops"] * dense_eff)
                + sampled * f["flops_head_tok"] / (f["peak_attn_flops"] * gemm_efficiency(sampled, p["eff_gemm"], p["gemm_half_tokens"]))
