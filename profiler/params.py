@@ -23,6 +23,7 @@ PARAMS: dict[str, tuple[float, float, float]] = {
     "routing_spread": (1.0, 0.1, 1.0),  # distinct experts a batch touches, relative to uniform routing
     "eff_kv": (0.60, 0.1, 0.95),  # KV-cache reads in decode attention
     "eff_attn": (0.40, 0.05, 0.95),  # prefill attention math, fraction of bf16 peak
+    "eff_attn_mla": (0.40, 0.05, 0.95),  # the same for MLA prefill (192-wide query-key heads)
     "eff_mla": (0.50, 0.05, 0.95),  # MLA decode attention math (latent absorbed), fraction of bf16 peak
     "eff_link": (0.60, 0.1, 0.95),  # collectives, fraction of link bandwidth
     "coll_latency_us": (12.0, 1.0, 200.0),  # fixed cost of one collective

@@ -37,11 +37,16 @@ def narrow_factor(width, p):
     return width / (width + p["gemm_half_width"])
 
 
+def _choose(flag, yes, no):
+    """``yes`` where ``flag`` holds, else ``no``; for one configuration, without numpy's
+    element-wise machinery."""
+    if np.ndim(flag) == 0:
+        return yes if flag else no
+    return np.where(flag, yes, no)
+
+
 def _eff_for(f, p, key: str):
-    dt = f[key]
-    if np.ndim(dt) == 0:  # one configuration: skip numpy's element-wise machinery
-        return p["eff_fp4"] if dt == 2 else p["eff_gemm"]
-    return np.where(dt == 2, p["eff_fp4"], p["eff_gemm"])
+    return _choose(f[key] == 2, p["eff_fp4"], p["eff_gemm"])
 
 
 BACKENDS = ("vllm", "sglang", "trtllm")  # ``f["backend"]`` is the index in this tuple
@@ -137,7 +142,8 @@ def attention_pairs(f, isl):
 def _prefill_attention_s(f, p, isl, requests):
     """Attention (and indexer) time (s) of ``requests`` prompts of ``isl`` tokens."""
     flops = attention_pairs(f, isl) * f["attn_pair_flops"] + isl * isl / 2 * f["index_pair_flops"]
-    return requests * flops / (f["peak_attn_flops"] * p["eff_attn"])
+    eff = _choose(f["mla_decode_flops"] > 0, p["eff_attn_mla"], p["eff_attn"])  # MLA: its own kernels
+    return requests * flops / (f["peak_attn_flops"] * eff)
 
 
 def _launches_s(f, p):

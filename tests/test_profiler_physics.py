@@ -306,3 +306,20 @@ def test_narrow_tp_shards_of_a_gemm_run_less_efficiently(params):
     assert narrow["flops_moe_tok"] == pytest.approx(whole["flops_moe_tok"])
     quiet = dict(params, coll_latency_us=1e-9, eff_link=1e9)
     assert float(prefill_s(narrow, quiet, 8192.0)) > float(prefill_s(whole, quiet, 8192.0))
+
+
+def test_mla_prefill_attention_runs_at_its_own_efficiency(params):
+    # MLA (DeepSeek) prefills with its own attention kernels; GQA models (Llama) with theirs.
+    # Halving one efficiency lengthens only the prefills of its kind of attention.
+    def prefill(model: str, p: dict) -> float:
+        config = ServingConfig(model=model, gpu="h200_sxm", backend="sglang", isl_tokens=8192, osl_tokens=256,
+                               concurrency=1, engine=Parallel(tp=8))
+        return float(prefill_s(prepare(config).prefill, p, 8192.0))
+
+    slower_mla = dict(params, eff_attn_mla=params["eff_attn_mla"] / 2)
+    slower_gqa = dict(params, eff_attn=params["eff_attn"] / 2)
+    deepseek, llama = "deepseek-ai/DeepSeek-V3", "meta-llama/Llama-3.1-70B-Instruct"
+    assert prefill(deepseek, slower_mla) > 1.05 * prefill(deepseek, params)
+    assert prefill(deepseek, slower_gqa) == pytest.approx(prefill(deepseek, params))
+    assert prefill(llama, slower_gqa) > 1.05 * prefill(llama, params)
+    assert prefill(llama, slower_mla) == pytest.approx(prefill(llama, params))
