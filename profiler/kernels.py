@@ -19,7 +19,7 @@ import math
 import numpy as np
 from scipy.optimize import least_squares
 
-from profiler.errors import ModelError
+from profiler.errors import ModelError, UnknownName
 from profiler.gpus import get_gpu
 from profiler.steps import gemm_efficiency, narrow_factor, soft_max
 
@@ -52,8 +52,11 @@ def kernel_groups(rows: list[dict]) -> dict[str, np.ndarray]:
         shape = PROFILED_SHAPES.get(str(row.get("model", "")).strip())
         if shape is None:
             continue
+        try:
+            gpu = get_gpu(str(row.get("gpu", "")))
+        except UnknownName:
+            continue
         hidden, heads, kv_heads, inter, gated = shape
-        gpu = get_gpu(str(row.get("gpu", "")))
         tp, tokens = _positive(row, "tp"), _positive(row, "num_tokens")
         head_dim = hidden // heads
         attn = (hidden * (heads + 2 * kv_heads) * head_dim + heads * head_dim * hidden) / tp

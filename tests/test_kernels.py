@@ -42,7 +42,7 @@ def test_fit_recovers_the_parameters_that_made_the_times():
 def test_unknown_models_are_skipped_and_bad_numbers_name_the_column():
     row = {"gpu": "h100", "model": "meta-llama/Llama-2-7b-hf", "tp": 2, "num_tokens": 8,
            "attn_pre_proj_ms": 0.05, "attn_post_proj_ms": 0.03, "mlp_up_proj_ms": 0.1, "mlp_down_proj_ms": 0.06}
-    assert len(kernel_groups([row, dict(row, model="someone/unknown")])["seconds"]) == 2
+    assert len(kernel_groups([row, dict(row, model="someone/unknown"), dict(row, gpu="tpu-v5")])["seconds"]) == 2
     with pytest.raises(ModelError, match="num_tokens: must be > 0"):
         kernel_groups([dict(row, num_tokens=0)])
     with pytest.raises(ModelError, match="mlp_up_proj_ms: not a number"):
