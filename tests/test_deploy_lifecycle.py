@@ -4,12 +4,8 @@ path needs the API token; and the manifests endpoint of a planned DGDR."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import time
 import uuid
-from pathlib import Path
 from datetime import UTC, datetime
 
 import pytest
@@ -22,8 +18,6 @@ pytestmark = pytest.mark.skipif(not CRD_DIR.is_dir(), reason=SKIP_REASON)
 DGD_V1 = "nvidia.com/v1alpha1"
 DGD = "DynamoGraphDeployment"
 PATH = "/apis/nvidia.com/v1alpha1/namespaces/default/dynamographdeploymentrequests"
-ROOT = Path(__file__).resolve().parents[1]
-INNER = "SLAPLAN_TEST_INNER_SERVICE"
 
 
 def _spec(auto_apply: bool, name: str | None = None) -> dict:
@@ -194,20 +188,7 @@ def service(fake, tmp_path):
         app.state.engine.dispose()
 
 
-def test_service_auto_apply_end_to_end():
-    """Run in a fresh process: Celery lets the first app created in a process lend its task
-    bodies (bound to its settings and database) to every later one, and the embedded worker
-    runs them; other test modules create apps before this one."""
-    env = {**os.environ, INNER: "1", "PYTHONPATH": str(ROOT)}
-    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-W", "ignore",
-                           f"{__file__}::test_service_inner"], cwd=ROOT, env=env, capture_output=True, text=True,
-                          timeout=300)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
-    assert done.stdout.startswith("."), done.stdout  # passed, not skipped
-
-
-@pytest.mark.skipif(not os.environ.get(INNER), reason="run by test_service_auto_apply_end_to_end in its own process")
-def test_service_inner(service, fake):
+def test_service_auto_apply_end_to_end(service, fake):
     client = service
     name = f"svc-{uuid.uuid4().hex[:6]}"
     body = {"apiVersion": "nvidia.com/v1alpha1", "kind": "DynamoGraphDeploymentRequest",

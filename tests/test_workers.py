@@ -161,3 +161,23 @@ def test_recovery_finds_only_idle_unfinished_requests(sessions):
     uid = _store_dgdr(sessions, "idle")
     assert [u for _t, _q, u in unfinished(sessions)] == [uid]
     assert unfinished(sessions, idle_for=timedelta(hours=1)) == []
+
+
+def test_each_celery_app_runs_its_own_task_bodies(tmp_path):
+    # Task bodies close over their app's settings and database. Celery shares tasks between
+    # apps by default, so a second app in one process would run the first app's bodies (and
+    # write to the first app's database); ours are registered unshared.
+    import warnings
+
+    from workers.celery_app import make_celery
+    from workers.deploy import TRACK_TASK
+
+    apps = [make_celery(load_settings({}, database_url=f"sqlite:///{tmp_path / name}")) for name in ("a.db", "b.db")]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a DuplicateTaskNameWarning fails the test
+        for app in apps:
+            app.finalize()
+    for name in (tasks.PLAN_TASK, tasks.ONLINE_TASK, tasks.BENCH_TASK, TRACK_TASK):
+        first, second = (app.tasks[name] for app in apps)
+        assert first.app is apps[0] and second.app is apps[1]
+        assert first.run is not second.run

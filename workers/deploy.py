@@ -200,7 +200,7 @@ def register_deploy_tasks(app: Any) -> None:
     """Define the tracking task on a Celery ``app`` (a task that re-enqueues itself)."""
     from workers.celery_app import sessions_for
 
-    @app.task(name=TRACK_TASK, bind=True, acks_late=True, ignore_result=True)
+    @app.task(name=TRACK_TASK, shared=False, bind=True, acks_late=True, ignore_result=True)
     def track_deployment(self, uid: str) -> str:
         outcome = track_dgdr(sessions_for(app), uid, cluster_for(app))
         track_later(app, uid, outcome)

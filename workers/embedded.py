@@ -28,6 +28,9 @@ def start_embedded_worker(
     """
     ready = threading.Event()
     app.finalize()
+    # The thread pool runs each task by name on Celery's current app, which is the process
+    # default in its threads: make it this app, whose task bodies use its settings.
+    app.set_default()
     if plan_in_processes and shareable(app.slaplan_settings.database_url):
         app.slaplan_plan_pool = start_plan_pool(concurrency)
     controller = WorkController(

@@ -183,6 +183,7 @@ def register_tasks(app) -> None:
     from workers.celery_app import sessions_for
 
     common = {
+        "shared": False,  # bound to this app's settings and database: never lent to another app
         "bind": True,
         "acks_late": True,
         "reject_on_worker_lost": True,
