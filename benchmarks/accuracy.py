@@ -74,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
     kernel_rows, kernels = read_kernels(path, None)
     print(f"\nGEMM shape prior: {'fitted to ' + kernels['data'] if kernels else 'physical defaults (no kernel data)'}")
     prior = kernel_prior(kernel_rows)
-    preds = cross_validate(data, prior, max_evals=args.max_evals, prior=prior)
+    preds = cross_validate(data, prior, max_evals=args.max_evals)
     minutes = (time.perf_counter() - start) / 60
     summary = []
     for scheme, title in (("family", "whole model families held out"), ("gpu", "whole GPU types held out")):

@@ -117,13 +117,12 @@ def _subset(data: Prepared, mask: np.ndarray) -> Prepared:
 
 
 def fit(data: Prepared, start: dict[str, float] | None = None, names: tuple[str, ...] = tuple(PARAMS),
-        max_evals: int = 400, prior: dict[str, float] | None = None,
-        prior_strength: float | dict[str, float] = PRIOR_STRENGTH) -> dict[str, float]:
+        max_evals: int = 400, prior_strength: float | dict[str, float] = PRIOR_STRENGTH) -> dict[str, float]:
     """Least-squares fit of ``names`` (others stay at ``start``) in log-parameter space.
 
     Rows whose deployment was inferred rather than recorded are left out of the fit (they
     would teach the model the guess, not the hardware) but are still predicted and scored.
-    ``prior`` (default: the physical defaults) is where the fit is pulled toward, with
+    The fit is pulled toward ``start`` (default: the physical defaults), with
     ``prior_strength`` log-units of error per factor of 2 per √row (one number for every name,
     or one per name, ``PRIOR_STRENGTH`` for names it leaves out).
     """
@@ -133,7 +132,7 @@ def fit(data: Prepared, start: dict[str, float] | None = None, names: tuple[str,
     x0 = np.clip(np.log([max(base[n], 1e-3) for n in names]), lo + 1e-9, hi - 1e-9)
     ok = np.isfinite(data.ttft_ms) & np.isfinite(data.tpot_ms) & ~data.inferred & ~data.repeats
     log_ttft, log_tpot = np.log(data.ttft_ms), np.log(data.tpot_ms)
-    # A weak prior toward the physically plausible defaults (a factor of 2 costs as much as
+    # A weak prior toward the start (physical defaults or kernel fits; a factor of 2 costs as much as
     # PRIOR_STRENGTH × √rows log-units of error) keeps parameters the data barely constrains
     # from drifting to values that fit these rows and nothing else.
     # Each model family counts alike in total (square-root damped), so the families with the
@@ -141,7 +140,7 @@ def fit(data: Prepared, start: dict[str, float] | None = None, names: tuple[str,
     families, counts = np.unique(data.labels["family"][ok], return_counts=True)
     per_family = dict(zip(families, (ok.sum() / (len(families) * counts)) ** 0.25))
     weight = np.array([per_family.get(f, 0.0) for f in data.labels["family"]])
-    prior = np.log([(prior or {}).get(n, PARAMS[n][0]) for n in names])
+    prior = np.log([base[n] for n in names])
     strength = np.array([prior_strength.get(n, PRIOR_STRENGTH) if isinstance(prior_strength, dict)
                          else prior_strength for n in names])
     prior_weight = strength * np.sqrt(max(int(ok.sum()), 1)) / np.log(2.0)
@@ -176,12 +175,11 @@ def kernel_prior(kernel_rows: list[dict] | None) -> dict[str, float]:
     return prior
 
 
-def cross_validate(data: Prepared, start: dict[str, float] | None = None, max_evals: int = 200,
-                   prior: dict[str, float] | None = None) -> dict[str, np.ndarray]:
+def cross_validate(data: Prepared, start: dict[str, float] | None = None, max_evals: int = 200) -> dict[str, np.ndarray]:
     """Grouped CV: one fold per model family and one per GPU type.
 
     Returns held-out predictions for each scheme (``family`` and ``gpu``): every row is
-    predicted by parameters fitted (from ``start``, pulled toward ``prior``) without its group.
+    predicted by parameters fitted (from and toward ``start``) without its group.
     """
     result = {}
     for scheme in ("family", "gpu"):
@@ -189,7 +187,7 @@ def cross_validate(data: Prepared, start: dict[str, float] | None = None, max_ev
         tpot = np.full(len(data.index), np.nan)
         for group in np.unique(data.labels[scheme]):
             held = data.labels[scheme] == group
-            params = fit(_subset(data, ~held), start, max_evals=max_evals, prior=prior)
+            params = fit(_subset(data, ~held), start, max_evals=max_evals)
             out = evaluate(_subset(data, held).batch, params)
             ttft[held], tpot[held] = out["ttft_ms"], out["itl_ms"]
         result[scheme] = np.stack([ttft, tpot])

@@ -222,6 +222,6 @@ def fit_deployment(deployment: ServingConfig, measured: Sequence[Iteration | Poi
     free = tuple(n for n in chosen if PARAMS[n][1] < base[n] < PARAMS[n][2])
     strength = {n: LOAD_PRIOR_STRENGTH if n == load_name(deployment.backend, deployment.mode) else prior_strength
                 for n in free}
-    fitted = fit(data, base, free, max_evals=max_evals, prior=base, prior_strength=strength) if free else base
+    fitted = fit(data, base, free, max_evals=max_evals, prior_strength=strength) if free else base
     return DeploymentFit(params=fitted, scale=round(scale, 6), fitted=free, points=len(points),
                          before=model_errors(data, start), after=model_errors(data, fitted))

@@ -119,7 +119,7 @@ def run(args: argparse.Namespace) -> int:
         return 1
     if kernels:
         kernels["prior"] = {k: _round(prior[k]) for k in sorted(prior) if prior[k] != PARAMS[k][0]}
-    params = {k: _round(v) for k, v in fit(data, prior, max_evals=args.max_evals, prior=prior).items()}
+    params = {k: _round(v) for k, v in fit(data, prior, max_evals=args.max_evals).items()}
     command = ["slaplan", "calibrate", "--data", path.name]
     if args.kernels:
         command += ["--kernels", Path(args.kernels).name]
@@ -146,7 +146,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"wrote {out}: in-sample median abs error TTFT {loss['ttft_median_ape_pct']}%, "
           f"TPOT {loss['tpot_median_ape_pct']}% (not a measure of accuracy; use --cv)")
     if args.cv:
-        preds = cross_validate(data, prior, prior=prior)
+        preds = cross_validate(data, prior)
         print(cv_table(data, preds))
     return 0
 
