@@ -77,6 +77,7 @@ class EngineShape:
     peak_dense_flops: float  # FLOP/s of the attention / dense GEMMs
     peak_moe_flops: float  # FLOP/s of the MLP and expert GEMMs
     peak_attn_flops: float  # FLOP/s of attention math (bf16)
+    attn_speed: float  # softmax-bound attention kernels' speed-up on this GPU (Gpu.attention_speedup)
     hbm_bytes_s: float
     allreduce_link_bytes_s: float  # one direction, per GPU, of the link the TP all-reduce crosses
     gather_link_bytes_s: float  # the same for the expert gathers across attention ranks
@@ -234,7 +235,7 @@ def engine_shape(model: Model, gpu: Gpu, backend: str, precision: str, kv_dtype:
         gather_bytes_tok=gather_bytes, gathers=int(model.moe_layers / pp) if gather_bytes else 0,
         peak_dense_flops=gpu.peak_tflops("fp8" if attn_prec == "fp8" else "bf16") * 1e12,
         peak_moe_flops=gpu.peak_tflops(cdt) * 1e12,
-        peak_attn_flops=gpu.peak_tflops("bf16") * 1e12,
+        peak_attn_flops=gpu.peak_tflops("bf16") * 1e12, attn_speed=gpu.attention_speedup,
         hbm_bytes_s=gpu.hbm_gb_s * 1e9,
         allreduce_link_bytes_s=internode if tp > gpu.nvlink_domain else nvlink,
         gather_link_bytes_s=internode if tp * dp > gpu.nvlink_domain else nvlink,

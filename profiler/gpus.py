@@ -19,6 +19,10 @@ class Gpu:
 
     ``tflops`` maps a compute dtype (bf16, fp8, fp4, int8) to dense TFLOP/s; a dtype the GPU
     lacks is absent and math in it runs at the widest dtype it has below it.
+    ``attention_speedup`` is how much faster its attention kernels run than their tensor-core
+    peak alone says, relative to the other GPUs: softmax exponentials run on special function
+    units beside the tensor cores, and Blackwell Ultra doubled their throughput (NVIDIA measured
+    about 1.35× on DeepSeek-V3's FP8 attention forward pass over Blackwell).
     """
 
     name: str
@@ -31,6 +35,7 @@ class Gpu:
     gpus_per_node: int
     internode_gb_s: float
     aliases: tuple[str, ...] = field(default=())
+    attention_speedup: float = 1.0
 
     def peak_tflops(self, dtype: str) -> float:
         """Dense TFLOP/s for math in ``dtype``, falling back to the next wider dtype."""
@@ -64,11 +69,11 @@ GPUS: tuple[Gpu, ...] = (
     Gpu("b200_sxm", "blackwell", {"bf16": 2250, "fp8": 4500, "fp4": 9000}, 179.1, 7700, 1800, 8, 8, 50,
         ("b200", "b200-sxm", "nvidia-b200")),
     Gpu("b300_sxm", "blackwell", {"bf16": 2250, "fp8": 4500, "fp4": 13500}, 268.6, 7700, 1800, 8, 8, 100,
-        ("b300", "b300-sxm", "nvidia-b300")),
+        ("b300", "b300-sxm", "nvidia-b300"), 1.35),
     Gpu("gb200", "blackwell", {"bf16": 2500, "fp8": 5000, "fp4": 10000}, 184.0, 8000, 1800, 72, 4, 50,
         ("gb200-nvl72", "gb200_nvl72", "nvidia-gb200")),
     Gpu("gb300", "blackwell", {"bf16": 2500, "fp8": 5000, "fp4": 15000}, 277.0, 8000, 1800, 72, 4, 100,
-        ("gb300-nvl72", "gb300_nvl72", "nvidia-gb300")),
+        ("gb300-nvl72", "gb300_nvl72", "nvidia-gb300"), 1.35),
     Gpu("l40s", "ada", {"bf16": 362, "fp8": 733, "int8": 733}, 44.99, 864, 64, 8, 8, 25,
         ("l40s-48gb", "nvidia-l40s")),
     Gpu("mi300x", "cdna3", {"bf16": 1307, "fp8": 2615, "int8": 2615}, 191.98, 5300, 896, 8, 8, 50,

@@ -122,7 +122,8 @@ def decode_step_s(f, p, batch_rank, context, gemms=None):
     picked = np.where(f["attn_topk"] > 0, np.minimum(context, np.maximum(f["attn_topk"], 1)), context)
     kv_bytes = picked * (f["kv_bytes_tok"] - f["index_bytes_tok"]) + context * f["index_bytes_tok"]
     kv = b * (kv_bytes + 2.0 * f["state_bytes_seq"]) / (f["hbm_bytes_s"] * p["eff_kv"])
-    mla = b * (picked * f["mla_decode_flops"] / p["eff_mla"]
+    # Softmax-bound attention gains the GPU's attention speed-up; the indexer's scores take no softmax.
+    mla = b * (picked * f["mla_decode_flops"] / (p["eff_mla"] * f["attn_speed"])
                + context * f["index_pair_flops"] / p["eff_attn"]) / f["peak_attn_flops"]
     overhead = (step_overhead_s(f, p) + p["seq_us"] * 1e-6 * b
                 + (p["layer_us"] * f["num_layers"] + p["moe_layer_us"] * f["moe_layers"]
@@ -141,9 +142,11 @@ def attention_pairs(f, isl):
 
 def _prefill_attention_s(f, p, isl, requests):
     """Attention (and indexer) time (s) of ``requests`` prompts of ``isl`` tokens."""
-    flops = attention_pairs(f, isl) * f["attn_pair_flops"] + isl * isl / 2 * f["index_pair_flops"]
     eff = _choose(f["mla_decode_flops"] > 0, p["eff_attn_mla"], p["eff_attn"])  # MLA: its own kernels
-    return requests * flops / (f["peak_attn_flops"] * eff)
+    # The indexer's scores take no softmax, so only attention gains the GPU's attention speed-up.
+    flops_at_peak = (attention_pairs(f, isl) * f["attn_pair_flops"] / (eff * f["attn_speed"])
+                     + isl * isl / 2 * f["index_pair_flops"] / eff)
+    return requests * flops_at_peak / f["peak_attn_flops"]
 
 
 def _launches_s(f, p):

@@ -323,3 +323,23 @@ def test_mla_prefill_attention_runs_at_its_own_efficiency(params):
     assert prefill(deepseek, slower_gqa) == pytest.approx(prefill(deepseek, params))
     assert prefill(llama, slower_gqa) > 1.05 * prefill(llama, params)
     assert prefill(llama, slower_mla) == pytest.approx(prefill(llama, params))
+
+
+def test_blackwell_ultra_speeds_up_softmax_bound_attention_only(params):
+    # B300's doubled softmax units speed up attention (prefill, and MLA decode's latent
+    # attention) over B200's; GEMMs and GQA decode, which read memory, gain nothing from them.
+    assert get_gpu("b300_sxm").attention_speedup > 1.0 == get_gpu("b200_sxm").attention_speedup
+
+    def shape(model: str) -> tuple[dict, dict]:
+        config = ServingConfig(model=model, gpu="b300_sxm", backend="trtllm", isl_tokens=8192, osl_tokens=256,
+                               concurrency=1, engine=Parallel(tp=8))
+        ultra = prepare(config).prefill
+        return ultra, dict(ultra, attn_speed=1.0)
+
+    for model in ("deepseek-ai/DeepSeek-V3", "meta-llama/Llama-3.1-70B-Instruct"):
+        ultra, plain = shape(model)
+        assert prefill_s(ultra, params, 8192.0) < prefill_s(plain, params, 8192.0)
+    ultra, plain = shape("deepseek-ai/DeepSeek-V3")
+    assert decode_step_s(ultra, params, 64, 8192.0) < decode_step_s(plain, params, 64, 8192.0)
+    ultra, plain = shape("meta-llama/Llama-3.1-70B-Instruct")
+    assert decode_step_s(ultra, params, 64, 8192.0) == pytest.approx(decode_step_s(plain, params, 64, 8192.0))
