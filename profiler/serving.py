@@ -31,7 +31,8 @@ import numpy as np
 
 from profiler.engine import EngineShape
 from profiler.queueing import mdc_wait, wait_quantile
-from profiler.steps import BACKENDS, by_backend, decode_gemms_s, decode_step_s, mixed_prefill_s, prefill_s
+from profiler.steps import (BACKENDS, by_backend, choose, decode_gemms_s, decode_step_s, mixed_prefill_s, prefill_s,
+                            vmax, vmin)
 
 _DTYPE_CODE = {"bf16": 0, "fp8": 1, "fp4": 2}
 _ROOT_XTOL = 1e-12  # bracket width, relative to its upper end, at which a root is taken
@@ -90,10 +91,10 @@ def prefill_batching(fp, p, isl):
     A pass takes up to ``max_num_tokens`` tokens, so up to that many ISL-token prompts; the
     time of a k-prompt pass is taken as linear between one prompt and a full pass.
     """
-    k_max = np.maximum(np.floor(fp["max_num_tokens"] / np.maximum(isl, 1.0)), 1.0)
+    k_max = vmax(np.floor(fp["max_num_tokens"] / vmax(isl, 1.0)), 1.0)
     t1 = prefill_s(fp, p, isl)
     full = prefill_s(fp, p, isl, k_max)
-    added = np.where(k_max > 1, (full - t1) / np.maximum(k_max - 1.0, 1.0), t1)
+    added = choose(k_max > 1, (full - t1) / vmax(k_max - 1.0, 1.0), t1)
     return t1, added, k_max
 
 
@@ -105,7 +106,7 @@ def batched_prefill(pf, rate, servers):
     weights are streamed and the kernels launched once for all of them.
     """
     t1, added, k_max = pf
-    k = np.minimum(1.0 + rate * t1 / servers, k_max)
+    k = vmin(1.0 + rate * t1 / servers, k_max)
     t_pass = t1 + added * (k - 1.0)
     return t_pass, t_pass / k
 
@@ -116,29 +117,29 @@ def _at(fd, fp, ld: Load, p, b, pf):
     ``pf`` is ``prefill_batching`` of the prefill role (it does not depend on ``b``).
     """
     ctx = ld.isl + ld.osl / 2.0
-    steps_after_first = np.maximum(ld.osl - 1.0, 1.0)
+    steps_after_first = vmax(ld.osl - 1.0, 1.0)
     gemms = decode_gemms_s(fd, p, b)
     t_dec = decode_step_s(fd, p, b, ctx, gemms)
     agg = 1.0 - ld.disagg
     ranks = fd["dp"] * ld.decode_engines
-    servers = np.where(ld.disagg > 0, ld.prefill_servers, ranks)
+    servers = choose(ld.disagg > 0, ld.prefill_servers, ranks)
     # A closed loop's clients stay roughly in step, so part of a round's prompts is prefilled
     # before their peers' first tokens (fitted share ``closed_interference_<backend>``; all under Poisson).
-    share = np.where(ld.closed > 0, by_backend(fd, p, "closed_interference"), 1.0)
+    share = choose(ld.closed > 0, by_backend(fd, p, "closed_interference"), 1.0)
     # Aggregated, ``r`` prompts per iteration per rank. Engines that mix prefill into decode
     # iterations (chunked prefill) lengthen a fraction r/k of them by k prompts' prefill (one
     # when fewer than one a step); SGLang runs prefill batches of their own between them.
     r = share * b / steps_after_first
 
     def mixed():
-        k = np.clip(r, 1.0, pf[2])
+        k = vmin(vmax(r, 1.0), pf[2])
         return (r / k) * mixed_prefill_s(fd, p, b, ld.isl, k, gemms)
 
     def separate():
         return r * batched_prefill(pf, b * ranks / (steps_after_first * t_dec), servers)[1]
 
     mixes = fd["mixes_prefill"]
-    if np.ndim(mixes) == 0:  # one configuration: only its own kind
+    if type(mixes) is not np.ndarray:  # one configuration: only its own kind
         interference = mixed() if mixes > 0 else separate()
     else:
         interference = np.where(mixes > 0, mixed(), separate())
@@ -159,15 +160,15 @@ def first_token(fp, p, isl, pf, t_dec, rate, servers, clients, disagg):
     fitted fraction ``*_burst``) and replaces the M/D/c wait of Poisson arrivals.
     """
     t_pass, per_prompt = batched_prefill(pf, rate, servers)
-    if np.ndim(clients) == 0 and clients > 0:  # one closed loop: no M/D/c wait to compute
+    if type(clients) is not np.ndarray and clients > 0:  # one closed loop: no M/D/c wait to compute
         mean_w, p_wait, rho = 0.0, 0.0, rate * per_prompt / servers
     else:
         mean_w, p_wait, rho = mdc_wait(rate, per_prompt, servers)
     dis = disagg > 0
-    burst = np.where(dis, p["disagg_burst"], by_backend(fp, p, "agg_burst")) * np.maximum(clients / servers - 1.0, 0.0) * per_prompt
+    burst = choose(dis, p["disagg_burst"], by_backend(fp, p, "agg_burst")) * vmax(clients / servers - 1.0, 0.0) * per_prompt
     # Poisson arrivals wait as M/D/c says; a closed loop's synchronised returns are counted
     # by the burst term instead (fitted freely, an M/D/c share went to its lower bound).
-    wait = np.where(clients > 0, 0.0, mean_w)
+    wait = choose(clients > 0, 0.0, mean_w)
     handed = isl * fp["kv_bytes_tok_total"] + fp["state_bytes_seq"] * fp["tp"] * fp["pp"]  # KV + linear state
     transfer = disagg * handed / (fp["kv_transfer_bytes_s"] * p["kv_transfer_eff"])
     return by_backend(fp, p, "ttft_ms") * 1e-3 + t_pass + transfer + t_dec, wait, burst, p_wait, rho
@@ -233,13 +234,13 @@ def _illinois_one(func, lo: float, hi: float, f_lo: float, f_hi: float) -> float
 def solve(fd, fp, ld: Load, p) -> dict[str, np.ndarray]:
     """Operating point of every configuration: throughput, TPOT and TTFT (mean, p90, p99), in s."""
     ranks = fd["dp"] * ld.decode_engines
-    cap = np.where(ld.closed > 0, np.minimum(ld.batch_cap, ld.load / ranks), ld.batch_cap)
-    cap = np.maximum(cap, 1e-6)
+    cap = choose(ld.closed > 0, vmin(ld.batch_cap, ld.load / ranks), ld.batch_cap)
+    cap = vmax(cap, 1e-6)
     pf = prefill_batching(fp, p, ld.isl)  # the same at every batch: computed once
 
     def excess(b):
         x, tpot, exec_s, wait, burst, _, _, r = _at(fd, fp, ld, p, b, pf)
-        demand = np.where(ld.closed > 0, b * r + x * (exec_s + wait + burst), x)
+        demand = choose(ld.closed > 0, b * r + x * (exec_s + wait + burst), x)
         return demand - ld.load
 
     lo = np.zeros_like(cap) + 1e-9
@@ -249,7 +250,7 @@ def solve(fd, fp, ld: Load, p) -> dict[str, np.ndarray]:
     b = np.where(over, cap, increasing_root(excess, np.where(over, cap, lo), cap, f_lo, f_hi))
     x, tpot, exec_s, wait, burst, p_wait, rho, r = _at(fd, fp, ld, p, b, pf)
     # Closed loop at the cap: clients beyond the running batch queue for a slot.
-    rate = np.maximum(x, 1e-12)
+    rate = vmax(x, 1e-12)
     slot_wait = np.where((ld.closed > 0) & over,
                          np.maximum((ld.load - b * r) / rate - exec_s - wait - burst, 0.0), 0.0)
     base = exec_s + slot_wait

@@ -37,16 +37,31 @@ def narrow_factor(width, p):
     return width / (width + p["gemm_half_width"])
 
 
-def _choose(flag, yes, no):
-    """``yes`` where ``flag`` holds, else ``no``; for one configuration, without numpy's
-    element-wise machinery."""
-    if np.ndim(flag) == 0:
-        return yes if flag else no
-    return np.where(flag, yes, no)
+# Element-wise helpers that take the plain path on one configuration's numpy scalars, where
+# numpy's ufunc machinery costs 1-3 us a call (most of one estimate's time). ``b`` is never NaN.
+def choose(flag, yes, no):
+    """``yes`` where ``flag`` holds, else ``no`` (``np.where``)."""
+    if type(flag) is np.ndarray:
+        return np.where(flag, yes, no)
+    return yes if flag else no
+
+
+def vmax(a, b):
+    """Element-wise maximum (``np.maximum``)."""
+    if type(a) is np.ndarray or type(b) is np.ndarray:
+        return np.maximum(a, b)
+    return b if b > a else a
+
+
+def vmin(a, b):
+    """Element-wise minimum (``np.minimum``)."""
+    if type(a) is np.ndarray or type(b) is np.ndarray:
+        return np.minimum(a, b)
+    return b if b < a else a
 
 
 def _eff_for(f, p, key: str):
-    return _choose(f[key] == 2, p["eff_fp4"], p["eff_gemm"])
+    return choose(f[key] == 2, p["eff_fp4"], p["eff_gemm"])
 
 
 BACKENDS = ("vllm", "sglang", "trtllm")  # ``f["backend"]`` is the index in this tuple
@@ -55,7 +70,7 @@ BACKENDS = ("vllm", "sglang", "trtllm")  # ``f["backend"]`` is the index in this
 def by_backend(f, p, name: str):
     """The parameter ``<name>_<backend>`` of each configuration's backend."""
     code = f["backend"]
-    if np.ndim(code) == 0:
+    if type(code) is not np.ndarray:
         return p[f"{name}_{BACKENDS[int(code)]}"]
     return np.where(code == 0, p[f"{name}_vllm"], np.where(code == 1, p[f"{name}_sglang"], p[f"{name}_trtllm"]))
 
@@ -90,12 +105,12 @@ def _linear_time(f, p, tokens_rank, tokens_engine, sampled):
     dtype (fp4 checkpoints: fp4 MLPs, fp8 attention), the LM head in bf16."""
     dense_eff = gemm_efficiency(tokens_rank, _eff_for(f, p, "dense_dtype"), p["gemm_half_tokens"]) * narrow_factor(f["attn_width"], p)
     mlp_eff = gemm_efficiency(tokens_rank, _eff_for(f, p, "moe_dtype"), p["gemm_half_tokens"]) * narrow_factor(f["mlp_width"], p)
-    experts = np.maximum(f["num_experts"], 1)
+    experts = vmax(f["num_experts"], 1)
     picks = tokens_engine * f["experts_per_token"] / experts  # expert picks per expert, on average
-    touched = np.where(f["num_experts"] > 0, -np.expm1(-p["routing_spread"] * picks), 0.0)
+    touched = choose(f["num_experts"] > 0, -np.expm1(-p["routing_spread"] * picks), 0.0)
     # Only the experts a batch touches run, each on its own tokens (at least one).
-    per_expert = picks / np.maximum(touched, 1e-9)
-    moe_eff = gemm_efficiency(np.maximum(per_expert, 1e-3), _eff_for(f, p, "moe_dtype") * p["expert_gemm_share"],
+    per_expert = picks / vmax(touched, 1e-9)
+    moe_eff = gemm_efficiency(vmax(per_expert, 1e-3), _eff_for(f, p, "moe_dtype") * p["expert_gemm_share"],
                               p["expert_half_tokens"]) * narrow_factor(f["expert_width"], p)
     compute = (tokens_rank * f["flops_dense_tok"] / (f["peak_dense_flops"] * dense_eff)
                + sampled * f["flops_head_tok"] / (f["peak_attn_flops"] * gemm_efficiency(sampled, p["eff_gemm"], p["gemm_half_tokens"]))
@@ -108,7 +123,7 @@ def _linear_time(f, p, tokens_rank, tokens_engine, sampled):
 def decode_gemms_s(f, p, batch_rank):
     """GEMMs and collectives (s) of one pipeline stage of a decode iteration with ``batch_rank``
     sequences per attention rank (the part a prompt riding in the iteration adds to)."""
-    b = np.maximum(batch_rank, 1e-9)
+    b = vmax(batch_rank, 1e-9)
     return _linear_time(f, p, b, b * f["dp"], b) + _collectives(f, p, b)
 
 
@@ -118,8 +133,8 @@ def decode_step_s(f, p, batch_rank, context, gemms=None):
     With pipeline parallelism a token passes every stage, so the latency is pp stage times.
     ``gemms`` is ``decode_gemms_s`` of the same batch when the caller has it already.
     """
-    b = np.maximum(batch_rank, 1e-9)
-    picked = np.where(f["attn_topk"] > 0, np.minimum(context, np.maximum(f["attn_topk"], 1)), context)
+    b = vmax(batch_rank, 1e-9)
+    picked = choose(f["attn_topk"] > 0, vmin(context, vmax(f["attn_topk"], 1)), context)
     kv_bytes = picked * (f["kv_bytes_tok"] - f["index_bytes_tok"]) + context * f["index_bytes_tok"]
     kv = b * (kv_bytes + 2.0 * f["state_bytes_seq"]) / (f["hbm_bytes_s"] * p["eff_kv"])
     # Softmax-bound attention gains the GPU's attention speed-up; the indexer's scores take no softmax.
@@ -135,14 +150,14 @@ def decode_step_s(f, p, batch_rank, context, gemms=None):
 def attention_pairs(f, isl):
     """(query, key) pairs one prompt of ``isl`` tokens attends to: causal, each query at most
     ``attn_topk`` keys under sparse attention (its indexer still scores every pair)."""
-    k = np.maximum(f["attn_topk"], 1)
+    k = vmax(f["attn_topk"], 1)
     sparse = (f["attn_topk"] > 0) & (isl > k)
-    return np.where(sparse, k * k / 2 + (isl - k) * k, isl * isl / 2)
+    return choose(sparse, k * k / 2 + (isl - k) * k, isl * isl / 2)
 
 
 def _prefill_attention_s(f, p, isl, requests):
     """Attention (and indexer) time (s) of ``requests`` prompts of ``isl`` tokens."""
-    eff = _choose(f["mla_decode_flops"] > 0, p["eff_attn_mla"], p["eff_attn"])  # MLA: its own kernels
+    eff = choose(f["mla_decode_flops"] > 0, p["eff_attn_mla"], p["eff_attn"])  # MLA: its own kernels
     # The indexer's scores take no softmax, so only attention gains the GPU's attention speed-up.
     flops_at_peak = (attention_pairs(f, isl) * f["attn_pair_flops"] / (eff * f["attn_speed"])
                      + isl * isl / 2 * f["index_pair_flops"] / eff)
@@ -164,7 +179,7 @@ def mixed_prefill_s(f, p, batch_rank, isl, requests, gemms=None):
     an iteration that prefills; long ones cost about a prefill of their own. ``gemms`` is
     ``decode_gemms_s`` of the decode batch when the caller has it already.
     """
-    b = np.maximum(batch_rank, 1e-9)
+    b = vmax(batch_rank, 1e-9)
     tokens = requests * isl
     chunks = np.ceil(tokens / f["max_num_tokens"])
     n = tokens / chunks

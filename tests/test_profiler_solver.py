@@ -106,3 +106,28 @@ def test_increasing_root_on_known_functions():
     cube3 = lambda x: x**3 - 3.0  # noqa: E731
     one = serving.increasing_root(cube3, 1e-9, 2.0, cube3(1e-9), cube3(2.0))
     assert float(one) == pytest.approx(np.cbrt(3.0), rel=1e-9)
+
+
+def test_one_configuration_alone_matches_it_inside_a_batch_on_calibration_rows():
+    # One estimate takes plain-Python paths on numpy scalars; a batch takes numpy's element-wise
+    # ones. Every kind of row (dense, MoE, MLA, sparse and linear attention, disaggregated,
+    # saturated) must come out the same either way.
+    if not DATA.is_file():
+        pytest.skip("../shared/data/measured_serving_calibration.csv is absent")
+    from profiler.dataset import row_prepared
+    from profiler.errors import ModelError
+    from profiler.estimate import _evaluate_one, stack_prepared
+
+    with DATA.open(newline="", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))[::5]
+    preps = []
+    for row in rows:
+        try:
+            preps.append(row_prepared(row)[0])
+        except ModelError:
+            continue
+    batch = evaluate(stack_prepared(preps))
+    for key in ("ttft_ms", "ttft_p99_ms", "itl_ms", "requests_per_s", "decode_batch"):
+        alone = np.array([float(_evaluate_one(p, None)[key]) for p in preps])
+        np.testing.assert_allclose(alone, batch[key], rtol=1e-9, err_msg=key)
+    assert len(preps) > 500
