@@ -10,7 +10,10 @@ family, for:
   is not a measure of accuracy).
 Targets (issue 2): coverage ≥ 95%, CV TPOT MdAPE ≤ 12%, CV TTFT MdAPE ≤ 30%. The summary also
 splits rows whose deployment the data records from disaggregated rows whose worker counts
-are missing (their deployment is inferred, and they are not used for fitting).
+are missing (their deployment is inferred, and they are not used for fitting), and gives
+each cross-validated MdAPE a 95% interval from resampling whole sweeps (every row of one
+model family, GPU, backend and mode together, since a sweep's rows share their errors):
+how far the number could move on other measurements of the same kind.
 
     python benchmarks/accuracy.py [--data CSV] [--max-evals N] [--in-sample-only]
 
@@ -30,6 +33,22 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from api.commands.calibrate import default_data_path, error_rows, format_table, read_kernels, read_rows  # noqa: E402
+
+BOOTSTRAP_DRAWS = 2000
+
+
+def sweep_interval(errors, sweeps, seed: int = 0, draws: int = BOOTSTRAP_DRAWS) -> tuple[float, float]:
+    """95% interval (%) of the median of ``errors`` (%) when whole sweeps are resampled with
+    replacement; ``sweeps`` labels each error's sweep. Seeded, so a rerun prints the same."""
+    import numpy as np
+
+    ids, which = np.unique(sweeps, return_inverse=True)
+    members = [errors[which == k] for k in range(len(ids))]
+    rng = np.random.default_rng(seed)
+    medians = [np.median(np.concatenate([members[k] for k in rng.integers(len(ids), size=len(ids))]))
+               for _ in range(draws)]
+    low, high = np.percentile(medians, [2.5, 97.5])
+    return float(low), float(high)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -76,6 +95,8 @@ def main(argv: list[str] | None = None) -> int:
     prior = kernel_prior(kernel_rows)
     preds = cross_validate(data, prior, max_evals=args.max_evals)
     minutes = (time.perf_counter() - start) / 60
+    labels = data.labels
+    sweeps = np.array(["|".join(key) for key in zip(labels["family"], labels["gpu"], labels["backend"], labels["mode"])])
     summary = []
     for scheme, title in (("family", "whole model families held out"), ("gpu", "whole GPU types held out")):
         ttft, tpot = preds[scheme]
@@ -84,6 +105,12 @@ def main(argv: list[str] | None = None) -> int:
         _, _, n, t_ape, t_bias, p_ape, p_bias = table[0]
         summary.append(f"{scheme:<7} n={n}  TTFT MdAPE {t_ape:.1f}% (bias {np.expm1(t_bias) * 100:+.0f}%)  "
                        f"TPOT MdAPE {p_ape:.1f}% (bias {np.expm1(p_bias) * 100:+.0f}%)")
+        scored = (np.isfinite(ttft) & np.isfinite(tpot) & (ttft > 0) & (tpot > 0)
+                  & (data.ttft_ms > 0) & (data.tpot_ms > 0) & ~data.repeats)
+        intervals = [sweep_interval(np.abs(pred - meas)[scored] / meas[scored] * 100, sweeps[scored])
+                     for pred, meas in ((ttft, data.ttft_ms), (tpot, data.tpot_ms))]
+        summary.append(f"        95% interval, whole sweeps resampled ({len(set(sweeps[scored]))} sweeps): "
+                       f"TTFT {intervals[0][0]:.1f}–{intervals[0][1]:.1f}%  TPOT {intervals[1][0]:.1f}–{intervals[1][1]:.1f}%")
         for label, rows_mask in (("recorded deployment", ~data.inferred & ~data.repeats),
                                  ("inferred deployment", data.inferred & ~data.repeats)):
             t_err = np.abs(ttft - data.ttft_ms)[rows_mask] / data.ttft_ms[rows_mask] * 100

@@ -1,0 +1,45 @@
+"""The accuracy benchmark's sweep-resampled interval around a median error."""
+
+import importlib.util
+from pathlib import Path
+
+import numpy as np
+
+
+def _accuracy():
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "accuracy.py"
+    spec = importlib.util.spec_from_file_location("accuracy_benchmark", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_sweeps_alike_give_no_spread():
+    """Every sweep holding the same errors: any resample has the same median."""
+    errors = np.tile([10.0, 20.0, 30.0], 5)
+    sweeps = np.repeat(np.arange(5), 3)
+    low, high = _accuracy().sweep_interval(errors, sweeps, draws=200)
+    assert low == high == 20.0
+
+
+def test_interval_holds_the_median_and_widens_with_sweep_differences():
+    """Sweeps that differ from each other move the median more than sweeps that agree."""
+    rng = np.random.default_rng(7)
+    sweeps = np.repeat(np.arange(20), 30)
+    noise = rng.lognormal(3.0, 0.5, size=sweeps.size)
+    alike = noise
+    apart = noise * np.exp(rng.normal(0.0, 0.8, size=20))[sweeps]  # one factor per sweep
+    interval = _accuracy().sweep_interval
+    for errors in (alike, apart):
+        low, high = interval(errors, sweeps, draws=400)
+        assert low <= np.median(errors) <= high
+    width = lambda e: np.subtract(*interval(e, sweeps, draws=400)[::-1])  # noqa: E731
+    assert width(apart) > 2 * width(alike)
+
+
+def test_interval_is_seeded():
+    errors = np.arange(40, dtype=float)
+    sweeps = np.repeat(np.arange(8), 5)
+    interval = _accuracy().sweep_interval
+    assert interval(errors, sweeps, draws=100) == interval(errors, sweeps, draws=100)
+    assert interval(errors, sweeps, seed=1, draws=100) != interval(errors, sweeps, seed=2, draws=100)
