@@ -89,6 +89,25 @@ class Memory(_Frozen):
     max_sequences: int
 
 
+class TtftParts(_Frozen):
+    """Where the mean TTFT goes (ms); the parts add up to ``Estimate.ttft_ms``."""
+
+    frontend_ms: float = Field(description="per-request fixed cost: API server, tokenizing, routing")
+    prefill_ms: float = Field(description="the prefill pass the prompt is in, with the prompts sharing it")
+    kv_transfer_ms: float = Field(description="shipping the KV cache from prefill to decode (disaggregated only)")
+    first_step_ms: float = Field(description="the decode iteration that emits the first token")
+    queueing_ms: float = Field(description="waiting for a prefill server (Poisson arrivals) or for a batch slot")
+    burst_ms: float = Field(description="closed-loop clients that return together waiting behind each other's prompts")
+
+
+class ItlParts(_Frozen):
+    """Where the mean inter-token latency goes (ms); the parts add up to ``Estimate.itl_ms``."""
+
+    decode_step_ms: float = Field(description="one decode iteration of the running batch")
+    prefill_interference_ms: float = Field(description="prompts prefilled in or between decode iterations, "
+                                                       "per output token (aggregated only)")
+
+
 class Estimate(_Frozen):
     """Predicted behaviour at the stated load (or at concurrency 1 when none is given).
 
@@ -108,3 +127,5 @@ class Estimate(_Frozen):
     decode_batch: float = Field(description="mean sequences decoding per decode engine")
     saturated: bool
     memory: dict[str, Memory]
+    ttft_parts: TtftParts
+    itl_parts: ItlParts

@@ -8,7 +8,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from profiler.config import Estimate, Memory, Parallel, ServingConfig
+from profiler.config import Estimate, ItlParts, Memory, Parallel, ServingConfig, TtftParts
 from profiler.engine import DEFAULT_MAX_NUM_TOKENS, engine_shape, max_batch_per_rank
 from profiler.errors import ModelError
 from profiler.gpus import get_gpu
@@ -121,6 +121,11 @@ def _evaluate_one(prep: Prepared, params: dict[str, float] | None) -> dict[str, 
                     np.float64(prep.total_gpus), params or shipped_params())
 
 
+# ``solve``'s pieces of the mean TTFT and of the TPOT (s), each group adding up to its total.
+_PARTS = ("ttft_fixed_s", "ttft_prefill_s", "ttft_transfer_s", "ttft_first_step_s", "ttft_queue_s", "ttft_burst_s",
+          "tpot_step_s", "tpot_interference_s")
+
+
 def _outputs(fd, fp, ld, gpus, p) -> dict[str, np.ndarray]:
     """Solve the operating point and express it in the units ``evaluate`` reports."""
     out = solve(fd, fp, Load(**ld), p)
@@ -134,6 +139,7 @@ def _outputs(fd, fp, ld, gpus, p) -> dict[str, np.ndarray]:
         "tok_s_per_user": 1.0 / out["tpot_s"],
         "decode_batch": out["batch"] * fd["dp"],
         "saturated": out["saturated"],
+        **{name[:-2] + "_ms": out[name] * 1e3 for name in _PARTS},
     }
 
 
@@ -151,4 +157,9 @@ def estimate(config: ServingConfig, *, params: dict[str, float] | None = None, m
         tok_s_per_user=float(r["tok_s_per_user"]), requests_per_s=float(r["requests_per_s"]),
         total_gpus=prep.total_gpus, decode_batch=float(r["decode_batch"]),
         saturated=bool(r["saturated"]), memory=prep.memory,
+        ttft_parts=TtftParts(frontend_ms=float(r["ttft_fixed_ms"]), prefill_ms=float(r["ttft_prefill_ms"]),
+                             kv_transfer_ms=float(r["ttft_transfer_ms"]), first_step_ms=float(r["ttft_first_step_ms"]),
+                             queueing_ms=float(r["ttft_queue_ms"]), burst_ms=float(r["ttft_burst_ms"])),
+        itl_parts=ItlParts(decode_step_ms=float(r["tpot_step_ms"]),
+                           prefill_interference_ms=float(r["tpot_interference_ms"])),
     )

@@ -112,7 +112,8 @@ def batched_prefill(pf, rate, servers):
 
 
 def _at(fd, fp, ld: Load, p, b, pf):
-    """Everything at decode batch ``b``: returns (X, TPOT, TTFT pieces, wait stats).
+    """Everything at decode batch ``b``: returns (X, TPOT, TTFT pieces, wait stats, attention
+    ranks serving, one decode iteration's s).
 
     ``pf`` is ``prefill_batching`` of the prefill role (it does not depend on ``b``).
     """
@@ -146,7 +147,7 @@ def _at(fd, fp, ld: Load, p, b, pf):
     tpot = t_dec + agg * interference
     x = b * ranks / (steps_after_first * tpot)
     exec_s, wait, burst, p_wait, rho = first_token(fp, p, ld.isl, pf, t_dec, x, servers, ld.closed * ld.load, ld.disagg)
-    return x, tpot, exec_s, wait, burst, p_wait, rho, ranks
+    return x, tpot, exec_s, wait, burst, p_wait, rho, ranks, t_dec
 
 
 def first_token(fp, p, isl, pf, t_dec, rate, servers, clients, disagg):
@@ -159,7 +160,8 @@ def first_token(fp, p, isl, pf, t_dec, rate, servers, clients, disagg):
     behind each other's prompts; that wait grows with the clients per prefill rank (the
     fitted fraction ``*_burst``) and replaces the M/D/c wait of Poisson arrivals.
     """
-    t_pass, per_prompt = batched_prefill(pf, rate, servers)
+    fixed, t_pass, transfer = first_token_pieces(fp, p, isl, pf, rate, servers, disagg)
+    per_prompt = batched_prefill(pf, rate, servers)[1]
     if type(clients) is not np.ndarray and clients > 0:  # one closed loop: no M/D/c wait to compute
         mean_w, p_wait, rho = 0.0, 0.0, rate * per_prompt / servers
     else:
@@ -169,9 +171,16 @@ def first_token(fp, p, isl, pf, t_dec, rate, servers, clients, disagg):
     # Poisson arrivals wait as M/D/c says; a closed loop's synchronised returns are counted
     # by the burst term instead (fitted freely, an M/D/c share went to its lower bound).
     wait = choose(clients > 0, 0.0, mean_w)
+    return fixed + t_pass + transfer + t_dec, wait, burst, p_wait, rho
+
+
+def first_token_pieces(fp, p, isl, pf, rate, servers, disagg):
+    """The execution pieces of TTFT (s): the per-request fixed cost, the prefill pass the
+    prompt is in, and (disaggregated) shipping its KV cache and linear state to decode."""
+    t_pass = batched_prefill(pf, rate, servers)[0]
     handed = isl * fp["kv_bytes_tok_total"] + fp["state_bytes_seq"] * fp["tp"] * fp["pp"]  # KV + linear state
     transfer = disagg * handed / (fp["kv_transfer_bytes_s"] * p["kv_transfer_eff"])
-    return by_backend(fp, p, "ttft_ms") * 1e-3 + t_pass + transfer + t_dec, wait, burst, p_wait, rho
+    return by_backend(fp, p, "ttft_ms") * 1e-3, t_pass, transfer
 
 
 def increasing_root(func, lo, hi, f_lo, f_hi):
@@ -239,7 +248,7 @@ def solve(fd, fp, ld: Load, p) -> dict[str, np.ndarray]:
     pf = prefill_batching(fp, p, ld.isl)  # the same at every batch: computed once
 
     def excess(b):
-        x, tpot, exec_s, wait, burst, _, _, r = _at(fd, fp, ld, p, b, pf)
+        x, tpot, exec_s, wait, burst, _, _, r, _ = _at(fd, fp, ld, p, b, pf)
         demand = choose(ld.closed > 0, b * r + x * (exec_s + wait + burst), x)
         return demand - ld.load
 
@@ -248,15 +257,20 @@ def solve(fd, fp, ld: Load, p) -> dict[str, np.ndarray]:
     over = f_hi <= 0  # even the full batch leaves load unserved
     f_lo = -ld.load * np.ones_like(cap)  # excess as b → 0: nothing served, the whole load outstanding
     b = np.where(over, cap, increasing_root(excess, np.where(over, cap, lo), cap, f_lo, f_hi))
-    x, tpot, exec_s, wait, burst, p_wait, rho, r = _at(fd, fp, ld, p, b, pf)
+    x, tpot, exec_s, wait, burst, p_wait, rho, r, t_dec = _at(fd, fp, ld, p, b, pf)
     # Closed loop at the cap: clients beyond the running batch queue for a slot.
     rate = vmax(x, 1e-12)
     slot_wait = np.where((ld.closed > 0) & over,
                          np.maximum((ld.load - b * r) / rate - exec_s - wait - burst, 0.0), 0.0)
     base = exec_s + slot_wait
+    fixed, t_pass, transfer = first_token_pieces(fp, p, ld.isl, pf, x, choose(ld.disagg > 0, ld.prefill_servers, r), ld.disagg)
     # Burst waits are spread evenly between none and twice their mean: quantile q at 2q·mean.
     return {
         "batch": b, "requests_s": x, "tpot_s": tpot,
+        # Where the mean TTFT and the TPOT go (s); each group adds up to its total.
+        "ttft_fixed_s": fixed, "ttft_prefill_s": t_pass, "ttft_transfer_s": transfer, "ttft_first_step_s": t_dec,
+        "ttft_queue_s": wait + slot_wait, "ttft_burst_s": burst,
+        "tpot_step_s": t_dec, "tpot_interference_s": tpot - t_dec,
         "ttft_s": base + wait + burst,
         "ttft_p90_s": base + wait_quantile(wait, p_wait, 0.90) + 1.8 * burst,
         "ttft_p99_s": base + wait_quantile(wait, p_wait, 0.99) + 1.98 * burst,

@@ -131,3 +131,39 @@ def test_one_configuration_alone_matches_it_inside_a_batch_on_calibration_rows()
         alone = np.array([float(_evaluate_one(p, None)[key]) for p in preps])
         np.testing.assert_allclose(alone, batch[key], rtol=1e-9, err_msg=key)
     assert len(preps) > 500
+
+
+def test_parts_add_up_to_ttft_and_itl_on_a_grid():
+    """Every TTFT and ITL split adds up to its total, and each part appears only where it can:
+    KV transfer only disaggregated, prefill interference only aggregated, burst waits only
+    for closed loops, queueing for Poisson arrivals or clients beyond the batch limit."""
+    configs = grid()
+    out = evaluate([prepare(c) for c in configs], shipped_params())
+    ttft_parts = sum(out[k] for k in ("ttft_fixed_ms", "ttft_prefill_ms", "ttft_transfer_ms", "ttft_first_step_ms",
+                                      "ttft_queue_ms", "ttft_burst_ms"))
+    np.testing.assert_allclose(ttft_parts, out["ttft_ms"], rtol=1e-9)
+    np.testing.assert_allclose(out["tpot_step_ms"] + out["tpot_interference_ms"], out["itl_ms"], rtol=1e-9)
+    disagg = np.array([c.mode == "disagg" for c in configs])
+    closed = np.array([c.concurrency is not None for c in configs])
+    assert np.all(out["ttft_transfer_ms"][disagg] > 0) and np.all(out["ttft_transfer_ms"][~disagg] == 0)
+    assert np.all(out["tpot_interference_ms"][disagg] == 0) and np.all(out["tpot_interference_ms"][~disagg] > 0)
+    assert np.all(out["ttft_burst_ms"][~closed] == 0)
+    assert np.all(out["ttft_queue_ms"][~closed] > 0)
+    single = np.array([c.concurrency == 1 for c in configs])
+    assert np.all(out["ttft_queue_ms"][single] == 0) and np.all(out["ttft_burst_ms"][single] == 0)
+    crowd = np.array([c.concurrency == 4000 for c in configs])  # far beyond what 2 engines batch
+    assert np.all(out["ttft_queue_ms"][crowd & out["saturated"]] > 0)
+    assert (crowd & out["saturated"]).any()
+
+
+def test_estimate_reports_the_same_parts_as_the_batch():
+    config = grid()[1]
+    est = estimate(config)
+    row = evaluate([prepare(config)], shipped_params())
+    t, i = est.ttft_parts, est.itl_parts
+    got = [t.frontend_ms, t.prefill_ms, t.kv_transfer_ms, t.first_step_ms, t.queueing_ms, t.burst_ms,
+           i.decode_step_ms, i.prefill_interference_ms]
+    keys = ("ttft_fixed_ms", "ttft_prefill_ms", "ttft_transfer_ms", "ttft_first_step_ms", "ttft_queue_ms",
+            "ttft_burst_ms", "tpot_step_ms", "tpot_interference_ms")
+    np.testing.assert_allclose(got, [float(row[k][0]) for k in keys], rtol=1e-9)
+    assert sum(got[:6]) == pytest.approx(est.ttft_ms, rel=1e-9)
