@@ -17,7 +17,7 @@ from planner.types import Engine, Plan, PlanRequest, PlanResult, Prediction
 from profiler.config import Parallel, ServingConfig
 from profiler.engine import DEFAULT_MAX_NUM_TOKENS, FREE_FRACTION_BACKENDS, MEMORY_FRACTION
 from profiler.errors import ModelError
-from profiler.estimate import Prepared, prepare
+from profiler.estimate import Prepared, itl_parts, prepare, ttft_parts
 from profiler.gpus import GPUS, get_gpu
 from profiler.model_catalog import resolve_model
 from profiler.models import Model
@@ -145,17 +145,20 @@ def _plan(s: Sized, req: PlanRequest, model: Model, gpu: str, precision: str, no
         ttft_ms=pr["ttft_ms"], ttft_p90_ms=pr["ttft_p90_ms"], ttft_p99_ms=pr["ttft_p99_ms"], itl_ms=pr["itl_ms"],
         output_tok_s_per_gpu=pr["output_tok_s_per_gpu"], tok_s_per_user=pr["tok_s_per_user"],
         requests_per_s=pr["requests_per_s"],
-        concurrency=t.load if (t.load is not None and t.closed) else pr["requests_per_s"] * e2e_s)
+        concurrency=t.load if (t.load is not None and t.closed) else pr["requests_per_s"] * e2e_s,
+        ttft_parts=ttft_parts(pr), itl_parts=itl_parts(pr))
     cost = s.total_gpus * req.gpu_price_per_hour if req.gpu_price_per_hour else None
     return Plan(model=model.hf_id, gpu=gpu, backend=req.backend, precision=precision, mode=c.mode,
                 engines=engines, predicted=_finite(prediction), feasible=s.meets_sla and within_budget,
                 reason=reason, cost_per_hour=cost)
 
 
-def _finite(pred: Prediction) -> Prediction:
-    """Replace infinities (an overloaded queue) by a large finite number so results serialize."""
-    fix = {k: (v if math.isfinite(v) else 1e12) for k, v in pred.model_dump().items()}
-    return Prediction(**fix)
+def _finite(model):
+    """``model`` with infinities (an overloaded queue) replaced by a large finite number so results
+    serialize (its numbers, and those of the models it holds)."""
+    fix = {k: (_finite(v) if hasattr(v, "model_dump") else v if v is None or math.isfinite(v) else 1e12)
+           for k, v in dict(model).items()}
+    return type(model)(**fix)
 
 
 def _infeasible_reason(req: PlanRequest, evaluated: list[Sized], gpu: str, best_ttft: float, best_itl: float) -> str:

@@ -28,6 +28,9 @@ def plan_summary(plan: Plan) -> dict[str, Any]:
                       "itl_ms": _num(p.itl_ms), "output_tok_s_per_gpu": _num(p.output_tok_s_per_gpu),
                       "tok_s_per_user": _num(p.tok_s_per_user), "requests_per_s": _num(p.requests_per_s)},
     }
+    for key, parts in (("ttft_parts", p.ttft_parts), ("itl_parts", p.itl_parts)):
+        if parts is not None:
+            doc["predicted"][key] = {name: _num(ms) for name, ms in dict(parts).items()}
     for e in plan.engines:
         doc["engine" if e.role == "aggregated" else e.role] = _engine(e)
     if plan.cost_per_hour is not None:

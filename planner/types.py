@@ -11,6 +11,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from profiler.config import ItlParts, TtftParts
+
 Backend = Literal["vllm", "sglang", "trtllm"]
 Mode = Literal["agg", "disagg"]
 Role = Literal["aggregated", "prefill", "decode"]
@@ -101,6 +103,8 @@ class Prediction(_Frozen):
     tok_s_per_user: float
     requests_per_s: float
     concurrency: float = Field(description="requests in flight at this operating point")
+    ttft_parts: TtftParts | None = Field(default=None, description="where the mean TTFT goes")
+    itl_parts: ItlParts | None = Field(default=None, description="where the mean ITL goes")
 
 
 class Plan(_Frozen):

@@ -156,10 +156,17 @@ def estimate(config: ServingConfig, *, params: dict[str, float] | None = None, m
         itl_ms=float(r["itl_ms"]), output_tok_s_per_gpu=float(r["output_tok_s_per_gpu"]),
         tok_s_per_user=float(r["tok_s_per_user"]), requests_per_s=float(r["requests_per_s"]),
         total_gpus=prep.total_gpus, decode_batch=float(r["decode_batch"]),
-        saturated=bool(r["saturated"]), memory=prep.memory,
-        ttft_parts=TtftParts(frontend_ms=float(r["ttft_fixed_ms"]), prefill_ms=float(r["ttft_prefill_ms"]),
-                             kv_transfer_ms=float(r["ttft_transfer_ms"]), first_step_ms=float(r["ttft_first_step_ms"]),
-                             queueing_ms=float(r["ttft_queue_ms"]), burst_ms=float(r["ttft_burst_ms"])),
-        itl_parts=ItlParts(decode_step_ms=float(r["tpot_step_ms"]),
-                           prefill_interference_ms=float(r["tpot_interference_ms"])),
+        saturated=bool(r["saturated"]), memory=prep.memory, ttft_parts=ttft_parts(r), itl_parts=itl_parts(r),
     )
+
+
+def ttft_parts(out) -> TtftParts:
+    """The TTFT parts of one configuration's ``evaluate`` outputs (scalars, ms)."""
+    return TtftParts(frontend_ms=float(out["ttft_fixed_ms"]), prefill_ms=float(out["ttft_prefill_ms"]),
+                     kv_transfer_ms=float(out["ttft_transfer_ms"]), first_step_ms=float(out["ttft_first_step_ms"]),
+                     queueing_ms=float(out["ttft_queue_ms"]), burst_ms=float(out["ttft_burst_ms"]))
+
+
+def itl_parts(out) -> ItlParts:
+    """The ITL parts of one configuration's ``evaluate`` outputs (scalars, ms)."""
+    return ItlParts(decode_step_ms=float(out["tpot_step_ms"]), prefill_interference_ms=float(out["tpot_interference_ms"]))

@@ -36,12 +36,15 @@ def test_examples_plan_and_write_valid_dgds(tmp_path, capsys):
     rc = main(["plan", *map(str, sorted(EXAMPLES.glob("*.yaml"))), "--out", str(out)])
     assert rc == 0
     printed = capsys.readouterr().out
-    assert "chosen:" in printed
+    assert "chosen:" in printed and "TTFT = frontend" in printed
     for path in sorted(EXAMPLES.glob("*.yaml")):
         name = yaml.safe_load(path.read_text())["metadata"]["name"]
         plan = json.loads((out / f"{name}.plan.json").read_text())
         assert plan["feasible"] is True and plan["mode"] in ("agg", "disagg")
         assert plan["total_gpus"] > 0 and plan["predicted"]["ttft_ms"] > 0
+        predicted = plan["predicted"]  # where the time goes, adding up to the totals (rounded to 1e-4 ms)
+        assert sum(predicted["ttft_parts"].values()) == pytest.approx(predicted["ttft_ms"], abs=1e-3)
+        assert sum(predicted["itl_parts"].values()) == pytest.approx(predicted["itl_ms"], abs=1e-3)
         roles = ("engine",) if plan["mode"] == "agg" else ("prefill", "decode")
         for role in roles:
             assert {"tp", "pp", "dp", "ep", "gpus", "replicas"} <= set(plan[role])

@@ -233,6 +233,17 @@ def _parts(named: dict[str, float]) -> str:
     return " + ".join(shown) + " ms" if shown else "0 ms"
 
 
+def ttft_text(t) -> str:
+    """The parts of a mean TTFT (``TtftParts``) as ``name ms + ...``."""
+    return _parts({"frontend": t.frontend_ms, "prefill": t.prefill_ms, "KV transfer": t.kv_transfer_ms,
+                   "first decode step": t.first_step_ms, "queueing": t.queueing_ms, "burst": t.burst_ms})
+
+
+def itl_text(i) -> str:
+    """The parts of a mean ITL (``ItlParts``) as ``name ms + ...``."""
+    return _parts({"decode step": i.decode_step_ms, "prefill interference": i.prefill_interference_ms})
+
+
 def summary(config, model_id: str, est) -> str:
     """A few readable lines: the deployment, latency, throughput and memory of ``est``."""
     if config.mode == "agg":
@@ -242,18 +253,15 @@ def summary(config, model_id: str, est) -> str:
                   f"{config.decode_workers} decode × {_shape(config.decode)}")
     from profiler.gpus import get_gpu
 
-    t, i = est.ttft_parts, est.itl_parts
     load = (f"concurrency {config.concurrency:g}" if config.request_rate is None
             else f"rate {config.request_rate:g} req/s")
     lines = [
         f"{model_id} on {est.total_gpus} × {get_gpu(config.gpu).name} ({config.backend}, {config.precision}; {layout})",
         f"workload: ISL {config.isl_tokens} / OSL {config.osl_tokens} tokens, {load}",
         f"TTFT        mean {est.ttft_ms:.1f} ms   p90 {est.ttft_p90_ms:.1f} ms   p99 {est.ttft_p99_ms:.1f} ms",
-        "  mean of   " + _parts({"frontend": t.frontend_ms, "prefill": t.prefill_ms, "KV transfer": t.kv_transfer_ms,
-                                 "first decode step": t.first_step_ms, "queueing": t.queueing_ms,
-                                 "burst": t.burst_ms}),
+        "  mean of   " + ttft_text(est.ttft_parts),
         f"ITL (TPOT)  {est.itl_ms:.2f} ms   ({est.tok_s_per_user:.1f} tok/s per user)",
-        "  mean of   " + _parts({"decode step": i.decode_step_ms, "prefill interference": i.prefill_interference_ms}),
+        "  mean of   " + itl_text(est.itl_parts),
         f"throughput  {est.output_tok_s_per_gpu:.1f} output tok/s per GPU   {est.requests_per_s:.3g} req/s   "
         f"{est.decode_batch:.1f} sequences decoding per engine",
     ]

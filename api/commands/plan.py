@@ -19,6 +19,7 @@ from pathlib import Path
 
 import yaml
 
+from api.commands.estimate import itl_text, ttft_text
 from planner.types import PlanRequest, PlanResult
 
 TARGETS = ("dynamo", "ome", "kthena", "kubeai")
@@ -170,6 +171,8 @@ def table(result: PlanResult, top: int) -> str:
         lines.append(f"  chosen: {c.mode} {_shape(c)} = {c.total_gpus} GPUs, TTFT {c.predicted.ttft_ms:.0f} ms "
                      f"(p99 {c.predicted.ttft_p99_ms:.0f}), ITL {c.predicted.itl_ms:.1f} ms, "
                      f"{c.predicted.output_tok_s_per_gpu:.0f} tok/s/GPU ({result.evaluated} evaluated)")
+        if c.predicted.ttft_parts is not None and c.predicted.itl_parts is not None:
+            lines.append(f"    TTFT = {ttft_text(c.predicted.ttft_parts)}; ITL = {itl_text(c.predicted.itl_parts)}")
     else:
         lines.append(f"  infeasible: {result.reason}")
     return "\n".join(lines)
