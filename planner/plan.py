@@ -18,7 +18,7 @@ from profiler.config import Parallel, ServingConfig
 from profiler.engine import DEFAULT_MAX_NUM_TOKENS, FREE_FRACTION_BACKENDS, MEMORY_FRACTION
 from profiler.errors import ModelError
 from profiler.estimate import Prepared, itl_parts, prepare, ttft_parts
-from profiler.gpus import GPUS, get_gpu
+from profiler.gpus import GPUS, get_gpu, runs_on
 from profiler.model_catalog import resolve_model
 from profiler.models import Model
 from profiler.params import shipped_params
@@ -189,7 +189,8 @@ def _suggestion(req: PlanRequest, model: tuple[Model, str], p: dict) -> str:
     while bigger * 2 <= MAX_SUGGESTED_ENGINE_GPUS and len(trials) < 2:
         bigger *= 2
         trials.append((f"engines of up to {bigger} GPUs", {"max_gpus_per_engine": bigger, "total_gpus": None}))
-    others = sorted((g for g in GPUS if g.name != get_gpu(req.gpu).name), key=lambda g: -g.hbm_gb_s)
+    others = sorted((g for g in GPUS if g.name != get_gpu(req.gpu).name and runs_on(req.backend, g)),
+                    key=lambda g: -g.hbm_gb_s)
     trials += [(f"{g.name}", {"gpu": g.name, "total_gpus": None, "gpus_per_node": None}) for g in others]
     for label, change in trials:
         result = plan(req.model_copy(update=change), model=model, params=p, suggest=False)

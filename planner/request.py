@@ -545,15 +545,19 @@ def parse_dgdr(obj: dict[str, Any]) -> PlanRequest:
 
 
 def _catalog_causes(raw: dict[str, Any], request: PlanRequest) -> list[tuple[str, str]]:
-    """An unknown GPU, named by the field the request used. (The model is checked where it is
-    loaded: a name outside the catalog may still be fetched from the Hugging Face Hub.)"""
+    """An unknown GPU, named by the field the request used, or one the backend does not run on.
+    (The model is checked where it is loaded: a name outside the catalog may still be fetched
+    from the Hugging Face Hub.)"""
     from profiler.errors import ModelError
-    from profiler.gpus import get_gpu
+    from profiler.gpus import get_gpu, runs_on
 
     try:
-        get_gpu(request.gpu)
+        gpu = get_gpu(request.gpu)
     except ModelError as exc:
         return [("spec.gpu.type" if _get(raw, "gpu", "type") else "spec.hardware.gpuSku", exc.message)]
+    if not runs_on(request.backend, gpu):
+        return [("spec.backend", f"{request.backend} does not run on {gpu.name} ({gpu.vendor.upper()} GPU); "
+                                 "use vllm or sglang")]
     return []
 
 

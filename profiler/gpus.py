@@ -49,6 +49,20 @@ class Gpu:
         """Usable device memory in bytes."""
         return self.memory_gib * 2**30
 
+    @property
+    def vendor(self) -> str:
+        """``amd`` for Instinct (CDNA) parts, else ``nvidia``."""
+        return "amd" if self.generation.startswith("cdna") else "nvidia"
+
+
+# Backends that run on one vendor's GPUs only (TensorRT-LLM is CUDA-only).
+BACKEND_VENDORS = {"trtllm": ("nvidia",)}
+
+
+def runs_on(backend: str, gpu: Gpu) -> bool:
+    """Whether ``backend`` runs on ``gpu`` (vLLM and SGLang run on NVIDIA and AMD GPUs)."""
+    return gpu.vendor in BACKEND_VENDORS.get(backend, ("nvidia", "amd"))
+
 
 _WIDER = {
     "fp4": ("fp4", "fp8", "bf16"),
@@ -64,6 +78,10 @@ GPUS: tuple[Gpu, ...] = (
         ("a100", "a100-sxm", "a100-sxm4-80gb", "a100_80gb", "nvidia-a100-80gb")),
     Gpu("h100_sxm", "hopper", {"bf16": 989, "fp8": 1979, "int8": 1979}, 79.6, 3350, 900, 8, 8, 50,
         ("h100", "h100-sxm", "h100-sxm5-80gb", "h100_80gb", "nvidia-h100-80gb")),
+    Gpu("h800_sxm", "hopper", {"bf16": 989, "fp8": 1979, "int8": 1979}, 79.6, 3350, 400, 8, 8, 50,
+        ("h800", "h800-sxm", "nvidia-h800")),  # H100 with NVLink cut to 400 GB/s
+    Gpu("h20_sxm", "hopper", {"bf16": 148, "fp8": 296, "int8": 296}, 95.58, 4000, 900, 8, 8, 50,
+        ("h20", "h20-sxm", "nvidia-h20")),
     Gpu("h200_sxm", "hopper", {"bf16": 989, "fp8": 1979, "int8": 1979}, 140.4, 4800, 900, 8, 8, 50,
         ("h200", "h200-sxm", "h200-141gb", "nvidia-h200")),
     Gpu("b200_sxm", "blackwell", {"bf16": 2250, "fp8": 4500, "fp4": 9000}, 179.1, 7700, 1800, 8, 8, 50,
@@ -71,13 +89,24 @@ GPUS: tuple[Gpu, ...] = (
     Gpu("b300_sxm", "blackwell", {"bf16": 2250, "fp8": 4500, "fp4": 13500}, 268.6, 7700, 1800, 8, 8, 100,
         ("b300", "b300-sxm", "nvidia-b300"), 1.35),
     Gpu("gb200", "blackwell", {"bf16": 2500, "fp8": 5000, "fp4": 10000}, 184.0, 8000, 1800, 72, 4, 50,
-        ("gb200-nvl72", "gb200_nvl72", "nvidia-gb200")),
+        ("gb200-nvl72", "gb200_nvl72", "gb200_sxm", "nvidia-gb200")),
     Gpu("gb300", "blackwell", {"bf16": 2500, "fp8": 5000, "fp4": 15000}, 277.0, 8000, 1800, 72, 4, 100,
-        ("gb300-nvl72", "gb300_nvl72", "nvidia-gb300"), 1.35),
+        ("gb300-nvl72", "gb300_nvl72", "gb300_sxm", "nvidia-gb300"), 1.35),
+    # RTX PRO 6000 Blackwell Server Edition: GDDR7, PCIe Gen5 x16 only (no NVLink); Tensor Core
+    # peaks at the 2430 MHz its SM clock reaches in servers.
+    Gpu("rtx_pro_6000", "blackwell", {"bf16": 468, "fp8": 936, "fp4": 1871}, 95.59, 1792, 128, 8, 8, 50,
+        ("rtx_pro_6000_server", "rtx-pro-6000", "rtxpro6000", "rtxpro6000_blackwell_server",
+         "rtx-pro-6000-blackwell", "nvidia-rtx-pro-6000")),
     Gpu("l40s", "ada", {"bf16": 362, "fp8": 733, "int8": 733}, 44.99, 864, 64, 8, 8, 25,
         ("l40s-48gb", "nvidia-l40s")),
     Gpu("mi300x", "cdna3", {"bf16": 1307, "fp8": 2615, "int8": 2615}, 191.98, 5300, 896, 8, 8, 50,
         ("amd-mi300x", "instinct-mi300x")),
+    Gpu("mi325x", "cdna3", {"bf16": 1307, "fp8": 2615, "int8": 2615}, 255.98, 6000, 896, 8, 8, 50,
+        ("amd-mi325x", "instinct-mi325x")),
+    Gpu("mi350x", "cdna4", {"bf16": 2307, "fp8": 4614, "fp4": 9228}, 287.98, 8000, 1075, 8, 8, 50,
+        ("amd-mi350x", "instinct-mi350x")),
+    Gpu("mi355x", "cdna4", {"bf16": 2516, "fp8": 5033, "fp4": 10066}, 287.98, 8000, 1075, 8, 8, 50,
+        ("amd-mi355x", "instinct-mi355x")),
 )
 
 

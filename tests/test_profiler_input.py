@@ -41,6 +41,25 @@ def test_gpu_aliases_resolve(alias):
     assert estimate(config(gpu=alias)) == estimate(config())
 
 
+@pytest.mark.parametrize("alias,name", [("gb200_sxm", "gb200"), ("gb300_sxm", "gb300"), ("H800", "h800_sxm"),
+                                        ("h20", "h20_sxm"), ("rtx_pro_6000_server", "rtx_pro_6000"),
+                                        ("MI325X", "mi325x"), ("instinct-mi355x", "mi355x")])
+def test_other_system_names_resolve(alias, name):
+    """Names other tools use for the same GPUs (AIConfigurator's ``gb200_sxm``, vendors' own)."""
+    from profiler.gpus import get_gpu
+
+    assert get_gpu(alias).name == name
+
+
+@pytest.mark.parametrize("gpu", ["mi300x", "mi355x"])
+def test_trtllm_on_an_amd_gpu_names_the_backend(gpu):
+    with pytest.raises(ModelError) as err:
+        estimate(config(gpu=gpu, backend="trtllm"))
+    assert err.value.field == "backend"
+    assert "AMD" in err.value.message and "vllm or sglang" in err.value.message
+    assert estimate(config(gpu=gpu, backend="vllm")).itl_ms > 0
+
+
 def test_tp_that_does_not_divide_the_heads():
     with pytest.raises(ModelError) as err:
         estimate(config(engine=Parallel(tp=3)))

@@ -219,6 +219,13 @@ def test_unknown_backend():
     assert ("spec.backend", "must be one of auto, vllm, sglang, trtllm") in _causes(_beta(backend="tgi"))
 
 
+def test_trtllm_on_an_amd_gpu_names_the_backend():
+    causes = _causes(_alpha(backend="trtllm", gpu={"type": "mi355x"}))
+    assert [path for path, _ in causes] == ["spec.backend"]
+    assert "AMD" in causes[0][1] and "vllm or sglang" in causes[0][1]
+    assert parse_dgdr(_alpha(backend="sglang", gpu={"type": "mi355x"})).gpu == "mi355x"
+
+
 def test_sla_required():
     obj = _alpha()
     del obj["spec"]["sla"]
