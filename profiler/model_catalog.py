@@ -45,6 +45,12 @@ _LLAMA_33_70B = _variant(_LLAMA_31_70B, "meta-llama/Llama-3.3-70B-Instruct", "ll
 _QWEN3_06B = Model("Qwen/Qwen3-0.6B", num_layers=28, hidden_size=1024, num_heads=16, num_kv_heads=8,
                    head_dim=128, intermediate_size=3072, vocab_size=151936, tie_embeddings=True,
                    aliases=("qwen3-0.6b", "Qwen/Qwen3-0.6B-Base"))
+_QWEN3_17B = Model("Qwen/Qwen3-1.7B", num_layers=28, hidden_size=2048, num_heads=16, num_kv_heads=8,
+                   head_dim=128, intermediate_size=6144, vocab_size=151936, tie_embeddings=True,
+                   aliases=("qwen3-1.7b", "Qwen/Qwen3-1.7B-Base"))
+_QWEN3_4B = Model("Qwen/Qwen3-4B", num_layers=36, hidden_size=2560, num_heads=32, num_kv_heads=8,
+                  head_dim=128, intermediate_size=9728, vocab_size=151936, tie_embeddings=True,
+                  aliases=("qwen3-4b", "Qwen/Qwen3-4B-Base", "Qwen/Qwen3-4B-Instruct-2507"))
 _QWEN3_8B = Model("Qwen/Qwen3-8B", num_layers=36, hidden_size=4096, num_heads=32, num_kv_heads=8,
                   head_dim=128, intermediate_size=12288, vocab_size=151936, aliases=("qwen3-8b",))
 _QWEN3_32B = Model("Qwen/Qwen3-32B", num_layers=64, hidden_size=5120, num_heads=64, num_kv_heads=8,
@@ -57,6 +63,20 @@ _QWEN3_235B_A22B = Model("Qwen/Qwen3-235B-A22B", num_layers=94, hidden_size=4096
                          num_kv_heads=4, head_dim=128, intermediate_size=12288, vocab_size=151936,
                          num_experts=128, experts_per_token=8, moe_intermediate_size=1536,
                          aliases=("qwen3-235b",))
+_QWEN3_CODER_480B = Model("Qwen/Qwen3-Coder-480B-A35B-Instruct", num_layers=62, hidden_size=6144,
+                          num_heads=96, num_kv_heads=8, head_dim=128, intermediate_size=8192,
+                          vocab_size=151936, num_experts=160, experts_per_token=8,
+                          moe_intermediate_size=2560, aliases=("qwen3-coder-480b",))
+# Qwen3-VL: the Qwen3 text models behind a vision encoder (text_config; the 0.4-0.6B encoder
+# and the image tokens it adds to a prompt are not counted).
+_QWEN3_VL = (
+    _variant(_QWEN3_17B, "Qwen/Qwen3-VL-2B-Instruct", "Qwen/Qwen3-VL-2B-Thinking"),
+    _variant(_QWEN3_4B, "Qwen/Qwen3-VL-4B-Instruct", "Qwen/Qwen3-VL-4B-Thinking"),
+    _variant(_QWEN3_8B, "Qwen/Qwen3-VL-8B-Instruct", "Qwen/Qwen3-VL-8B-Thinking"),
+    _variant(_QWEN3_32B, "Qwen/Qwen3-VL-32B-Instruct", "Qwen/Qwen3-VL-32B-Thinking"),
+    _variant(_QWEN3_30B_A3B, "Qwen/Qwen3-VL-30B-A3B-Instruct", "Qwen/Qwen3-VL-30B-A3B-Thinking"),
+    _variant(_QWEN3_235B_A22B, "Qwen/Qwen3-VL-235B-A22B-Instruct", "Qwen/Qwen3-VL-235B-A22B-Thinking"),
+)
 
 # Qwen3.5-397B-A17B: hybrid. Every 4th layer is gated full attention (32 heads of 256, 2 KV
 # heads; q also emits an output gate); the other 45 are gated-DeltaNet linear attention (16
@@ -69,6 +89,27 @@ _QWEN35_397B = Model("Qwen/Qwen3.5-397B-A17B", num_layers=60, hidden_size=4096, 
                      linear_num_key_heads=16, linear_num_value_heads=64, linear_key_head_dim=128,
                      linear_value_head_dim=128, linear_conv_kernel=4,
                      aliases=("qwen3.5-397b",))
+# The smaller Qwen3.5 models share the layout (every 4th layer gated full attention);
+# Qwen3.6 re-releases two of them with the same architecture.
+_QWEN35_122B = Model("Qwen/Qwen3.5-122B-A10B", num_layers=48, hidden_size=3072, num_heads=32,
+                     num_kv_heads=2, head_dim=256, intermediate_size=1024, vocab_size=248320,
+                     num_experts=256, experts_per_token=8, moe_intermediate_size=1024,
+                     shared_experts=1, kv_layers=12, attn_output_gate=True,
+                     linear_num_key_heads=16, linear_num_value_heads=64, linear_key_head_dim=128,
+                     linear_value_head_dim=128, linear_conv_kernel=4, aliases=("qwen3.5-122b",))
+_QWEN35_35B = Model("Qwen/Qwen3.5-35B-A3B", num_layers=40, hidden_size=2048, num_heads=16,
+                    num_kv_heads=2, head_dim=256, intermediate_size=512, vocab_size=248320,
+                    num_experts=256, experts_per_token=8, moe_intermediate_size=512,
+                    shared_experts=1, kv_layers=10, attn_output_gate=True,
+                    linear_num_key_heads=16, linear_num_value_heads=32, linear_key_head_dim=128,
+                    linear_value_head_dim=128, linear_conv_kernel=4, aliases=("qwen3.5-35b",))
+_QWEN35_27B = Model("Qwen/Qwen3.5-27B", num_layers=64, hidden_size=5120, num_heads=24,
+                    num_kv_heads=4, head_dim=256, intermediate_size=17408, vocab_size=248320,
+                    kv_layers=16, attn_output_gate=True, linear_num_key_heads=16,
+                    linear_num_value_heads=48, linear_key_head_dim=128, linear_value_head_dim=128,
+                    linear_conv_kernel=4, aliases=("qwen3.5-27b",))
+_QWEN36_35B = _variant(_QWEN35_35B, "Qwen/Qwen3.6-35B-A3B", "qwen3.6-35b")
+_QWEN36_27B = _variant(_QWEN35_27B, "Qwen/Qwen3.6-27B", "qwen3.6-27b")
 
 # --- DeepSeek-V3 family (MLA, 256 routed + 1 shared expert, first 3 layers dense) -----------
 # The multi-token-prediction layer (num_nextn_predict_layers=1) is not counted, as in the
@@ -100,6 +141,9 @@ _KIMI_K25 = Model("moonshotai/Kimi-K2.5", num_layers=61, hidden_size=7168, num_h
 _KIMI_K2 = _variant(_KIMI_K25, "moonshotai/Kimi-K2-Instruct", "moonshotai/Kimi-K2-Base",
                     "Kimi-K2-Instruct-0905", "kimi-k2", native_precision="fp8")
 _KIMI_K2_THINKING = _variant(_KIMI_K25, "moonshotai/Kimi-K2-Thinking", native_precision="int4")
+# Kimi-K2.6 and K2.7-Code re-release K2.5's architecture (taken to ship its weights the same way).
+_KIMI_K26 = _variant(_KIMI_K25, "moonshotai/Kimi-K2.6", "kimi-k2.6")
+_KIMI_K27_CODE = _variant(_KIMI_K25, "moonshotai/Kimi-K2.7-Code", "kimi-k2.7-code")
 
 # --- MiniMax-M2 family (GQA 48/8 heads of 128, 256 experts of 1536, no shared expert) ------
 # The 3 multi-token-prediction modules are not counted. Weights are released in fp8.
@@ -109,6 +153,7 @@ _MINIMAX_M25 = Model("MiniMaxAI/MiniMax-M2.5", num_layers=62, hidden_size=3072, 
                      moe_intermediate_size=1536, aliases=("minimax-m2.5",))
 _MINIMAX_M2 = _variant(_MINIMAX_M25, "MiniMaxAI/MiniMax-M2", "minimax-m2")
 _MINIMAX_M21 = _variant(_MINIMAX_M25, "MiniMaxAI/MiniMax-M2.1", "minimax-m2.1")
+_MINIMAX_M27 = _variant(_MINIMAX_M25, "MiniMaxAI/MiniMax-M2.7", "minimax-m2.7")
 
 # --- GLM-5 (MLA + DeepSeek sparse attention, 256 routed + 1 shared expert, 3 dense layers) --
 # The indexer has 32 heads of 128 and selects 2048 keys per query. Released in bf16
@@ -119,6 +164,8 @@ _GLM5 = Model("zai-org/GLM-5", num_layers=78, hidden_size=6144, num_heads=64, nu
               v_head_dim=256, num_experts=256, experts_per_token=8, moe_intermediate_size=2048,
               shared_experts=1, dense_layers=3, index_n_heads=32, index_head_dim=128,
               index_topk=2048, aliases=("zhipuai/GLM-5", "THUDM/GLM-5", "glm5"))
+_GLM51 = _variant(_GLM5, "zai-org/GLM-5.1", "glm-5.1")
+_GLM52 = _variant(_GLM5, "zai-org/GLM-5.2", "glm-5.2")
 
 # --- gpt-oss (alternating 128-token sliding-window and full attention; MXFP4 experts) ------
 # Attention sinks and projection biases (~0.1% of parameters) are not counted. Experts are
@@ -147,16 +194,22 @@ _MIXTRAL_8X7B = Model("mistralai/Mixtral-8x7B-v0.1", num_layers=32, hidden_size=
                       num_kv_heads=8, head_dim=128, intermediate_size=14336, vocab_size=32000,
                       num_experts=8, experts_per_token=2, moe_intermediate_size=14336,
                       aliases=("mistralai/Mixtral-8x7B-Instruct-v0.1", "mixtral-8x7b"))
+_MIXTRAL_8X22B = Model("mistralai/Mixtral-8x22B-v0.1", num_layers=56, hidden_size=6144, num_heads=48,
+                       num_kv_heads=8, head_dim=128, intermediate_size=16384, vocab_size=32000,
+                       num_experts=8, experts_per_token=2, moe_intermediate_size=16384,
+                       aliases=("mistralai/Mixtral-8x22B-Instruct-v0.1", "mixtral-8x22b"))
 
 MODELS: tuple[Model, ...] = (
     _LLAMA_31_8B, _LLAMA_31_70B, _LLAMA_31_405B, _LLAMA_33_70B,
-    _QWEN3_06B, _QWEN3_8B, _QWEN3_32B, _QWEN3_30B_A3B, _QWEN3_235B_A22B, _QWEN35_397B,
+    _QWEN3_06B, _QWEN3_17B, _QWEN3_4B, _QWEN3_8B, _QWEN3_32B, _QWEN3_30B_A3B, _QWEN3_235B_A22B,
+    _QWEN3_CODER_480B, *_QWEN3_VL,
+    _QWEN35_397B, _QWEN35_122B, _QWEN35_35B, _QWEN35_27B, _QWEN36_35B, _QWEN36_27B,
     _DEEPSEEK_V3, _DEEPSEEK_R1, _DEEPSEEK_V31, _DEEPSEEK_V32,
-    _KIMI_K25, _KIMI_K2, _KIMI_K2_THINKING,
-    _MINIMAX_M25, _MINIMAX_M2, _MINIMAX_M21,
-    _GLM5,
+    _KIMI_K25, _KIMI_K2, _KIMI_K2_THINKING, _KIMI_K26, _KIMI_K27_CODE,
+    _MINIMAX_M25, _MINIMAX_M2, _MINIMAX_M21, _MINIMAX_M27,
+    _GLM5, _GLM51, _GLM52,
     _GPT_OSS_20B, _GPT_OSS_120B,
-    _MISTRAL_7B_V01, _MISTRAL_7B_V02, _MISTRAL_7B_V03, _MIXTRAL_8X7B,
+    _MISTRAL_7B_V01, _MISTRAL_7B_V02, _MISTRAL_7B_V03, _MIXTRAL_8X7B, _MIXTRAL_8X22B,
 )
 
 

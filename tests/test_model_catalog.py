@@ -18,13 +18,28 @@ B = 1e9
 # Published totals and active counts (model cards / technical reports), in billions, with the
 # publisher's convention for "active": "all" counts both embedding tables, "lm_head" only the
 # output projection (OpenAI), "none" neither (Zhipu, MiniMax). Totals exclude MTP layers
-# and vision encoders, as the published figures do.
+# and vision encoders, as the published figures do (a Qwen3-VL entry is its Qwen3 text model,
+# so it carries that model's figure).
 PUBLISHED = {
     "meta-llama/Llama-3.1-8B": (8.03, None, "all"),
     "meta-llama/Llama-3.1-70B": (70.6, None, "all"),
     "meta-llama/Llama-3.1-405B": (405.9, None, "all"),
     "meta-llama/Llama-3.3-70B-Instruct": (70.6, None, "all"),
     "Qwen/Qwen3-0.6B": (0.6, None, "all"),
+    "Qwen/Qwen3-1.7B": (1.7, None, "all"),
+    "Qwen/Qwen3-4B": (4.0, None, "all"),
+    "Qwen/Qwen3-Coder-480B-A35B-Instruct": (480.0, 35.0, "all"),
+    "Qwen/Qwen3-VL-2B-Instruct": (1.7, None, "all"),
+    "Qwen/Qwen3-VL-4B-Instruct": (4.0, None, "all"),
+    "Qwen/Qwen3-VL-8B-Instruct": (8.2, None, "all"),
+    "Qwen/Qwen3-VL-32B-Instruct": (32.8, None, "all"),
+    "Qwen/Qwen3-VL-30B-A3B-Instruct": (30.5, 3.3, "all"),
+    "Qwen/Qwen3-VL-235B-A22B-Instruct": (235.0, 22.0, "all"),
+    "Qwen/Qwen3.5-122B-A10B": (122.0, 10.0, "all"),
+    "Qwen/Qwen3.5-35B-A3B": (35.0, 3.0, "lm_head"),
+    "Qwen/Qwen3.5-27B": (27.0, None, "all"),
+    "Qwen/Qwen3.6-35B-A3B": (35.0, 3.0, "lm_head"),
+    "Qwen/Qwen3.6-27B": (27.0, None, "all"),
     "Qwen/Qwen3-8B": (8.2, None, "all"),
     "Qwen/Qwen3-32B": (32.8, None, "all"),
     "Qwen/Qwen3-30B-A3B": (30.5, 3.3, "all"),
@@ -37,16 +52,22 @@ PUBLISHED = {
     "moonshotai/Kimi-K2.5": (1040.0, 32.0, "all"),
     "moonshotai/Kimi-K2-Instruct": (1040.0, 32.0, "all"),
     "moonshotai/Kimi-K2-Thinking": (1040.0, 32.0, "all"),
+    "moonshotai/Kimi-K2.6": (1040.0, 32.0, "all"),
+    "moonshotai/Kimi-K2.7-Code": (1040.0, 32.0, "all"),
     "MiniMaxAI/MiniMax-M2.5": (230.0, 10.0, "none"),
     "MiniMaxAI/MiniMax-M2": (230.0, 10.0, "none"),
     "MiniMaxAI/MiniMax-M2.1": (230.0, 10.0, "none"),
+    "MiniMaxAI/MiniMax-M2.7": (230.0, 10.0, "none"),
     "zai-org/GLM-5": (744.0, 40.0, "none"),
+    "zai-org/GLM-5.1": (744.0, 40.0, "none"),
+    "zai-org/GLM-5.2": (744.0, 40.0, "none"),
     "openai/gpt-oss-20b": (20.91, 3.61, "lm_head"),
     "openai/gpt-oss-120b": (116.83, 5.13, "lm_head"),
     "mistralai/Mistral-7B-v0.1": (7.24, None, "all"),
     "mistralai/Mistral-7B-Instruct-v0.2": (7.24, None, "all"),
     "mistralai/Mistral-7B-v0.3": (7.25, None, "all"),
     "mistralai/Mixtral-8x7B-v0.1": (46.7, 12.9, "all"),
+    "mistralai/Mixtral-8x22B-v0.1": (141.0, 39.0, "all"),
 }
 
 
@@ -116,6 +137,14 @@ def test_kv_elements_per_token():
     ("gpt-oss-20b", "openai/gpt-oss-20b", "fp4"),
     ("mistralai/Mixtral-8x7B-Instruct-v0.1", "mistralai/Mixtral-8x7B-v0.1", "bf16"),
     ("mistralai/Mistral-7B-Instruct-v0.3", "mistralai/Mistral-7B-v0.3", "bf16"),
+    ("mistralai/Mixtral-8x22B-Instruct-v0.1", "mistralai/Mixtral-8x22B-v0.1", "bf16"),
+    ("Qwen/Qwen3-Coder-480B-A35B-Instruct-FP8", "Qwen/Qwen3-Coder-480B-A35B-Instruct", "fp8"),
+    ("Qwen/Qwen3-VL-235B-A22B-Thinking", "Qwen/Qwen3-VL-235B-A22B-Instruct", "bf16"),
+    ("nvidia/Qwen3.5-122B-A10B-NVFP4", "Qwen/Qwen3.5-122B-A10B", "fp4"),
+    ("nvidia/Qwen3.6-35B-A3B-NVFP4", "Qwen/Qwen3.6-35B-A3B", "fp4"),
+    ("nvidia/Kimi-K2.6-NVFP4", "moonshotai/Kimi-K2.6", "fp4"),
+    ("nvidia/MiniMax-M2.7-NVFP4", "MiniMaxAI/MiniMax-M2.7", "fp4"),
+    ("zai-org/GLM-5.2-FP8", "zai-org/GLM-5.2", "fp8"),
 ])
 def test_names_resolve(name, hf_id, precision):
     model, got = resolve_model(name)
