@@ -41,6 +41,19 @@ _LLAMA_31_405B = Model("meta-llama/Llama-3.1-405B", num_layers=126, hidden_size=
 _LLAMA_33_70B = _variant(_LLAMA_31_70B, "meta-llama/Llama-3.3-70B-Instruct", "llama3.3-70b",
                          "llama-3.3-70b")
 
+# --- Llama 4 (MoE: top-1 of the routed experts plus one shared expert, all 8192 wide) ---------
+# Every fourth layer attends globally (no RoPE); the others attend within 8192-token chunks,
+# counted as an 8192-token window. Maverick alternates dense layers (MLP 16384 wide) with MoE
+# layers; every Scout layer is MoE. The vision encoder is not counted.
+_LLAMA4_SCOUT = Model("meta-llama/Llama-4-Scout-17B-16E-Instruct", num_layers=48, hidden_size=5120,
+                      num_heads=40, num_kv_heads=8, head_dim=128, intermediate_size=16384,
+                      vocab_size=202048, num_experts=16, experts_per_token=1, moe_intermediate_size=8192,
+                      shared_experts=1, kv_layers=12, sliding_window=8192,
+                      aliases=("meta-llama/Llama-4-Scout-17B-16E", "llama-4-scout"))
+_LLAMA4_MAVERICK = _variant(_LLAMA4_SCOUT, "meta-llama/Llama-4-Maverick-17B-128E-Instruct",
+                            "meta-llama/Llama-4-Maverick-17B-128E", "llama-4-maverick",
+                            num_experts=128, dense_layers=24)
+
 # --- Qwen3 (head_dim 128 independent of hidden size; untied embeddings from 8B up) -----------
 _QWEN3_06B = Model("Qwen/Qwen3-0.6B", num_layers=28, hidden_size=1024, num_heads=16, num_kv_heads=8,
                    head_dim=128, intermediate_size=3072, vocab_size=151936, tie_embeddings=True,
@@ -200,7 +213,7 @@ _MIXTRAL_8X22B = Model("mistralai/Mixtral-8x22B-v0.1", num_layers=56, hidden_siz
                        aliases=("mistralai/Mixtral-8x22B-Instruct-v0.1", "mixtral-8x22b"))
 
 MODELS: tuple[Model, ...] = (
-    _LLAMA_31_8B, _LLAMA_31_70B, _LLAMA_31_405B, _LLAMA_33_70B,
+    _LLAMA_31_8B, _LLAMA_31_70B, _LLAMA_31_405B, _LLAMA_33_70B, _LLAMA4_SCOUT, _LLAMA4_MAVERICK,
     _QWEN3_06B, _QWEN3_17B, _QWEN3_4B, _QWEN3_8B, _QWEN3_32B, _QWEN3_30B_A3B, _QWEN3_235B_A22B,
     _QWEN3_CODER_480B, *_QWEN3_VL,
     _QWEN35_397B, _QWEN35_122B, _QWEN35_35B, _QWEN35_27B, _QWEN36_35B, _QWEN36_27B,
@@ -346,8 +359,19 @@ def _config_precision(cfg: dict) -> str:
 
 
 def _attention_layers(cfg: dict, num_layers: int) -> tuple[int | None, int]:
-    """(full-KV layers or None for all, sliding window) from layer_types and window keys."""
+    """(full-KV layers or None for all, sliding window) from layer_types and window keys.
+
+    Llama 4's chunked attention (``attention_chunk_size``) attends within chunks in all but the
+    global (NoPE) layers, every fourth unless ``no_rope_layers`` marks them (0 = global); a
+    chunk is counted as a window of its size.
+    """
     window = cfg.get("sliding_window")
+    chunk = cfg.get("attention_chunk_size")
+    if chunk:
+        no_rope = cfg.get("no_rope_layers")
+        if isinstance(no_rope, list) and len(no_rope) == num_layers:
+            return sum(1 for flag in no_rope if not flag), int(chunk)
+        return num_layers // 4, int(chunk)
     layer_types = cfg.get("layer_types")
     if isinstance(layer_types, list) and layer_types:
         full = sum(1 for t in layer_types if t == "full_attention")
@@ -366,6 +390,9 @@ def _attention_layers(cfg: dict, num_layers: int) -> tuple[int | None, int]:
 
 
 def _dense_layers(cfg: dict, num_layers: int) -> int:
+    step = cfg.get("interleave_moe_layer_step")  # Llama 4: every step-th layer is MoE
+    if step and int(step) > 1:
+        return num_layers - num_layers // int(step)
     mlp_types = cfg.get("mlp_layer_types")
     if isinstance(mlp_types, list):
         return sum(1 for t in mlp_types if t == "dense")
@@ -385,6 +412,9 @@ def model_from_config(config: dict, hf_id: str) -> Model:
         raise ModelError("model", "config.json is not a JSON object")
     cfg = _text_config(config)
     model_type = str(cfg.get("model_type", "")).lower()
+    if cfg.get("hybrid_override_pattern"):
+        raise ModelError("model", "config.json describes a hybrid Mamba model (hybrid_override_pattern, e.g. "
+                                  "Nemotron-H): its Mamba layers are not modelled")
     num_layers = _int(cfg, "num_hidden_layers", "n_layers", "num_layers")
     hidden = _int(cfg, "hidden_size", "d_model", "dim")
     heads = _int(cfg, "num_attention_heads", "n_heads")
@@ -394,7 +424,8 @@ def model_from_config(config: dict, hf_id: str) -> Model:
     moe_width = 0
     if num_experts:
         moe_width = _int(cfg, "moe_intermediate_size", "intermediate_size")
-    intermediate = _int(cfg, "intermediate_size", "ffn_hidden_size", default=moe_width or -1)
+    # Llama 4 names its dense MLPs' width intermediate_size_mlp (intermediate_size is the experts').
+    intermediate = _int(cfg, "intermediate_size_mlp", "intermediate_size", "ffn_hidden_size", default=moe_width or -1)
     if intermediate < 0:
         raise ModelError("model", "config.json lacks intermediate_size")
 
@@ -404,6 +435,8 @@ def model_from_config(config: dict, hf_id: str) -> Model:
         shared_width = _int(cfg, "shared_expert_intermediate_size", default=0)
         if not shared and shared_width:
             shared = max(1, round(shared_width / moe_width))
+        if model_type.startswith("llama4"):  # every Llama 4 MoE layer has one shared expert; no key says so
+            shared = 1
         fields.update(num_experts=num_experts, moe_intermediate_size=moe_width, shared_experts=shared,
                       experts_per_token=_int(cfg, "num_experts_per_tok", "experts_per_token",
                                              "num_experts_per_token", "moe_topk"),

@@ -25,6 +25,8 @@ PUBLISHED = {
     "meta-llama/Llama-3.1-70B": (70.6, None, "all"),
     "meta-llama/Llama-3.1-405B": (405.9, None, "all"),
     "meta-llama/Llama-3.3-70B-Instruct": (70.6, None, "all"),
+    "meta-llama/Llama-4-Scout-17B-16E-Instruct": (109.0, 17.0, "all"),
+    "meta-llama/Llama-4-Maverick-17B-128E-Instruct": (400.0, 17.0, "all"),
     "Qwen/Qwen3-0.6B": (0.6, None, "all"),
     "Qwen/Qwen3-1.7B": (1.7, None, "all"),
     "Qwen/Qwen3-4B": (4.0, None, "all"),
@@ -220,6 +222,29 @@ def test_hybrid_multimodal_config_parses_to_the_catalog_entry():
     cfg = {"model_type": "qwen3_5_moe", "tie_word_embeddings": False, "text_config": text,
            "vision_config": {"depth": 27}}
     assert model_from_config(cfg, qwen35.hf_id) == _arch(qwen35)
+
+
+@pytest.mark.parametrize("name, step, experts", [("meta-llama/Llama-4-Scout-17B-16E-Instruct", 1, 16),
+                                                 ("meta-llama/Llama-4-Maverick-17B-128E-Instruct", 2, 128)])
+def test_llama4_config_parses_to_the_catalog_entry(name, step, experts):
+    """Llama 4's keys: experts every ``interleave_moe_layer_step`` layers, the dense MLPs' width in
+    ``intermediate_size_mlp``, a shared expert no key names, chunked attention."""
+    llama4, _ = resolve_model(name)
+    text = {"model_type": "llama4_text", "num_hidden_layers": 48, "hidden_size": 5120,
+            "num_attention_heads": 40, "num_key_value_heads": 8, "head_dim": 128,
+            "intermediate_size": 8192, "intermediate_size_mlp": 16384, "vocab_size": 202048,
+            "num_local_experts": experts, "num_experts_per_tok": 1, "interleave_moe_layer_step": step,
+            "attention_chunk_size": 8192, "max_position_embeddings": 1048576}
+    cfg = {"model_type": "llama4", "text_config": text, "vision_config": {"num_hidden_layers": 34}}
+    assert model_from_config(cfg, llama4.hf_id) == _arch(llama4)
+
+
+def test_hybrid_mamba_config_is_refused_by_name():
+    cfg = {"model_type": "nemotron_h", "num_hidden_layers": 52, "hidden_size": 2688, "num_attention_heads": 32,
+           "vocab_size": 131072, "intermediate_size": 1856, "hybrid_override_pattern": "MEMEM*EMEMEM*"}
+    with pytest.raises(ModelError) as err:
+        model_from_config(cfg, "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16")
+    assert err.value.field == "model" and "Mamba" in err.value.message
 
 
 def test_mistral_sliding_window_and_qwen_disabled_window():
