@@ -23,6 +23,7 @@ from profiler.steps import decode_step_s
 
 GROWTH_ROUNDS = 8
 MAX_WORKERS = 512
+KNEE = 0.01  # a pool whose growth bought less than this share of its latency has stopped helping
 _AGG_CONCURRENCY_GRID = np.unique(np.round(1.25 ** np.arange(0, 38)).astype(int))  # 1 … ~4800
 _RATE_GRID = np.geomspace(0.01, 2000.0, 60)  # requests/s per engine
 
@@ -107,13 +108,13 @@ def _verify_aggregated(items: list[tuple[Candidate, Prepared, int, float]], t: T
     if not items:
         return []
     replicas = np.array([r for _, _, r, _ in items])
-    for _ in range(GROWTH_ROUNDS):
+    for round_ in range(GROWTH_ROUNDS):
         rows = [_agg_rows(prep, int(r), t.load if t.load is not None else cap, t.closed)
                 for (_, prep, _, cap), r in zip(items, replicas)]
         out = evaluate(stack_prepared(rows), p)
         ok = _meets(out, t)
-        if ok.all() or t.load is None:
-            break
+        if ok.all() or t.load is None or round_ == GROWTH_ROUNDS - 1:
+            break  # what is reported is what was evaluated
         replicas = np.where(ok, replicas, np.minimum(replicas + np.maximum(replicas // 8, 1), MAX_WORKERS))
     return [Sized(c, int(r), 0, 0, prep.total_gpus * int(r), _pick(out, i), bool(ok[i]))
             for i, ((c, prep, _, _), r) in enumerate(zip(items, replicas))]
@@ -165,13 +166,17 @@ def size_disaggregated(cands: list[Candidate], pre: dict[Parallel, Prepared], de
 
 
 def _prefill_workers(prep: Prepared, rate: float, clients: float, t_dec: float, t: Target, p: dict) -> int:
-    """Fewest prefill workers whose first-token time meets the TTFT target at ``rate``."""
+    """Fewest prefill workers whose first-token time meets the TTFT target at ``rate``; when none
+    does, the fewest within 1% of the best any count reaches (more only add GPUs)."""
     n = np.arange(1, MAX_WORKERS + 1, dtype=float)
     f = prep.prefill
     pf = prefill_batching(f, p, float(t.isl))
     exec_s, wait, burst, _, _ = first_token(f, p, float(t.isl), pf, t_dec, rate, n * f["dp"], clients, 1.0)
-    ok = np.flatnonzero((exec_s + wait + burst) * 1e3 <= t.ttft_ms)
-    return int(n[ok.min()]) if ok.size else MAX_WORKERS
+    ttft_ms = (exec_s + wait + burst) * 1e3
+    ok = np.flatnonzero(ttft_ms <= t.ttft_ms)
+    if ok.size == 0:
+        ok = np.flatnonzero(ttft_ms <= ttft_ms.min() * (1 + KNEE))
+    return int(n[ok.min()])
 
 
 def _verify_disaggregated(items, t: Target, p: dict, build) -> list[Sized]:
@@ -181,17 +186,24 @@ def _verify_disaggregated(items, t: Target, p: dict, build) -> list[Sized]:
     if live:
         n_p = np.array([x[1] for x in live])
         n_d = np.array([x[2] for x in live])
-        for _ in range(GROWTH_ROUNDS):
+        grew_p = grew_d = stuck_p = stuck_d = np.zeros(len(live), dtype=bool)
+        last = None
+        for round_ in range(GROWTH_ROUNDS):
             rows = [build(c, int(a), int(b)) for (c, _, _), a, b in zip(live, n_p, n_d)]
             out = evaluate(stack_prepared(rows), p)
             ok = _meets(out, t)
-            if ok.all():
-                break
-            slow_first = out["ttft_ms"] > t.ttft_ms
-            slow_tokens = (out["itl_ms"] > t.itl_ms) | out["saturated"]
+            if last is not None:  # a pool whose last growth barely helped has reached its knee
+                stuck_p |= grew_p & (out["ttft_ms"] > last["ttft_ms"] * (1 - KNEE))
+                stuck_d |= grew_d & (out["itl_ms"] > last["itl_ms"] * (1 - KNEE)) & ~out["saturated"]
+            last = out
+            grew_p = ~ok & (out["ttft_ms"] > t.ttft_ms) & ~stuck_p & (n_p < MAX_WORKERS)
+            grew_d = (~ok & ((out["itl_ms"] > t.itl_ms) | out["saturated"]) & ~stuck_d & (n_d < MAX_WORKERS)
+                      & (t.load is not None))
+            if round_ == GROWTH_ROUNDS - 1 or not (grew_p | grew_d).any():
+                break  # what is reported is what was evaluated
             grow = lambda n: np.minimum(n + np.maximum(n // 8, 1), MAX_WORKERS)  # noqa: E731
-            n_p = np.where(~ok & slow_first, grow(n_p), n_p)
-            n_d = np.where(~ok & slow_tokens & (t.load is not None), grow(n_d), n_d)
+            n_p = np.where(grew_p, grow(n_p), n_p)
+            n_d = np.where(grew_d, grow(n_d), n_d)
         out_sized += [Sized(c, 0, int(n_p[i]), int(n_d[i]), rows[i].total_gpus, _pick(out, i), bool(ok[i]))
                       for i, (c, _, _) in enumerate(live)]
     if dead:

@@ -88,3 +88,16 @@ def test_multinode_engines_allowed():
     assert result.feasible
     assert all(e.gpus >= 16 for p in result.candidates for e in p.engines), "DeepSeek-V3 fp8 needs two H100 nodes"
     assert result.chosen.engines[0].nodes == 2
+
+
+def test_unreachable_ttft_does_not_grow_pools_past_their_knee():
+    """When no pool size meets the TTFT, a disaggregated candidate keeps the fewest prefill
+    workers that come within 1% of the best TTFT any number reaches, not the most allowed."""
+    from planner.sizing import MAX_WORKERS
+
+    result = plan(_request(ttft_ms=5, concurrency=16))
+    assert not result.feasible
+    disagg = [p for p in result.candidates if p.mode == "disagg"]
+    assert disagg
+    assert all(p.role("prefill").replicas < MAX_WORKERS // 4 for p in disagg)
+    assert result.best_ttft_ms > 5
