@@ -169,14 +169,29 @@ def _infeasible_reason(req: PlanRequest, evaluated: list[Sized], gpu: str, best_
                 f"{req.total_gpus} (hardware.totalGpus)")
     misses = []
     if best_ttft > req.ttft_ms:
-        misses.append(f"TTFT {req.ttft_ms:g} ms (best reachable {best_ttft:.0f} ms)")
+        misses.append(f"TTFT {req.ttft_ms:g} ms (best reachable {best_ttft:.0f} ms, {_largest(evaluated, 'ttft')})")
     if best_itl > req.itl_ms:
-        misses.append(f"ITL {req.itl_ms:g} ms (best reachable {best_itl:.1f} ms)")
+        misses.append(f"ITL {req.itl_ms:g} ms (best reachable {best_itl:.1f} ms, {_largest(evaluated, 'itl')})")
     what = " and ".join(misses) or (f"TTFT {req.ttft_ms:g} ms and ITL {req.itl_ms:g} ms together "
                                     f"(best reachable separately: {best_ttft:.0f} ms, {best_itl:.1f} ms)")
     return (f"no configuration of up to {req.max_gpus_per_engine} {gpu} GPUs per engine meets {what} at "
             f"ISL {req.isl_tokens} / OSL {req.osl_tokens}; allow more GPUs per engine "
             f"(maxNumGPUsPerEngine), a faster GPU type, or a looser SLA")
+
+
+_PART_NAMES = {"ttft_fixed_ms": "the per-request frontend cost", "ttft_prefill_ms": "the prefill pass",
+               "ttft_transfer_ms": "the KV transfer", "ttft_first_step_ms": "the first decode step",
+               "ttft_queue_ms": "queueing", "ttft_burst_ms": "waiting behind other clients' prompts",
+               "tpot_step_ms": "the decode step", "tpot_interference_ms": "prefills interleaved with decoding"}
+
+
+def _largest(evaluated: list[Sized], metric: str) -> str:
+    """The largest part of the best ``metric`` ("ttft" or "itl") any candidate reached, in words."""
+    total = "ttft_ms" if metric == "ttft" else "itl_ms"
+    best = min(evaluated, key=lambda s: s.prediction[total]).prediction
+    names = [k for k in _PART_NAMES if k.startswith("ttft" if metric == "ttft" else "tpot")]
+    part = max(names, key=lambda k: best[k])
+    return f"{best[part]:.{0 if metric == 'ttft' else 1}f} ms of it {_PART_NAMES[part]}"
 
 
 MAX_SUGGESTED_ENGINE_GPUS = 64

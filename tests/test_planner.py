@@ -62,6 +62,7 @@ def test_infeasible_sla_is_reported_with_best_reachable():
     assert not result.feasible and result.chosen is None
     assert result.best_itl_ms > 0.5
     assert "ITL" in result.reason and "best reachable" in result.reason
+    assert "ms of it the decode step" in result.reason  # what the best reachable ITL is made of
     assert result.candidates, "the evaluated set is kept even when nothing meets the SLA"
 
 
