@@ -263,3 +263,35 @@ def test_kubeai_profiles_default_and_override():
     plan = _plan("agg", "vllm", DENSE_AGG, gpu="h200_sxm")
     (model,) = render_kubeai(plan, _request(), profiles={"h200_sxm": "my-h200"})
     assert model["spec"]["resourceProfile"] == "my-h200:2"
+
+
+# ---------------------------------------------------------------- AMD GPUs
+
+@pytest.mark.parametrize("gpu,generation", [("mi300x", "mi30x"), ("mi355x", "mi35x")])
+def test_amd_gpus_ask_for_amd_devices_and_rocm_images(gpu, generation):
+    """On an AMD GPU, pods ask for ``amd.com/gpu`` and run the engine's ROCm build; KubeAI gets an
+    ``amd-gpu-`` profile (the chart's own for MI300X)."""
+    plan = _plan("agg", "sglang", DENSE_AGG, gpu=gpu)
+    (isvc,) = render_ome(plan, _request(gpu=gpu))
+    runner = isvc["spec"]["engine"]["runner"]
+    assert runner["resources"]["limits"] == {"amd.com/gpu": "2"} == runner["resources"]["requests"]
+    assert runner["image"].endswith(f"-rocm700-{generation}")
+    (ms,) = render_kthena(plan, _request(gpu=gpu))
+    (container,) = ms["spec"]["template"]["roles"][0]["entryTemplate"]["spec"]["containers"]
+    assert container["resources"]["limits"] == {"amd.com/gpu": "2"}
+    assert container["image"] == runner["image"]
+    (model,) = render_kubeai(_plan("agg", "vllm", DENSE_AGG, gpu=gpu), _request(gpu=gpu))
+    assert model["spec"]["resourceProfile"] == f"amd-gpu-{gpu}:2"
+    assert common.image_for(_request(gpu=gpu, image="my/own:1"), "sglang", gpu=gpu) == "my/own:1"
+    assert common.gpu_resources(4, "h100_sxm") == {"limits": {"nvidia.com/gpu": "4"},
+                                                   "requests": {"nvidia.com/gpu": "4"}}
+
+
+def test_dynamo_v1beta1_workers_ask_for_amd_devices_on_amd_gpus():
+    from planner.manifests.dynamo import render_dgd
+
+    plan = _plan("agg", "vllm", DENSE_AGG, gpu="mi355x")
+    dgd = render_dgd(plan, _request(gpu="mi355x"), api_version="v1beta1")
+    workers = [c for c in dgd["spec"]["components"] if c["type"] != "frontend"]
+    limits = [w["podTemplate"]["spec"]["containers"][0]["resources"]["limits"] for w in workers]
+    assert limits and all(lim == {"amd.com/gpu": "2"} for lim in limits)

@@ -33,6 +33,7 @@ ArgStyle = Literal["separate", "equals"]
 
 MANAGED_BY = "slaplan"
 GPU_RESOURCE = "nvidia.com/gpu"
+GPU_RESOURCES = {"nvidia": GPU_RESOURCE, "amd": "amd.com/gpu"}  # device plugins' resource names
 DEFAULT_PORT = 8000
 
 # Container images. Dynamo runtime images bundle the engine and Dynamo's worker; standalone
@@ -47,6 +48,13 @@ STANDALONE_IMAGES: dict[str, str] = {
     "vllm": "docker.io/vllm/vllm-openai:v0.11.0",
     "sglang": "docker.io/lmsysorg/sglang:v0.5.5.post3",
     "trtllm": "nvcr.io/nvidia/tensorrt-llm/release:1.0.0",
+}
+# ROCm builds for AMD GPUs, per CDNA generation where the engine ships one per generation.
+ROCM_IMAGES: dict[str, dict[str, str]] = {
+    "vllm": {"cdna3": "docker.io/rocm/vllm:rocm7.0.0_vllm_0.11.2_20251210",
+             "cdna4": "docker.io/rocm/vllm:rocm7.0.0_vllm_0.11.2_20251210"},
+    "sglang": {"cdna3": "docker.io/lmsysorg/sglang:v0.5.7-rocm700-mi30x",
+               "cdna4": "docker.io/lmsysorg/sglang:v0.5.7-rocm700-mi35x"},
 }
 
 # KV transfer between prefill and decode engines (NIXL for both vLLM and SGLang).
@@ -141,10 +149,18 @@ def metadata(name: str, namespace: str, plan: Plan, request: PlanRequest, **extr
     }
 
 
-def image_for(request: PlanRequest, backend: Backend, runtime: Runtime = "standalone") -> str:
-    """The request's image if given, else the default for the backend and runtime."""
+def image_for(request: PlanRequest, backend: Backend, runtime: Runtime = "standalone", gpu: str | None = None) -> str:
+    """The request's image if given, else the default for the backend and runtime (the engine's
+    ROCm build when a standalone engine runs on an AMD ``gpu``)."""
     if request.image:
         return request.image
+    if runtime == "standalone" and gpu is not None and gpu_resource(gpu) == GPU_RESOURCES["amd"]:
+        from profiler.gpus import get_gpu
+
+        rocm = ROCM_IMAGES.get(backend, {}).get(get_gpu(gpu).generation)
+        if rocm is None:
+            raise UnsupportedPlan(f"no default {backend} image for {gpu}; set the image (deploymentOverrides.workersImage)")
+        return rocm
     return (DYNAMO_IMAGES if runtime == "dynamo" else STANDALONE_IMAGES)[backend]
 
 
@@ -320,6 +336,19 @@ def multinode_args(backend: Backend, *, leader: str, nnodes: str, rank: str,
     raise UnsupportedPlan("multi-node TRT-LLM engines outside Dynamo need MPI wiring; render for Dynamo")
 
 
-def gpu_resources(gpus: int) -> dict:
-    """Container ``resources`` asking for ``gpus`` GPUs (requests = limits)."""
-    return {"limits": {GPU_RESOURCE: str(gpus)}, "requests": {GPU_RESOURCE: str(gpus)}}
+def gpu_resource(gpu: str) -> str:
+    """The extended resource a pod asks for to get ``gpu`` GPUs: ``amd.com/gpu`` for AMD GPUs,
+    else ``nvidia.com/gpu``."""
+    from profiler.errors import UnknownName
+    from profiler.gpus import get_gpu
+
+    try:
+        return GPU_RESOURCES[get_gpu(gpu).vendor]
+    except UnknownName:
+        return GPU_RESOURCE
+
+
+def gpu_resources(gpus: int, gpu: str) -> dict:
+    """Container ``resources`` asking for ``gpus`` GPUs of type ``gpu`` (requests = limits)."""
+    name = gpu_resource(gpu)
+    return {"limits": {name: str(gpus)}, "requests": {name: str(gpus)}}

@@ -9,7 +9,7 @@ Two API versions:
   ``extraPodSpec.mainContainer{image, workingDir, command, args}``.
 - ``v1beta1``: ``spec.components[]`` with ``name``, ``type`` (frontend | worker | prefill |
   decode), ``replicas``, ``multinode.nodeCount`` and a pod template whose ``main`` container
-  asks for ``nvidia.com/gpu`` per pod.
+  asks for ``nvidia.com/gpu`` (``amd.com/gpu`` on AMD GPUs) per pod.
 
 Service names follow upstream: disaggregated vLLM ``VllmPrefillWorker``/``VllmDecodeWorker``,
 SGLang ``prefill``/``decode``, TRT-LLM ``TRTLLMPrefillWorker``/``TRTLLMDecodeWorker``; the
@@ -31,6 +31,7 @@ from planner.manifests.common import (
     annotations,
     deployment_name,
     dns_name,
+    gpu_resource,
     deployment_namespace,
     engine_args,
     engines_in_order,
@@ -146,7 +147,7 @@ def _worker_v1beta1(plan: Plan, engine: Engine, image: str) -> dict[str, Any]:
         "command": worker_command(plan.backend),
         "args": _args(plan, engine),
         "envFrom": _secret_env(),
-        "resources": {"limits": {"nvidia.com/gpu": str(per_pod)}},
+        "resources": {"limits": {gpu_resource(plan.gpu): str(per_pod)}},
     }
     comp: dict[str, Any] = {
         "name": service_name(plan.backend, engine.role),

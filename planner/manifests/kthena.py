@@ -43,10 +43,10 @@ def _container(plan: Plan, request: PlanRequest, engine: Engine, *, rank: str | 
             env.append({"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}})
     container = {
         "name": "engine",
-        "image": common.image_for(request, plan.backend),
+        "image": common.image_for(request, plan.backend, gpu=plan.gpu),
         "command": common.server_command(plan.backend),
         "args": args,
-        "resources": common.gpu_resources(engine.gpus_per_pod),
+        "resources": common.gpu_resources(engine.gpus_per_pod, plan.gpu),
         "volumeMounts": [{"name": SHM_VOLUME, "mountPath": "/dev/shm"}],
     }
     if rank in (None, "0"):

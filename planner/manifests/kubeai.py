@@ -40,8 +40,9 @@ def _key(name: str) -> str:
 def resource_profile(gpu: str, profiles: dict[str, str] | None = None) -> str:
     """The KubeAI resource profile for ``gpu``: ``profiles`` first, then the chart's defaults.
 
-    A GPU the chart does not know (H200, B200, …) maps to ``nvidia-gpu-<gpu>`` (without the
-    ``_sxm`` suffix); that profile must then be added to the cluster's KubeAI configuration.
+    A GPU the chart does not know (H200, B200, …) maps to ``nvidia-gpu-<gpu>`` (``amd-gpu-<gpu>``
+    for AMD GPUs, as the chart names MI300X's; without the ``_sxm`` suffix); that profile must
+    then be added to the cluster's KubeAI configuration.
     """
     table = {**DEFAULT_PROFILES, **{_key(k): v for k, v in (profiles or {}).items()}}
     key = _key(gpu)
@@ -49,7 +50,8 @@ def resource_profile(gpu: str, profiles: dict[str, str] | None = None) -> str:
         return table[key]
     if key.endswith("sxm") and key[:-3] in table:
         return table[key[:-3]]
-    return "nvidia-gpu-" + common.dns_name(re.sub(r"[_-]sxm\d*$", "", gpu.lower()))
+    vendor = "amd" if common.gpu_resource(gpu) == common.GPU_RESOURCES["amd"] else "nvidia"
+    return f"{vendor}-gpu-" + common.dns_name(re.sub(r"[_-]sxm\d*$", "", gpu.lower()))
 
 
 def render_kubeai(plan: Plan, request: PlanRequest, *, profiles: dict[str, str] | None = None,

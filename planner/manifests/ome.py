@@ -28,10 +28,10 @@ def _runner(plan: Plan, request: PlanRequest, engine: Engine, *, multinode: str 
             rank="$(LWS_WORKER_INDEX)", worker=multinode == "worker")
     return {
         "name": RUNNER_NAME,
-        "image": common.image_for(request, plan.backend),
+        "image": common.image_for(request, plan.backend, gpu=plan.gpu),
         "command": common.server_command(plan.backend),
         "args": args,
-        "resources": common.gpu_resources(engine.gpus_per_pod),
+        "resources": common.gpu_resources(engine.gpus_per_pod, plan.gpu),
     }
 
 
