@@ -19,7 +19,7 @@ import numpy as np
 from profiler.config import Parallel
 from profiler.estimate import Prepared, evaluate, stack_prepared
 from profiler.serving import first_token, prefill_batching
-from profiler.steps import decode_step_s
+from profiler.steps import accepted_per_step, decode_step_s
 
 GROWTH_ROUNDS = 8
 MAX_WORKERS = 512
@@ -128,10 +128,11 @@ def _agg_rows(prep: Prepared, replicas: int, load: float, closed: bool) -> Prepa
 
 
 def decode_capacity(prep: Prepared, t: Target, p: dict) -> tuple[float, float]:
-    """Largest batch per attention rank whose decode step meets the ITL target, and its step (s)."""
+    """Largest batch per attention rank whose decode step meets the ITL target, and its time per
+    output token (s: the step, divided by the tokens speculative decoding emits per step)."""
     cap = prep.load["batch_cap"]
     batches = np.unique(np.concatenate([np.geomspace(1.0, max(cap, 1.0), 64), [cap]]))
-    steps = decode_step_s(prep.decode, p, batches, t.isl + t.osl / 2.0)
+    steps = decode_step_s(prep.decode, p, batches, t.isl + t.osl / 2.0) / accepted_per_step(prep.decode)
     ok = np.flatnonzero(steps * 1e3 <= t.itl_ms)
     if ok.size == 0:
         return 0.0, float(steps[0])
@@ -156,7 +157,8 @@ def size_disaggregated(cands: list[Candidate], pre: dict[Parallel, Prepared], de
             n_d = max(1, math.ceil(t.load / (b * ranks) - 1e-9))
             clients = t.load
             per_rank = t.load / (n_d * ranks)
-            rate = t.load / ((t.osl - 1) * float(decode_step_s(dprep.decode, p, per_rank, t.isl + t.osl / 2)))
+            per_token = decode_step_s(dprep.decode, p, per_rank, t.isl + t.osl / 2) / accepted_per_step(dprep.decode)
+            rate = t.load / ((t.osl - 1) * float(per_token))
         else:
             n_d = max(1, math.ceil(t.load / (b * ranks / ((t.osl - 1) * step)) - 1e-9))
             clients, rate = 0.0, t.load

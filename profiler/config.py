@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 Backend = Literal["vllm", "sglang", "trtllm"]
 
@@ -67,6 +67,17 @@ class ServingConfig(_Frozen):
     osl_tokens: int = Field(gt=0)
     concurrency: float | None = Field(default=None, gt=0)
     request_rate: float | None = Field(default=None, gt=0)
+    spec_tokens: int = Field(default=0, ge=0, le=16, description="tokens drafted per decode step by speculative "
+                                                                 "decoding (MTP, EAGLE, a draft model); 0 = off")
+    spec_acceptance: float | None = Field(default=None, gt=0, lt=1, description="chance each drafted token is "
+                                          "accepted (default 0.7 when spec_tokens > 0)")
+
+    @field_validator("spec_acceptance")
+    @classmethod
+    def _acceptance_needs_drafts(cls, value: float | None, info: ValidationInfo) -> float | None:
+        if value is not None and not info.data.get("spec_tokens"):
+            raise ValueError("needs spec_tokens > 0 (tokens drafted per step)")
+        return value
 
     @model_validator(mode="after")
     def _check(self) -> "ServingConfig":

@@ -13,6 +13,8 @@ Pure: takes rows already read (dicts of strings or numbers). Conventions of the 
   spelling too (the ``moe_tp``-GPU engine with EP ``moe_ep``; the n-GPU attention-DP engine
   with EP n: e.g. MiniMax-M2.5 on H100 at ``tp 4, attn_dp 4, moe_ep 16`` and at ``tp 4,
   moe_ep 4``), so such rows are read as the smaller engine and marked inferred;
+- optional ``spec_tokens`` and ``spec_acceptance`` columns describe speculative decoding
+  (tokens drafted per step, chance each is accepted); absent, there is none;
 - disaggregated rows without worker counts are read as a deployment sized for its load:
   enough decode workers for ``UNRECORDED_BATCH_PER_RANK`` sequences per attention rank,
   and prefill GPUs in the ratio ``UNRECORDED_DECODE_PER_PREFILL_GPU`` (recorded in the
@@ -106,7 +108,8 @@ def row_config(row: dict, heads: int | None = None, moe: bool = False,
     common = dict(model=str(row.get("model") or ""), gpu=str(row.get("gpu") or ""),
                   backend=str(row.get("backend") or "vllm").strip(),
                   precision=(str(row["precision"]).strip() or None) if row.get("precision") else None,
-                  mode=mode, isl_tokens=_int(row, "isl"), osl_tokens=_int(row, "osl"), concurrency=conc)
+                  mode=mode, isl_tokens=_int(row, "isl"), osl_tokens=_int(row, "osl"), concurrency=conc,
+                  spec_tokens=_int(row, "spec_tokens", 0), spec_acceptance=_num(row, "spec_acceptance"))
     engines = {}
     for prefix in ("",) if mode == "agg" else ("p_", "d_"):
         spelled = _product_spelling(row, prefix, moe, domain)

@@ -39,6 +39,9 @@ def _resolve(config: ServingConfig, model: Model | None) -> tuple[Model, str]:
 _gpu = lru_cache(maxsize=64)(get_gpu)  # alias matching costs more than the arithmetic
 
 
+DEFAULT_SPEC_ACCEPTANCE = 0.7  # chance a drafted token is accepted when the config does not say
+
+
 @lru_cache(maxsize=512)
 def _resolve_name(name: str) -> tuple[Model, str]:
     """``resolve_model``, remembered: the catalog is fixed, and the lookup costs more than a
@@ -91,7 +94,9 @@ def prepare(config: ServingConfig, model: Model | None = None) -> Prepared:
         "load": (config.concurrency or 1.0) if closed else config.request_rate,
         "batch_cap": cap,
     }
-    return Prepared(features(dec, config.backend, chunk), features(pre, config.backend, chunk), load, total, memory)
+    accept = (config.spec_acceptance or DEFAULT_SPEC_ACCEPTANCE) if config.spec_tokens else 0.0
+    return Prepared(features(dec, config.backend, chunk, config.spec_tokens, accept),
+                    features(pre, config.backend, chunk), load, total, memory)
 
 
 @dataclass(frozen=True)

@@ -7,10 +7,11 @@ engine. Given b, everything else follows in closed form:
   t_dec  = decode_step(b, context = ISL + OSL/2)                 one iteration (s)
   T_pass, T_pf = the prefill pass a prompt is in, and prefill work per prompt (s): prompts
            arriving together share a pass (up to max_num_tokens), so T_pf falls with load
+  e      = tokens a sequence emits per iteration: 1, more with speculative decoding
   aggregated (chunked prefill shares the iterations):
-    TPOT = t_dec + b·T_pf/(OSL − 1),   X_rank = b / ((OSL − 1)·TPOT)
+    TPOT = (t_dec + b·e·T_pf/(OSL − 1)) / e,   X_rank = b / ((OSL − 1)·TPOT)
   disaggregated:
-    TPOT = t_dec,                      X_rank = b / ((OSL − 1)·t_dec)
+    TPOT = t_dec / e,                          X_rank = b / ((OSL − 1)·TPOT)
   X      = X_rank × attention ranks per engine × engines          requests/s
   TTFT   = fixed + W_prefill(X) + T_pass + [KV transfer] + t_dec  W from M/D/c (queueing.py)
 
@@ -31,8 +32,8 @@ import numpy as np
 
 from profiler.engine import EngineShape
 from profiler.queueing import mdc_wait, wait_quantile
-from profiler.steps import (BACKENDS, by_backend, choose, decode_gemms_s, decode_step_s, mixed_prefill_s, prefill_s,
-                            vmax, vmin)
+from profiler.steps import (BACKENDS, accepted_per_step, by_backend, choose, decode_gemms_s, decode_step_s,
+                            mixed_prefill_s, prefill_s, vmax, vmin)
 
 _DTYPE_CODE = {"bf16": 0, "fp8": 1, "fp4": 2}
 _ROOT_XTOL = 1e-12  # bracket width, relative to its upper end, at which a root is taken
@@ -49,14 +50,18 @@ def _numeric_fields() -> tuple[str, ...]:
     return tuple(f.name for f in fields(EngineShape) if hints[f.name] in (int, float))
 
 
-def features(shape: EngineShape, backend: str, max_num_tokens: int) -> dict[str, float]:
-    """The numbers the step-time model reads for one engine role."""
+def features(shape: EngineShape, backend: str, max_num_tokens: int, spec_tokens: int = 0,
+             spec_accept: float = 0.0) -> dict[str, float]:
+    """The numbers the step-time model reads for one engine role (``spec_*``: speculative
+    decoding's drafted tokens per step and their acceptance chance, for a decoding role)."""
     out = {name: getattr(shape, name) for name in _numeric_fields()}
     out["moe_dtype"] = _DTYPE_CODE.get(shape.compute_dtype, 0)
     out["dense_dtype"] = 1 if shape.peak_dense_flops > shape.peak_attn_flops else 0
     out["backend"] = BACKENDS.index(backend)
     out["mixes_prefill"] = float(backend in MIXES_PREFILL)
     out["max_num_tokens"] = max_num_tokens
+    out["spec_tokens"] = spec_tokens
+    out["spec_accept"] = spec_accept
     return out
 
 
@@ -130,7 +135,9 @@ def _at(fd, fp, ld: Load, p, b, pf):
     # Aggregated, ``r`` prompts per iteration per rank. Engines that mix prefill into decode
     # iterations (chunked prefill) lengthen a fraction r/k of them by k prompts' prefill (one
     # when fewer than one a step); SGLang runs prefill batches of their own between them.
-    r = share * b / steps_after_first
+    # With speculative decoding an iteration emits ``e`` tokens per sequence, so fewer are needed.
+    e = accepted_per_step(fd)
+    r = share * b * e / steps_after_first
 
     def mixed():
         k = vmin(vmax(r, 1.0), pf[2])
@@ -144,7 +151,7 @@ def _at(fd, fp, ld: Load, p, b, pf):
         interference = mixed() if mixes > 0 else separate()
     else:
         interference = np.where(mixes > 0, mixed(), separate())
-    tpot = t_dec + agg * interference
+    tpot = (t_dec + agg * interference) / e
     x = b * ranks / (steps_after_first * tpot)
     exec_s, wait, burst, p_wait, rho = first_token(fp, p, ld.isl, pf, t_dec, x, servers, ld.closed * ld.load, ld.disagg)
     return x, tpot, exec_s, wait, burst, p_wait, rho, ranks, t_dec
@@ -270,7 +277,7 @@ def solve(fd, fp, ld: Load, p) -> dict[str, np.ndarray]:
         # Where the mean TTFT and the TPOT go (s); each group adds up to its total.
         "ttft_fixed_s": fixed, "ttft_prefill_s": t_pass, "ttft_transfer_s": transfer, "ttft_first_step_s": t_dec,
         "ttft_queue_s": wait + slot_wait, "ttft_burst_s": burst,
-        "tpot_step_s": t_dec, "tpot_interference_s": tpot - t_dec,
+        "tpot_step_s": t_dec / accepted_per_step(fd), "tpot_interference_s": tpot - t_dec / accepted_per_step(fd),
         "ttft_s": base + wait + burst,
         "ttft_p90_s": base + wait_quantile(wait, p_wait, 0.90) + 1.8 * burst,
         "ttft_p99_s": base + wait_quantile(wait, p_wait, 0.99) + 1.98 * burst,

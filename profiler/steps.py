@@ -120,11 +120,25 @@ def _linear_time(f, p, tokens_rank, tokens_engine, sampled):
     return soft_max(compute, weights)
 
 
+def verified_tokens(f, batch_rank):
+    """Tokens a decode iteration runs through the model per attention rank: one per sequence,
+    plus the ``spec_tokens`` drafted tokens each sequence has verified (speculative decoding)."""
+    return batch_rank * (1.0 + f["spec_tokens"])
+
+
+def accepted_per_step(f):
+    """Tokens a sequence emits per decode iteration: 1, or with speculative decoding of k drafted
+    tokens each accepted with chance a (until the first rejection, plus the verifier's own),
+    (1 − a^(k+1)) / (1 − a)."""
+    k, a = f["spec_tokens"], f["spec_accept"]
+    return choose(k > 0, (1.0 - a ** (k + 1.0)) / vmax(1.0 - a, 1e-9), 1.0)
+
+
 def decode_gemms_s(f, p, batch_rank):
     """GEMMs and collectives (s) of one pipeline stage of a decode iteration with ``batch_rank``
     sequences per attention rank (the part a prompt riding in the iteration adds to)."""
-    b = vmax(batch_rank, 1e-9)
-    return _linear_time(f, p, b, b * f["dp"], b) + _collectives(f, p, b)
+    q = verified_tokens(f, vmax(batch_rank, 1e-9))
+    return _linear_time(f, p, q, q * f["dp"], q) + _collectives(f, p, q)
 
 
 def decode_step_s(f, p, batch_rank, context, gemms=None):
@@ -132,19 +146,24 @@ def decode_step_s(f, p, batch_rank, context, gemms=None):
 
     With pipeline parallelism a token passes every stage, so the latency is pp stage times.
     ``gemms`` is ``decode_gemms_s`` of the same batch when the caller has it already.
+    Speculative decoding verifies each sequence's drafted tokens in the same pass (more GEMM
+    and attention math, the same weight and KV reads) after drafting them one at a time, each
+    draft costing about one layer of the pass and a layer's launch gap.
     """
     b = vmax(batch_rank, 1e-9)
     picked = choose(f["attn_topk"] > 0, vmin(context, vmax(f["attn_topk"], 1)), context)
     kv_bytes = picked * (f["kv_bytes_tok"] - f["index_bytes_tok"]) + context * f["index_bytes_tok"]
     kv = b * (kv_bytes + 2.0 * f["state_bytes_seq"]) / (f["hbm_bytes_s"] * p["eff_kv"])
     # Softmax-bound attention gains the GPU's attention speed-up; the indexer's scores take no softmax.
-    mla = b * (picked * f["mla_decode_flops"] / (p["eff_mla"] * f["attn_speed"])
-               + context * f["index_pair_flops"] / p["eff_attn"]) / f["peak_attn_flops"]
+    mla = verified_tokens(f, b) * (picked * f["mla_decode_flops"] / (p["eff_mla"] * f["attn_speed"])
+                                   + context * f["index_pair_flops"] / p["eff_attn"]) / f["peak_attn_flops"]
     overhead = (step_overhead_s(f, p) + p["seq_us"] * 1e-6 * b
                 + (p["layer_us"] * f["num_layers"] + p["moe_layer_us"] * f["moe_layers"]
                    + p["sparse_layer_us"] * f["sparse_attention_layers"]) * 1e-6)
     stage = (decode_gemms_s(f, p, b) if gemms is None else gemms) + soft_max(kv, mla)
-    return f["pp"] * stage + overhead
+    drafts = choose(f["spec_tokens"] > 0,
+                    f["spec_tokens"] * (stage / f["num_layers"] + p["layer_us"] * 1e-6), 0.0)
+    return f["pp"] * stage + overhead + drafts
 
 
 def attention_pairs(f, isl):
@@ -185,7 +204,8 @@ def mixed_prefill_s(f, p, batch_rank, isl, requests, gemms=None):
     n = tokens / chunks
     dp = f["dp"]
     base = decode_gemms_s(f, p, b) if gemms is None else gemms
-    added = _linear_time(f, p, b + n, b * dp + n, b + requests / chunks) + _collectives(f, p, b + n) - base
+    q = verified_tokens(f, b)
+    added = _linear_time(f, p, q + n, q * dp + n, q + requests / chunks) + _collectives(f, p, q + n) - base
     return f["pp"] * (chunks * added + _prefill_attention_s(f, p, isl, requests)) + chunks * _launches_s(f, p)
 
 

@@ -80,3 +80,11 @@ def test_a_measurement_repeated_without_its_deployment_is_scored_once_under_the_
     assert data.repeats.tolist() == [True, False, True, False]
     alone = prepare_rows([copied])
     assert alone.repeats.tolist() == [False]  # nothing else carries it: scored, as inferred
+
+
+def test_speculative_decoding_columns_are_read_when_present():
+    row = {"model": "deepseek-ai/DeepSeek-R1", "gpu": "b200_sxm", "backend": "trtllm", "mode": "agg",
+           "isl": "1024", "osl": "1024", "concurrency": "4", "tp": "8", "moe_ep": "8"}
+    assert row_config(row)[0].spec_tokens == 0
+    config, _ = row_config(dict(row, spec_tokens="3", spec_acceptance="0.8"))
+    assert (config.spec_tokens, config.spec_acceptance) == (3, 0.8)

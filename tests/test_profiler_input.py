@@ -139,3 +139,12 @@ def test_unknown_fields_are_rejected_and_inputs_frozen():
     cfg = config()
     with pytest.raises(ValidationError):
         cfg.isl_tokens = 5  # type: ignore[misc]
+
+
+@pytest.mark.parametrize("changes", [{"spec_acceptance": 0.7}, {"spec_tokens": 2, "spec_acceptance": 1.0},
+                                     {"spec_tokens": 2, "spec_acceptance": 0.0}, {"spec_tokens": -1},
+                                     {"spec_tokens": 17}])
+def test_bad_speculative_decoding_names_the_field(changes):
+    with pytest.raises(ValidationError) as err:
+        config(**changes)
+    assert error_fields(err.value) == {"spec_acceptance" if "spec_acceptance" in changes else "spec_tokens"}

@@ -343,3 +343,27 @@ def test_blackwell_ultra_speeds_up_softmax_bound_attention_only(params):
     assert decode_step_s(ultra, params, 64, 8192.0) < decode_step_s(plain, params, 64, 8192.0)
     ultra, plain = shape("meta-llama/Llama-3.1-70B-Instruct")
     assert decode_step_s(ultra, params, 64, 8192.0) == pytest.approx(decode_step_s(plain, params, 64, 8192.0))
+
+
+def test_speculative_decoding_pays_off_with_acceptance_and_less_at_large_batches(params):
+    """Drafting k tokens a step and verifying them in one pass emits up to (1 − a^(k+1))/(1 − a)
+    tokens per step for about one pass's weight reads, so at a small batch the ITL falls, by less
+    than that factor (the drafts and the verified tokens' math cost something); with almost
+    nothing accepted it rises; and as the batch grows the verify pass turns compute-bound and
+    the gain shrinks. TTFT is barely touched."""
+    def itl(c, **spec):
+        return estimate(config(concurrency=c, isl_tokens=1000, osl_tokens=1000, **spec), params=params).itl_ms
+
+    accepted = (1 - 0.8 ** 3) / (1 - 0.8)  # k = 2, a = 0.8: 2.44 tokens a step
+    small = itl(1) / itl(1, spec_tokens=2, spec_acceptance=0.8)
+    assert 1.3 < small < accepted
+    assert itl(1, spec_tokens=3, spec_acceptance=0.02) > itl(1)
+    assert itl(256) / itl(256, spec_tokens=2, spec_acceptance=0.8) < small
+    plain = estimate(config(concurrency=1), params=params)
+    spec = estimate(config(concurrency=1, spec_tokens=2, spec_acceptance=0.8), params=params)
+    assert spec.ttft_ms == pytest.approx(plain.ttft_ms, rel=0.05)
+    assert spec.itl_parts.decode_step_ms + spec.itl_parts.prefill_interference_ms == pytest.approx(spec.itl_ms)
+
+
+def test_speculative_decoding_off_is_the_model_without_it(params):
+    assert estimate(config(concurrency=8, spec_tokens=0), params=params) == estimate(config(concurrency=8), params=params)

@@ -26,6 +26,7 @@ _FLAGS = {
     "prefill": "--prefill-*", "decode": "--decode-*", "prefill_workers": "--prefill-workers",
     "decode_workers": "--decode-workers", "max_batch": "--max-batch", "max_num_tokens": "--max-num-tokens",
     "isl_tokens": "--isl", "osl_tokens": "--osl", "concurrency": "--concurrency", "request_rate": "--rate",
+    "spec_tokens": "--spec-tokens", "spec_acceptance": "--spec-acceptance",
 }
 
 
@@ -55,6 +56,10 @@ def register(subparsers) -> None:
         one.add_argument(f"--{role}-workers", type=int, default=1, help=f"{role} engines (disagg)")
     one.add_argument("--max-batch", type=int, help="running sequences per engine (default: what KV memory allows)")
     one.add_argument("--max-num-tokens", type=int, help="prefill chunk, tokens per engine step")
+    one.add_argument("--spec-tokens", type=int, default=0,
+                     help="speculative decoding: tokens drafted per decode step (MTP, EAGLE; default 0 = off)")
+    one.add_argument("--spec-acceptance", type=float,
+                     help="speculative decoding: chance each drafted token is accepted (default 0.7)")
     one.add_argument("--isl", type=int, default=4000, help="input tokens per request (default 4000)")
     one.add_argument("--osl", type=int, default=1000, help="output tokens per request (default 1000)")
     load = one.add_mutually_exclusive_group()
@@ -194,7 +199,7 @@ def _config(args: argparse.Namespace, model_name: str, precision: str | None):
     return ServingConfig(model=model_name, gpu=args.gpu, backend=args.backend, precision=precision,
                          kv_dtype=args.kv_dtype, mode=args.mode, max_batch=args.max_batch,
                          max_num_tokens=args.max_num_tokens, isl_tokens=args.isl, osl_tokens=args.osl,
-                         **roles, **load)
+                         spec_tokens=args.spec_tokens, spec_acceptance=args.spec_acceptance, **roles, **load)
 
 
 def _run_one(args: argparse.Namespace) -> int:
