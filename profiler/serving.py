@@ -167,8 +167,7 @@ def first_token(fp, p, isl, pf, t_dec, rate, servers, clients, disagg):
     behind each other's prompts; that wait grows with the clients per prefill rank (the
     fitted fraction ``*_burst``) and replaces the M/D/c wait of Poisson arrivals.
     """
-    fixed, t_pass, transfer = first_token_pieces(fp, p, isl, pf, rate, servers, disagg)
-    per_prompt = batched_prefill(pf, rate, servers)[1]
+    fixed, t_pass, transfer, per_prompt = first_token_pieces(fp, p, isl, pf, rate, servers, disagg)
     if type(clients) is not np.ndarray and clients > 0:  # one closed loop: no M/D/c wait to compute
         mean_w, p_wait, rho = 0.0, 0.0, rate * per_prompt / servers
     else:
@@ -183,11 +182,12 @@ def first_token(fp, p, isl, pf, t_dec, rate, servers, clients, disagg):
 
 def first_token_pieces(fp, p, isl, pf, rate, servers, disagg):
     """The execution pieces of TTFT (s): the per-request fixed cost, the prefill pass the
-    prompt is in, and (disaggregated) shipping its KV cache and linear state to decode."""
-    t_pass = batched_prefill(pf, rate, servers)[0]
+    prompt is in, (disaggregated) shipping its KV cache and linear state to decode; and the
+    prefill work per prompt (s) that the pass's prompts share."""
+    t_pass, per_prompt = batched_prefill(pf, rate, servers)
     handed = isl * fp["kv_bytes_tok_total"] + fp["state_bytes_seq"] * fp["tp"] * fp["pp"]  # KV + linear state
     transfer = disagg * handed / (fp["kv_transfer_bytes_s"] * p["kv_transfer_eff"])
-    return by_backend(fp, p, "ttft_ms") * 1e-3, t_pass, transfer
+    return by_backend(fp, p, "ttft_ms") * 1e-3, t_pass, transfer, per_prompt
 
 
 def increasing_root(func, lo, hi, f_lo, f_hi):
@@ -270,14 +270,16 @@ def solve(fd, fp, ld: Load, p) -> dict[str, np.ndarray]:
     slot_wait = np.where((ld.closed > 0) & over,
                          np.maximum((ld.load - b * r) / rate - exec_s - wait - burst, 0.0), 0.0)
     base = exec_s + slot_wait
-    fixed, t_pass, transfer = first_token_pieces(fp, p, ld.isl, pf, x, choose(ld.disagg > 0, ld.prefill_servers, r), ld.disagg)
+    fixed, t_pass, transfer, _ = first_token_pieces(fp, p, ld.isl, pf, x, choose(ld.disagg > 0, ld.prefill_servers, r),
+                                                    ld.disagg)
+    step_per_token = t_dec / accepted_per_step(fd)
     # Burst waits are spread evenly between none and twice their mean: quantile q at 2q·mean.
     return {
         "batch": b, "requests_s": x, "tpot_s": tpot,
         # Where the mean TTFT and the TPOT go (s); each group adds up to its total.
         "ttft_fixed_s": fixed, "ttft_prefill_s": t_pass, "ttft_transfer_s": transfer, "ttft_first_step_s": t_dec,
         "ttft_queue_s": wait + slot_wait, "ttft_burst_s": burst,
-        "tpot_step_s": t_dec / accepted_per_step(fd), "tpot_interference_s": tpot - t_dec / accepted_per_step(fd),
+        "tpot_step_s": step_per_token, "tpot_interference_s": tpot - step_per_token,
         "ttft_s": base + wait + burst,
         "ttft_p90_s": base + wait_quantile(wait, p_wait, 0.90) + 1.8 * burst,
         "ttft_p99_s": base + wait_quantile(wait, p_wait, 0.99) + 1.98 * burst,
