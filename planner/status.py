@@ -103,6 +103,13 @@ def _plan_doc(plan: Plan) -> dict[str, Any]:
         },
         "feasible": plan.feasible,
     }
+    if p.ttft_parts is not None and p.itl_parts is not None:  # where the time goes, ms
+        t, i = p.ttft_parts, p.itl_parts
+        doc["predicted"]["ttftPartsMs"] = {
+            "frontend": _num(t.frontend_ms), "prefill": _num(t.prefill_ms), "kvTransfer": _num(t.kv_transfer_ms),
+            "firstStep": _num(t.first_step_ms), "queueing": _num(t.queueing_ms), "burst": _num(t.burst_ms)}
+        doc["predicted"]["itlPartsMs"] = {"decodeStep": _num(i.decode_step_ms),
+                                          "prefillInterference": _num(i.prefill_interference_ms)}
     if plan.cost_per_hour is not None:
         doc["costPerHour"] = plan.cost_per_hour
     if plan.reason:

@@ -205,6 +205,8 @@ def test_dgdr_page_plan_chart_candidates_and_manifests(seeded, page):
     assert "Ready" in page.locator("#headline").inner_text()
     predicted = page.locator("#predicted").inner_text()
     assert "Time to first token" in predicted and "500 ms" in predicted and "meets" in predicted
+    parts = page.locator("#time-parts").inner_text()  # where the time goes, as stored with the plan
+    assert "Time to first token: frontend" in parts and "prefill pass" in parts and "decode step" in parts
 
     chart = page.locator("svg#pareto-chart")
     assert chart.is_visible()

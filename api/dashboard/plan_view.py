@@ -115,11 +115,29 @@ def chosen_section(doc: dict[str, Any]) -> str:
 <div class="table-wrap"><table id="predicted"><caption>Predicted against the SLA</caption>
 <thead><tr><th scope="col">Metric</th><th scope="col" class="n">Predicted</th><th scope="col" class="n">Target</th><th scope="col">Verdict</th></tr></thead>
 <tbody>{predicted}</tbody></table></div>
+{_parts_section(p)}
 <div class="table-wrap"><table><caption>Engines</caption>
 <thead><tr><th scope="col">Role</th><th scope="col">Parallelism</th><th scope="col" class="n">Replicas</th><th scope="col" class="n">GPUs / engine</th>
 <th scope="col" class="n">Nodes / engine</th><th scope="col" class="n">Max batch</th><th scope="col" class="n">Tokens / step</th></tr></thead>
 <tbody>{engines}</tbody></table></div>
 </section>"""
+
+
+_TTFT_PARTS = (("frontend", "frontend"), ("prefill", "prefill pass"), ("kvTransfer", "KV transfer"),
+               ("firstStep", "first decode step"), ("queueing", "queueing"), ("burst", "waiting behind other clients"))
+_ITL_PARTS = (("decodeStep", "decode step"), ("prefillInterference", "prefills interleaved with decoding"))
+
+
+def _parts_section(predicted: dict[str, Any]) -> str:
+    """Where the mean TTFT and ITL go, as the performance model splits them ('' when not stored)."""
+    lines = []
+    for label, key, names, digits in (("Time to first token", "ttftPartsMs", _TTFT_PARTS, 0),
+                                      ("Inter-token latency", "itlPartsMs", _ITL_PARTS, 2)):
+        parts = predicted.get(key) or {}
+        shown = [f"{name} {num(parts.get(k), digits, 'ms')}" for k, name in names if (parts.get(k) or 0) > 0]
+        if shown:
+            lines.append(f"<li>{h(label)}: {' + '.join(shown)}</li>")
+    return f'<ul id="time-parts" aria-label="Where the time goes">{"".join(lines)}</ul>' if lines else ""
 
 
 def _tip(plan: dict[str, Any]) -> str:
