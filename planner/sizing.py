@@ -188,7 +188,9 @@ def _verify_disaggregated(items, t: Target, p: dict, build) -> list[Sized]:
     if live:
         n_p = np.array([x[1] for x in live])
         n_d = np.array([x[2] for x in live])
-        grew_p = grew_d = stuck_p = stuck_d = np.zeros(len(live), dtype=bool)
+        # Four masks of their own: ``|=`` below updates in place, so one shared array would let a
+        # stalled decode pool stop the prefill pool's growth too.
+        grew_p, grew_d, stuck_p, stuck_d = (np.zeros(len(live), dtype=bool) for _ in range(4))
         last = None
         for round_ in range(GROWTH_ROUNDS):
             rows = [build(c, int(a), int(b)) for (c, _, _), a, b in zip(live, n_p, n_d)]
