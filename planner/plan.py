@@ -14,7 +14,7 @@ from planner.search import objective, search
 from planner.sizing import Candidate, Sized, Target, decode_capacity, size_aggregated, size_disaggregated
 from planner.space import check_bounds, describe, engine_options
 from planner.types import Engine, Plan, PlanRequest, PlanResult, Prediction
-from profiler.config import Parallel, ServingConfig
+from profiler.config import PART_LABELS, Parallel, ServingConfig
 from profiler.engine import DEFAULT_MAX_NUM_TOKENS, FREE_FRACTION_BACKENDS, MEMORY_FRACTION
 from profiler.errors import ModelError
 from profiler.estimate import Prepared, itl_parts, prepare, ttft_parts
@@ -179,19 +179,12 @@ def _infeasible_reason(req: PlanRequest, evaluated: list[Sized], gpu: str, best_
             f"(maxNumGPUsPerEngine), a faster GPU type, or a looser SLA")
 
 
-_PART_NAMES = {"ttft_fixed_ms": "the per-request frontend cost", "ttft_prefill_ms": "the prefill pass",
-               "ttft_transfer_ms": "the KV transfer", "ttft_first_step_ms": "the first decode step",
-               "ttft_queue_ms": "queueing", "ttft_burst_ms": "waiting behind other clients' prompts",
-               "tpot_step_ms": "the decode step", "tpot_interference_ms": "prefills interleaved with decoding"}
-
-
 def _largest(evaluated: list[Sized], metric: str) -> str:
     """The largest part of the best ``metric`` ("ttft" or "itl") any candidate reached, in words."""
-    total = "ttft_ms" if metric == "ttft" else "itl_ms"
-    best = min(evaluated, key=lambda s: s.prediction[total]).prediction
-    names = [k for k in _PART_NAMES if k.startswith("ttft" if metric == "ttft" else "tpot")]
-    part = max(names, key=lambda k: best[k])
-    return f"{best[part]:.{0 if metric == 'ttft' else 1}f} ms of it {_PART_NAMES[part]}"
+    best = min(evaluated, key=lambda s: s.prediction[f"{metric}_ms"]).prediction
+    parts = ttft_parts(best) if metric == "ttft" else itl_parts(best)
+    name, ms = max(dict(parts).items(), key=lambda kv: kv[1])
+    return f"{ms:.{0 if metric == 'ttft' else 1}f} ms of it the {PART_LABELS[name]}"
 
 
 MAX_SUGGESTED_ENGINE_GPUS = 64

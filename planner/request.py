@@ -549,16 +549,14 @@ def _catalog_causes(raw: dict[str, Any], request: PlanRequest) -> list[tuple[str
     (The model is checked where it is loaded: a name outside the catalog may still be fetched
     from the Hugging Face Hub.)"""
     from profiler.errors import ModelError
-    from profiler.gpus import get_gpu, runs_on
+    from profiler.gpus import backend_mismatch, get_gpu
 
     try:
         gpu = get_gpu(request.gpu)
     except ModelError as exc:
         return [("spec.gpu.type" if _get(raw, "gpu", "type") else "spec.hardware.gpuSku", exc.message)]
-    if not runs_on(request.backend, gpu):
-        return [("spec.backend", f"{request.backend} does not run on {gpu.name} ({gpu.vendor.upper()} GPU); "
-                                 "use vllm or sglang")]
-    return []
+    mismatch = backend_mismatch(request.backend, gpu)
+    return [("spec.backend", mismatch)] if mismatch else []
 
 
 def _get(d: Any, *keys: str) -> Any:

@@ -119,6 +119,14 @@ class ItlParts(_Frozen):
                                                        "per output token (aggregated only)")
 
 
+# How the parts above read in text (CLI lines, an infeasible plan's reason), by field name.
+PART_LABELS: dict[str, str] = {
+    "frontend_ms": "frontend", "prefill_ms": "prefill pass", "kv_transfer_ms": "KV transfer",
+    "first_step_ms": "first decode step", "queueing_ms": "queue wait", "burst_ms": "wait behind other clients' prompts",
+    "decode_step_ms": "decode step", "prefill_interference_ms": "prefill interference",
+}
+
+
 class Estimate(_Frozen):
     """Predicted behaviour at the stated load (or at concurrency 1 when none is given).
 

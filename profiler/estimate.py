@@ -11,7 +11,7 @@ import numpy as np
 from profiler.config import Estimate, ItlParts, Memory, Parallel, ServingConfig, TtftParts
 from profiler.engine import DEFAULT_MAX_NUM_TOKENS, engine_shape, max_batch_per_rank
 from profiler.errors import ModelError
-from profiler.gpus import get_gpu, runs_on
+from profiler.gpus import backend_mismatch, get_gpu
 from profiler.models import Model
 from profiler.params import shipped_params
 from profiler.precision import KV_DTYPES, check_precision, default_kv_dtype
@@ -55,9 +55,9 @@ def prepare(config: ServingConfig, model: Model | None = None) -> Prepared:
     """Resolve names and compute every parameter-independent quantity of ``config``."""
     arch, precision = _resolve(config, model)
     gpu = _gpu(config.gpu)
-    if not runs_on(config.backend, gpu):
-        raise ModelError("backend", f"{config.backend} does not run on {gpu.name} ({gpu.vendor.upper()}); "
-                                    "use vllm or sglang")
+    mismatch = backend_mismatch(config.backend, gpu)
+    if mismatch:
+        raise ModelError("backend", mismatch)
     kv_dtype = (config.kv_dtype or default_kv_dtype(precision)).lower()
     if kv_dtype not in KV_DTYPES:
         raise ModelError("kv_dtype", f"unknown KV-cache dtype {config.kv_dtype!r}; known: {', '.join(KV_DTYPES)}")

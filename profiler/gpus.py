@@ -64,6 +64,13 @@ def runs_on(backend: str, gpu: Gpu) -> bool:
     return gpu.vendor in BACKEND_VENDORS.get(backend, ("nvidia", "amd"))
 
 
+def backend_mismatch(backend: str, gpu: Gpu) -> str | None:
+    """Why ``backend`` cannot serve on ``gpu``, or None when it can."""
+    if runs_on(backend, gpu):
+        return None
+    return f"{backend} does not run on {gpu.name} ({gpu.vendor.upper()} GPU); use vllm or sglang"
+
+
 _WIDER = {
     "fp4": ("fp4", "fp8", "bf16"),
     "int4": ("int8", "fp8", "bf16"),

@@ -232,21 +232,12 @@ def _shape(par) -> str:
     return "·".join(parts)
 
 
-def _parts(named: dict[str, float]) -> str:
-    """``name ms + name ms ...`` of the parts that round to more than nothing."""
-    shown = [f"{name} {ms:.1f}" for name, ms in named.items() if round(ms, 1) > 0]
+def parts_text(parts) -> str:
+    """``name ms + name ms ...`` of the parts (``TtftParts`` or ``ItlParts``) that round to more than nothing."""
+    from profiler.config import PART_LABELS
+
+    shown = [f"{PART_LABELS[name]} {ms:.1f}" for name, ms in dict(parts).items() if round(ms, 1) > 0]
     return " + ".join(shown) + " ms" if shown else "0 ms"
-
-
-def ttft_text(t) -> str:
-    """The parts of a mean TTFT (``TtftParts``) as ``name ms + ...``."""
-    return _parts({"frontend": t.frontend_ms, "prefill": t.prefill_ms, "KV transfer": t.kv_transfer_ms,
-                   "first decode step": t.first_step_ms, "queueing": t.queueing_ms, "burst": t.burst_ms})
-
-
-def itl_text(i) -> str:
-    """The parts of a mean ITL (``ItlParts``) as ``name ms + ...``."""
-    return _parts({"decode step": i.decode_step_ms, "prefill interference": i.prefill_interference_ms})
 
 
 def summary(config, model_id: str, est) -> str:
@@ -264,9 +255,9 @@ def summary(config, model_id: str, est) -> str:
         f"{model_id} on {est.total_gpus} × {get_gpu(config.gpu).name} ({config.backend}, {config.precision}; {layout})",
         f"workload: ISL {config.isl_tokens} / OSL {config.osl_tokens} tokens, {load}",
         f"TTFT        mean {est.ttft_ms:.1f} ms   p90 {est.ttft_p90_ms:.1f} ms   p99 {est.ttft_p99_ms:.1f} ms",
-        "  mean of   " + ttft_text(est.ttft_parts),
+        "  mean of   " + parts_text(est.ttft_parts),
         f"ITL (TPOT)  {est.itl_ms:.2f} ms   ({est.tok_s_per_user:.1f} tok/s per user)",
-        "  mean of   " + itl_text(est.itl_parts),
+        "  mean of   " + parts_text(est.itl_parts),
         f"throughput  {est.output_tok_s_per_gpu:.1f} output tok/s per GPU   {est.requests_per_s:.3g} req/s   "
         f"{est.decode_batch:.1f} sequences decoding per engine",
     ]

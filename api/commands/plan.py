@@ -19,7 +19,7 @@ from pathlib import Path
 
 import yaml
 
-from api.commands.estimate import itl_text, ttft_text
+from api.commands.estimate import parts_text
 from planner.types import PlanRequest, PlanResult
 
 TARGETS = ("dynamo", "ome", "kthena", "kubeai")
@@ -172,7 +172,7 @@ def table(result: PlanResult, top: int) -> str:
                      f"(p99 {c.predicted.ttft_p99_ms:.0f}), ITL {c.predicted.itl_ms:.1f} ms, "
                      f"{c.predicted.output_tok_s_per_gpu:.0f} tok/s/GPU ({result.evaluated} evaluated)")
         if c.predicted.ttft_parts is not None and c.predicted.itl_parts is not None:
-            lines.append(f"    TTFT = {ttft_text(c.predicted.ttft_parts)}; ITL = {itl_text(c.predicted.itl_parts)}")
+            lines.append(f"    TTFT = {parts_text(c.predicted.ttft_parts)}; ITL = {parts_text(c.predicted.itl_parts)}")
     else:
         lines.append(f"  infeasible: {result.reason}")
     return "\n".join(lines)

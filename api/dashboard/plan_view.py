@@ -123,9 +123,11 @@ def chosen_section(doc: dict[str, Any]) -> str:
 </section>"""
 
 
+# The stored keys (camelCase field names of profiler.config's TtftParts/ItlParts) in words, as the CLI says them.
 _TTFT_PARTS = (("frontend", "frontend"), ("prefill", "prefill pass"), ("kvTransfer", "KV transfer"),
-               ("firstStep", "first decode step"), ("queueing", "queueing"), ("burst", "waiting behind other clients"))
-_ITL_PARTS = (("decodeStep", "decode step"), ("prefillInterference", "prefills interleaved with decoding"))
+               ("firstStep", "first decode step"), ("queueing", "queue wait"),
+               ("burst", "wait behind other clients' prompts"))
+_ITL_PARTS = (("decodeStep", "decode step"), ("prefillInterference", "prefill interference"))
 
 
 def _parts_section(predicted: dict[str, Any]) -> str:

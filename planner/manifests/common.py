@@ -154,7 +154,7 @@ def image_for(request: PlanRequest, backend: Backend, runtime: Runtime = "standa
     ROCm build when a standalone engine runs on an AMD ``gpu``)."""
     if request.image:
         return request.image
-    if runtime == "standalone" and gpu is not None and gpu_resource(gpu) == GPU_RESOURCES["amd"]:
+    if runtime == "standalone" and gpu is not None and gpu_vendor(gpu) == "amd":
         from profiler.gpus import get_gpu
 
         rocm = ROCM_IMAGES.get(backend, {}).get(get_gpu(gpu).generation)
@@ -336,16 +336,20 @@ def multinode_args(backend: Backend, *, leader: str, nnodes: str, rank: str,
     raise UnsupportedPlan("multi-node TRT-LLM engines outside Dynamo need MPI wiring; render for Dynamo")
 
 
-def gpu_resource(gpu: str) -> str:
-    """The extended resource a pod asks for to get ``gpu`` GPUs: ``amd.com/gpu`` for AMD GPUs,
-    else ``nvidia.com/gpu``."""
+def gpu_vendor(gpu: str) -> str:
+    """``amd`` or ``nvidia`` (also for a GPU the catalog does not know)."""
     from profiler.errors import UnknownName
     from profiler.gpus import get_gpu
 
     try:
-        return GPU_RESOURCES[get_gpu(gpu).vendor]
+        return get_gpu(gpu).vendor
     except UnknownName:
-        return GPU_RESOURCE
+        return "nvidia"
+
+
+def gpu_resource(gpu: str) -> str:
+    """The extended resource a pod asks for to get ``gpu`` GPUs (``amd.com/gpu``, ``nvidia.com/gpu``)."""
+    return GPU_RESOURCES[gpu_vendor(gpu)]
 
 
 def gpu_resources(gpus: int, gpu: str) -> dict:

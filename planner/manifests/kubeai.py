@@ -50,8 +50,7 @@ def resource_profile(gpu: str, profiles: dict[str, str] | None = None) -> str:
         return table[key]
     if key.endswith("sxm") and key[:-3] in table:
         return table[key[:-3]]
-    vendor = "amd" if common.gpu_resource(gpu) == common.GPU_RESOURCES["amd"] else "nvidia"
-    return f"{vendor}-gpu-" + common.dns_name(re.sub(r"[_-]sxm\d*$", "", gpu.lower()))
+    return f"{common.gpu_vendor(gpu)}-gpu-" + common.dns_name(re.sub(r"[_-]sxm\d*$", "", gpu.lower()))
 
 
 def render_kubeai(plan: Plan, request: PlanRequest, *, profiles: dict[str, str] | None = None,
