@@ -97,7 +97,8 @@ class Memory(_Frozen):
     kv_cache_gib: float
     activations_gib: float
     kv_capacity_tokens: int
-    max_sequences: int
+    max_sequences: int = Field(description="sequences the KV cache holds at the workload's mean context "
+                                           "(ISL + OSL/2 tokens), at most the engine's batch ceiling")
 
 
 class TtftParts(_Frozen):

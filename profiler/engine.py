@@ -199,7 +199,7 @@ def engine_shape(model: Model, gpu: Gpu, backend: str, precision: str, kv_dtype:
     # Sliding-window layers cost a bounded cache; their share is inside the activations margin.
     # A linear-attention state takes the room of state_gpu / kv_gpu tokens in the same pool.
     state_gpu = model.linear_state_elements() * STATE_BYTES / (tp * pp)
-    max_seq = int(min(MAX_BATCH_CAP, tokens_rank / (1.0 + state_gpu / kv_gpu))) * dp
+    max_seq = int(min(MAX_BATCH_CAP, tokens_rank / (max(1.0, context_tokens) + state_gpu / kv_gpu))) * dp
     memory = Memory(weights_gib=weights / gib, kv_cache_gib=kv_bytes / gib, activations_gib=act_bytes / gib,
                     kv_capacity_tokens=tokens_rank * dp, max_sequences=max_seq)
 

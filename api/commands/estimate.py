@@ -264,7 +264,7 @@ def summary(config, model_id: str, est) -> str:
     for role, mem in est.memory.items():
         lines.append(f"memory/GPU  {role}: weights {mem.weights_gib:.1f} GiB, KV cache {mem.kv_cache_gib:.1f} GiB, "
                      f"activations {mem.activations_gib:.1f} GiB; KV capacity {mem.kv_capacity_tokens:,} tokens "
-                     f"({mem.max_sequences:,} sequences) per engine")
+                     f"({mem.max_sequences:,} sequences of {config.isl_tokens + config.osl_tokens / 2:,.0f} tokens) per engine")
     if est.saturated:
         lines.append("saturated: the load exceeds what this deployment serves (clients queue for the excess)")
     return "\n".join(lines)
