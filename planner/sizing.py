@@ -18,7 +18,7 @@ import numpy as np
 
 from profiler.config import Parallel
 from profiler.estimate import Prepared, evaluate, stack_prepared
-from profiler.serving import first_token, prefill_batching
+from profiler.serving import first_token, prefill_batching, prefill_capacity
 from profiler.steps import accepted_per_step, decode_step_s
 
 GROWTH_ROUNDS = 8
@@ -168,13 +168,17 @@ def size_disaggregated(cands: list[Candidate], pre: dict[Parallel, Prepared], de
 
 
 def _prefill_workers(prep: Prepared, rate: float, clients: float, t_dec: float, t: Target, p: dict) -> int:
-    """Fewest prefill workers whose first-token time meets the TTFT target at ``rate``; when none
-    does, the fewest within 1% of the best any count reaches (more only add GPUs)."""
+    """Fewest prefill workers that prefill ``rate`` prompts/s and whose first-token time meets the
+    TTFT target; when none does, the fewest within 1% of the best any count reaches (more only
+    add GPUs)."""
     n = np.arange(1, MAX_WORKERS + 1, dtype=float)
     f = prep.prefill
     pf = prefill_batching(f, p, float(t.isl))
     exec_s, wait, burst, _, _ = first_token(f, p, float(t.isl), pf, t_dec, rate, n * f["dp"], clients, 1.0)
-    ttft_ms = (exec_s + wait + burst) * 1e3
+    keeps_up = n * prefill_capacity(pf, f["dp"]) >= rate
+    ttft_ms = np.where(keeps_up, (exec_s + wait + burst) * 1e3, np.inf)
+    if not np.isfinite(ttft_ms).any():
+        return MAX_WORKERS
     ok = np.flatnonzero(ttft_ms <= t.ttft_ms)
     if ok.size == 0:
         ok = np.flatnonzero(ttft_ms <= ttft_ms.min() * (1 + KNEE))

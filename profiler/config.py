@@ -133,7 +133,8 @@ class Estimate(_Frozen):
 
     ``saturated`` is true when the load exceeds what the deployment can serve: for a
     closed loop the extra clients queue (TTFT grows), for a Poisson rate the queue grows
-    without bound and the TTFT figures are those at the limit.
+    without bound and the TTFT figures are those of the requests served at the limit (infinite
+    when the limit is a disaggregated deployment's prefill pool: its queue is what grows).
     """
 
     ttft_ms: float

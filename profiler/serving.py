@@ -18,7 +18,9 @@ engine. Given b, everything else follows in closed form:
 For a closed loop of C clients, Little's law gives C = (sequences decoding) + X·TTFT;
 the right side grows with b, so b is found by bisection. When the batch limit (slots or
 KV memory) binds first, the remaining clients wait for a slot and that wait joins TTFT.
-For a Poisson rate λ, b solves X(b) = λ.
+For a Poisson rate λ, b solves X(b) = λ. Disaggregated, X cannot exceed what the prefill
+pool prefills (``prefill_capacity``): b stops at the batch where it would, and the clients
+(or arrivals) beyond it wait for prefill.
 """
 
 from __future__ import annotations
@@ -114,6 +116,18 @@ def batched_prefill(pf, rate, servers):
     k = vmin(1.0 + rate * t1 / servers, k_max)
     t_pass = t1 + added * (k - 1.0)
     return t_pass, t_pass / k
+
+
+def prefill_capacity(pf, servers):
+    """Most prompts/s ``servers`` prefill ranks can prefill (``pf`` is ``prefill_batching``).
+
+    With prompts sharing passes as ``batched_prefill`` says, a server is busy all the time
+    when u = rate·t1/servers solves u·(t1 + added·u) = t1·(1 + u), i.e. u = √(t1/added); past a
+    full pass (1 + u > most per pass) the capacity is full passes back to back.
+    """
+    t1, added, k_max = pf
+    u = np.sqrt(t1 / vmax(added, 1e-300))
+    return choose(1.0 + u <= k_max, servers * u / t1, servers * k_max / (t1 + added * (k_max - 1.0)))
 
 
 def _at(fd, fp, ld: Load, p, b, pf):
@@ -247,6 +261,36 @@ def _illinois_one(func, lo: float, hi: float, f_lo: float, f_hi: float) -> float
     return 0.5 * (lo + hi)
 
 
+def _rows(values, pick):
+    """Every array in ``values`` (a dict, a Load or a tuple) cut to the positions ``pick``."""
+    cut = lambda v: v[pick] if type(v) is np.ndarray and v.ndim else v  # noqa: E731
+    if isinstance(values, dict):
+        return {k: cut(v) for k, v in values.items()}
+    if isinstance(values, Load):
+        return Load(**{f.name: cut(getattr(values, f.name)) for f in fields(Load)})
+    return tuple(cut(v) for v in values)
+
+
+def _prefill_bound(fd, fp, ld: Load, p, pf, cap):
+    """``cap`` lowered, on disaggregated rows, to the decode batch at which decode serves as many
+    requests as the prefill pool can prefill (``prefill_capacity``): beyond it the batch stops
+    growing and further clients (or arrivals) wait for prefill. Returns (cap, where it binds)."""
+    most = choose(ld.disagg > 0, prefill_capacity(pf, ld.prefill_servers), np.inf)
+    beyond = _at(fd, fp, ld, p, cap, pf)[0] - most
+    bound = beyond > 0
+    if not np.any(bound):
+        return cap, bound
+    if type(bound) is not np.ndarray or bound.ndim == 0:
+        served = lambda b: _at(fd, fp, ld, p, b, pf)[0] - most  # noqa: E731
+        return increasing_root(served, 1e-9, cap, -most, beyond), bound
+    pick = np.flatnonzero(bound)  # solve only the rows that are bound
+    sub_fd, sub_fp, sub_ld, sub_pf, sub_most = _rows(fd, pick), _rows(fp, pick), _rows(ld, pick), _rows(pf, pick), most[pick]
+    served = lambda b: _at(sub_fd, sub_fp, sub_ld, p, b, sub_pf)[0] - sub_most  # noqa: E731
+    out = np.array(cap, dtype=float, copy=True)
+    out[pick] = increasing_root(served, np.full(pick.size, 1e-9), cap[pick], -sub_most, beyond[pick])
+    return out, bound
+
+
 def solve(fd, fp, ld: Load, p) -> dict[str, np.ndarray]:
     """Operating point of every configuration: throughput, TPOT and TTFT (mean, p90, p99), in s."""
     ranks = fd["dp"] * ld.decode_engines
@@ -260,12 +304,17 @@ def solve(fd, fp, ld: Load, p) -> dict[str, np.ndarray]:
         return demand - ld.load
 
     lo = np.zeros_like(cap) + 1e-9
+    bound = False  # disaggregated rows whose prefill pool, not decode, limits the rate
+    if np.any(ld.disagg > 0):
+        cap, bound = _prefill_bound(fd, fp, ld, p, pf, cap)
     f_hi = excess(cap)
     over = f_hi <= 0  # even the full batch leaves load unserved
     f_lo = -ld.load * np.ones_like(cap)  # excess as b → 0: nothing served, the whole load outstanding
     b = np.where(over, cap, increasing_root(excess, np.where(over, cap, lo), cap, f_lo, f_hi))
     x, tpot, exec_s, wait, burst, p_wait, rho, r, t_dec = _at(fd, fp, ld, p, b, pf)
     # Closed loop at the cap: clients beyond the running batch queue for a slot.
+    # Poisson arrivals beyond what the prefill pool prefills queue without bound.
+    wait = np.where((ld.closed == 0) & bound & over, np.inf, wait)
     rate = vmax(x, 1e-12)
     slot_wait = np.where((ld.closed > 0) & over,
                          np.maximum((ld.load - b * r) / rate - exec_s - wait - burst, 0.0), 0.0)

@@ -102,3 +102,29 @@ def test_unreachable_ttft_does_not_grow_pools_past_their_knee():
     assert disagg
     assert all(p.role("prefill").replicas < MAX_WORKERS // 4 for p in disagg)
     assert result.best_ttft_ms > 5
+
+
+def test_disaggregated_plans_serve_no_more_than_their_prefill_pool_prefills():
+    """Long prompts at a Poisson rate: every disaggregated candidate's rate stays within what its
+    prefill workers prefill, and a feasible one has enough of them for the whole rate."""
+    from profiler.config import Parallel, ServingConfig
+    from profiler.estimate import prepare
+    from profiler.params import shipped_params
+    from profiler.serving import prefill_batching, prefill_capacity
+
+    rate = 6.0
+    result = plan(_request(isl_tokens=8000, osl_tokens=200, ttft_ms=3000, itl_ms=40, request_rate=rate))
+    disagg = [p for p in result.candidates if p.mode == "disagg"]
+    assert disagg and any(p.feasible for p in disagg)
+    for p in disagg:
+        pre, dec = p.role("prefill"), p.role("decode")
+        prep = prepare(ServingConfig(model=p.model, gpu=p.gpu, backend=p.backend, precision=p.precision, mode="disagg",
+                                     prefill=Parallel(tp=pre.tp, pp=pre.pp, dp=pre.dp, moe_ep=pre.ep),
+                                     decode=Parallel(tp=dec.tp, pp=dec.pp, dp=dec.dp, moe_ep=dec.ep),
+                                     prefill_workers=pre.replicas, decode_workers=dec.replicas,
+                                     isl_tokens=8000, osl_tokens=200, request_rate=rate))
+        f = prep.prefill
+        capacity = float(prefill_capacity(prefill_batching(f, shipped_params(), 8000.0), pre.replicas * f["dp"]))
+        assert p.predicted.requests_per_s <= capacity * (1 + 1e-9), p
+        if p.feasible:
+            assert capacity >= rate and p.predicted.requests_per_s == pytest.approx(rate, rel=0.02)

@@ -212,6 +212,39 @@ def test_trtllm_kv_pool_is_a_fraction_of_the_memory_left_free():
     assert mem.kv_capacity_tokens > 32 * (8192 + 1024)
 
 
+def test_disaggregated_serving_serves_no_more_than_its_prefill_pool_prefills(params):
+    # One TP1 prefill worker and eight decode workers of Llama-3.1-8B on 8000-token prompts:
+    # decode could serve far more requests than one prefill GPU prefills, so the rate stops at
+    # the prefill pool's capacity (passes of one prompt each, 8192-token passes: t1 per prompt),
+    # every further client waits for prefill (Little's law: TTFT = C/X − decoding time), and a
+    # Poisson rate beyond it queues without bound.
+    from profiler.serving import batched_prefill, prefill_batching, prefill_capacity
+
+    cfg = dict(model="meta-llama/Llama-3.1-8B", engine=None, prefill=Parallel(tp=1), decode=Parallel(tp=1),
+               prefill_workers=1, decode_workers=8, isl_tokens=8000, osl_tokens=200)
+    prep = prepare(config(mode="disagg", concurrency=1, **cfg))
+    one, added, most = (float(v) for v in prefill_batching(prep.prefill, params, 8000.0))
+    assert most == 1
+    capacity = float(prefill_capacity((one, added, most), 1.0))
+    assert capacity == pytest.approx(1.0 / one, rel=1e-12)
+    rates = []
+    for clients in (64, 256):
+        r = estimate(config(mode="disagg", concurrency=clients, **cfg), params=params)
+        assert r.requests_per_s == pytest.approx(capacity, rel=1e-6) and r.saturated
+        assert r.ttft_ms / 1e3 == pytest.approx(clients / r.requests_per_s - 199 * r.itl_ms / 1e3, rel=1e-6)
+        rates.append(r.requests_per_s)
+    below = estimate(config(mode="disagg", request_rate=0.8 * capacity, **cfg), params=params)
+    beyond = estimate(config(mode="disagg", request_rate=1.5 * capacity, **cfg), params=params)
+    assert not below.saturated and below.ttft_ms < 1e5
+    assert beyond.saturated and beyond.ttft_ms == float("inf") and beyond.ttft_parts.queueing_ms == float("inf")
+    # Where prompts share passes (each further prompt adding half a prompt's time), the capacity
+    # is the rate at which batched_prefill's work per prompt keeps the server exactly busy: √2/t1.
+    shared = (one, 0.5 * one, 8.0)
+    batched = float(prefill_capacity(shared, 1.0))
+    assert batched == pytest.approx(2**0.5 / one, rel=1e-12)
+    assert batched * float(batched_prefill(shared, batched, 1.0)[1]) == pytest.approx(1.0, rel=1e-12)
+
+
 def test_prompts_arriving_together_share_prefill_passes(params):
     # Under a Poisson load the first token's prefill pass grows with the prompts that join it,
     # but the prefill work per prompt falls: the queue saturates at a far higher rate than
