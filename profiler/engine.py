@@ -74,6 +74,9 @@ class EngineShape:
     alltoalls: int  # all-to-alls per forward pass
     gather_bytes_tok: float  # bytes a GPU receives per token of each attention rank, per expert gather + scatter
     gathers: int  # expert gathers per forward pass (attention-DP ranks sharing TP-sharded experts)
+    stage_send_bytes_tok: float  # bytes per token a pipeline stage hands the next (hidden state, bf16)
+    stage_sends_local: int  # stage boundaries inside the scale-up domain (pp - 1 in all)
+    stage_sends_remote: int  # stage boundaries between scale-up domains
     peak_dense_flops: float  # FLOP/s of the attention / dense GEMMs
     peak_moe_flops: float  # FLOP/s of the MLP and expert GEMMs
     peak_attn_flops: float  # FLOP/s of attention math (bf16)
@@ -118,6 +121,15 @@ def _gather_bytes_tok(model: Model, par: Parallel) -> float:
     if par.dp <= 1 or par.expert_tp <= par.tp or not model.is_moe:
         return 0.0
     return model.hidden_size * ACT_BYTES * 2 * (par.dp - 1)
+
+
+def _stage_boundaries(tp: int, pp: int, domain: int) -> tuple[int, int]:
+    """(boundaries inside the scale-up domain, boundaries between domains) of a pipeline of
+    ``pp`` stages of ``tp`` GPUs each, stages placed in order: a domain holds domain // tp
+    whole stages (one, spread over domains, when a stage is wider than a domain)."""
+    per_domain = max(1, domain // tp)
+    remote = (pp - 1) // per_domain if tp <= domain else pp - 1
+    return pp - 1 - remote, remote
 
 
 def _dense_flops_per_token(model: Model) -> tuple[float, float]:
@@ -210,6 +222,7 @@ def engine_shape(model: Model, gpu: Gpu, backend: str, precision: str, kv_dtype:
     gather_bytes = _gather_bytes_tok(model, par)
     layers_stage = model.num_layers / pp
     attn_flops, mlp_flops = _dense_flops_per_token(model)
+    sends = _stage_boundaries(tp * dp, pp, gpu.nvlink_domain)
     mla_extra = (2 * model.num_heads * model.kv_lora_rank * 2 * layers_stage / tp) if model.attention == "mla" else 0.0
     return EngineShape(
         gpus=par.gpus, tp=tp, pp=pp, dp=dp, moe_ep=par.moe_ep, num_layers=model.num_layers, moe_layers=model.moe_layers,
@@ -233,6 +246,8 @@ def engine_shape(model: Model, gpu: Gpu, backend: str, precision: str, kv_dtype:
         alltoall_bytes_tok=local_bytes, alltoall_remote_bytes_tok=remote_bytes,
         alltoalls=int(2 * model.moe_layers / pp) if par.moe_ep > 1 else 0,
         gather_bytes_tok=gather_bytes, gathers=int(model.moe_layers / pp) if gather_bytes else 0,
+        stage_send_bytes_tok=model.hidden_size * ACT_BYTES,
+        stage_sends_local=sends[0], stage_sends_remote=sends[1],
         peak_dense_flops=gpu.peak_tflops("fp8" if attn_prec == "fp8" else "bf16") * 1e12,
         peak_moe_flops=gpu.peak_tflops(cdt) * 1e12,
         peak_attn_flops=gpu.peak_tflops("bf16") * 1e12, attn_speed=gpu.attention_speedup,

@@ -93,41 +93,47 @@ class Load:
 
 
 def prefill_batching(fp, p, isl):
-    """How prompts share prefill passes: (one prompt's prefill s, added s per further prompt, most per pass).
+    """How prompts share prefill passes: (one prompt's prefill s, added s per further prompt,
+    most per pass, pipeline stages).
 
     A pass takes up to ``max_num_tokens`` tokens, so up to that many ISL-token prompts; the
-    time of a k-prompt pass is taken as linear between one prompt and a full pass.
+    time of a k-prompt pass is taken as linear between one prompt and a full pass. With pp
+    pipeline stages a pass takes its time through all of them, but the first stage is free for
+    the next pass after 1/pp of it.
     """
     k_max = vmax(np.floor(fp["max_num_tokens"] / vmax(isl, 1.0)), 1.0)
     t1 = prefill_s(fp, p, isl)
     full = prefill_s(fp, p, isl, k_max)
     added = choose(k_max > 1, (full - t1) / vmax(k_max - 1.0, 1.0), t1)
-    return t1, added, k_max
+    return t1, added, k_max, fp["pp"]
 
 
 def batched_prefill(pf, rate, servers):
     """(s of the pass a prompt is prefilled in, s of prefill work per prompt) at ``rate`` prompts/s.
 
-    Prompts that arrive while a pass runs are prefilled together in the next one, so a pass
-    holds about 1 + (prompts arriving per server during one prompt's prefill) prompts: the
-    weights are streamed and the kernels launched once for all of them.
+    Prompts that arrive while a pass holds the server are prefilled together in the next one,
+    so a pass holds about 1 + (prompts arriving per server during one prompt's prefill) prompts:
+    the weights are streamed and the kernels launched once for all of them. A pipelined server
+    is held for one stage's share of the pass (the work per prompt is that share).
     """
-    t1, added, k_max = pf
-    k = vmin(1.0 + rate * t1 / servers, k_max)
+    t1, added, k_max, stages = pf
+    k = vmin(1.0 + rate * t1 / (stages * servers), k_max)
     t_pass = t1 + added * (k - 1.0)
-    return t_pass, t_pass / k
+    return t_pass, t_pass / (k * stages)
 
 
 def prefill_capacity(pf, servers):
     """Most prompts/s ``servers`` prefill ranks can prefill (``pf`` is ``prefill_batching``).
 
     With prompts sharing passes as ``batched_prefill`` says, a server is busy all the time
-    when u = rate·t1/servers solves u·(t1 + added·u) = t1·(1 + u), i.e. u = √(t1/added); past a
-    full pass (1 + u > most per pass) the capacity is full passes back to back.
+    when u = rate·t1/(pp·servers) solves u·(t1 + added·u) = t1·(1 + u), i.e. u = √(t1/added);
+    past a full pass (1 + u > most per pass) the capacity is full passes back to back (a
+    pipeline of pp stages starts one every 1/pp of a pass).
     """
-    t1, added, k_max = pf
+    t1, added, k_max, stages = pf
     u = np.sqrt(t1 / vmax(added, 1e-300))
-    return choose(1.0 + u <= k_max, servers * u / t1, servers * k_max / (t1 + added * (k_max - 1.0)))
+    return choose(1.0 + u <= k_max, stages * servers * u / t1,
+                  stages * servers * k_max / (t1 + added * (k_max - 1.0)))
 
 
 def _at(fd, fp, ld: Load, p, b, pf):

@@ -97,6 +97,24 @@ def _collectives(f, p, tokens):
     return ar + a2a + gather
 
 
+def _stage_sends_s(f, p, tokens):
+    """Time (s) for ``tokens`` tokens' hidden states to cross every pipeline-stage boundary once
+    (zero without pipeline parallelism): over NVLink inside the scale-up domain, the
+    inter-node link between domains."""
+    lat = p["coll_latency_us"] * 1e-6
+    eff = p["eff_link"]
+    size = tokens * f["stage_send_bytes_tok"]
+    return (f["stage_sends_local"] * (lat + size / (f["nvlink_bytes_s"] * eff))
+            + f["stage_sends_remote"] * (lat + size / (f["internode_bytes_s"] * eff)))
+
+
+def micro_batch(f, batch_rank):
+    """Sequences per pipeline micro-batch: with pp stages the batch runs as pp micro-batches,
+    one per stage at a time (at least one sequence each while there are sequences: fewer than
+    pp sequences leave stages idle); without pipelining, the whole batch."""
+    return choose(f["pp"] > 1, vmax(batch_rank / f["pp"], vmin(batch_rank, 1.0)), batch_rank)
+
+
 def _linear_time(f, p, tokens_rank, tokens_engine, sampled):
     """GEMM time (s): compute for ``tokens_rank`` tokens on this rank, experts fed by the whole
     engine, the LM head for the ``sampled`` tokens among them.
@@ -136,34 +154,37 @@ def accepted_per_step(f):
 
 def decode_gemms_s(f, p, batch_rank):
     """GEMMs and collectives (s) of one pipeline stage of a decode iteration with ``batch_rank``
-    sequences per attention rank (the part a prompt riding in the iteration adds to)."""
-    q = verified_tokens(f, vmax(batch_rank, 1e-9))
+    sequences per attention rank, on its micro-batch (the part a prompt riding in it adds to)."""
+    q = verified_tokens(f, micro_batch(f, vmax(batch_rank, 1e-9)))
     return _linear_time(f, p, q, q * f["dp"], q) + _collectives(f, p, q)
 
 
 def decode_step_s(f, p, batch_rank, context, gemms=None):
     """One decode iteration (s) with ``batch_rank`` sequences per attention rank at mean ``context`` tokens.
 
-    With pipeline parallelism a token passes every stage, so the latency is pp stage times.
+    With pipeline parallelism the batch runs as pp micro-batches that follow each other through
+    the stages, so a token takes pp stage times of its micro-batch (its weights, and its own
+    sequences' KV) plus the hand-offs between stages.
     ``gemms`` is ``decode_gemms_s`` of the same batch when the caller has it already.
     Speculative decoding verifies each sequence's drafted tokens in the same pass (more GEMM
     and attention math, the same weight and KV reads) after drafting them one at a time, each
     draft costing about one layer of the pass and a layer's launch gap.
     """
     b = vmax(batch_rank, 1e-9)
+    m = micro_batch(f, b)
     picked = choose(f["attn_topk"] > 0, vmin(context, vmax(f["attn_topk"], 1)), context)
     kv_bytes = picked * (f["kv_bytes_tok"] - f["index_bytes_tok"]) + context * f["index_bytes_tok"]
-    kv = b * (kv_bytes + 2.0 * f["state_bytes_seq"]) / (f["hbm_bytes_s"] * p["eff_kv"])
+    kv = m * (kv_bytes + 2.0 * f["state_bytes_seq"]) / (f["hbm_bytes_s"] * p["eff_kv"])
     # Softmax-bound attention gains the GPU's attention speed-up; the indexer's scores take no softmax.
-    mla = verified_tokens(f, b) * (picked * f["mla_decode_flops"] / (p["eff_mla"] * f["attn_speed"])
+    mla = verified_tokens(f, m) * (picked * f["mla_decode_flops"] / (p["eff_mla"] * f["attn_speed"])
                                    + context * f["index_pair_flops"] / p["eff_attn"]) / f["peak_attn_flops"]
     overhead = (step_overhead_s(f, p) + p["seq_us"] * 1e-6 * b
                 + (p["layer_us"] * f["num_layers"] + p["moe_layer_us"] * f["moe_layers"]
                    + p["sparse_layer_us"] * f["sparse_attention_layers"]) * 1e-6)
     stage = (decode_gemms_s(f, p, b) if gemms is None else gemms) + soft_max(kv, mla)
     drafts = choose(f["spec_tokens"] > 0,
-                    f["spec_tokens"] * (stage / f["num_layers"] + p["layer_us"] * 1e-6), 0.0)
-    return f["pp"] * stage + overhead + drafts
+                    f["spec_tokens"] * (f["pp"] * stage / f["num_layers"] + p["layer_us"] * 1e-6), 0.0)
+    return f["pp"] * stage + _stage_sends_s(f, p, verified_tokens(f, m)) + overhead + drafts
 
 
 def attention_pairs(f, isl):
@@ -190,7 +211,8 @@ def _launches_s(f, p):
 
 def mixed_prefill_s(f, p, batch_rank, isl, requests, gemms=None):
     """Time (s) that prefilling ``requests`` prompts of ``isl`` tokens adds to the decode
-    iterations of ``batch_rank`` sequences per attention rank they ride in (chunked prefill).
+    iterations of ``batch_rank`` sequences per attention rank they ride in (chunked prefill;
+    pipelined, to the round of micro-batches in which every sequence gets a token).
 
     The prompts' tokens join decode iterations in chunks of up to ``max_num_tokens``: the
     weights those iterations stream anyway are not streamed again, so short prompts cost
@@ -204,9 +226,12 @@ def mixed_prefill_s(f, p, batch_rank, isl, requests, gemms=None):
     n = tokens / chunks
     dp = f["dp"]
     base = decode_gemms_s(f, p, b) if gemms is None else gemms
-    q = verified_tokens(f, b)
-    added = _linear_time(f, p, q + n, q * dp + n, q + requests / chunks) + _collectives(f, p, q + n) - base
-    return f["pp"] * (chunks * added + _prefill_attention_s(f, p, isl, requests)) + chunks * _launches_s(f, p)
+    q = verified_tokens(f, micro_batch(f, b))  # the chunk rides in one micro-batch
+    added = (_linear_time(f, p, q + n, q * dp + n, q + requests / chunks) + _collectives(f, p, q + n) - base
+             + (_stage_sends_s(f, p, q + n) - _stage_sends_s(f, p, q)) / f["pp"])
+    # Pipelined, every stage does its share once for the micro-batch that carries the chunk:
+    # the round in which each sequence gets a token grows by one stage's share, not by pp.
+    return chunks * added + _prefill_attention_s(f, p, isl, requests) + chunks * _launches_s(f, p) / f["pp"]
 
 
 def prefill_s(f, p, isl, requests=1.0):
@@ -215,5 +240,8 @@ def prefill_s(f, p, isl, requests=1.0):
     linear = _linear_time(f, p, tokens, tokens, requests)
     chunks = np.ceil(tokens / f["max_num_tokens"])
     # Prefill runs without CUDA graphs: every layer pays its kernel launches (MoE layers more).
-    return (f["pp"] * (linear + _prefill_attention_s(f, p, isl, requests) + _collectives(f, p, tokens))
+    # Pipelined, chunks follow each other through the stages: the last finishes pp - 1 chunk
+    # times after the first stage is done (the bubble), its hand-offs on the way.
+    stages = linear + _prefill_attention_s(f, p, isl, requests) + _collectives(f, p, tokens)
+    return (stages * (1.0 + (f["pp"] - 1.0) / chunks) + _stage_sends_s(f, p, tokens / chunks)
             + chunks * (step_overhead_s(f, p) + _launches_s(f, p)))

@@ -223,9 +223,9 @@ def test_disaggregated_serving_serves_no_more_than_its_prefill_pool_prefills(par
     cfg = dict(model="meta-llama/Llama-3.1-8B", engine=None, prefill=Parallel(tp=1), decode=Parallel(tp=1),
                prefill_workers=1, decode_workers=8, isl_tokens=8000, osl_tokens=200)
     prep = prepare(config(mode="disagg", concurrency=1, **cfg))
-    one, added, most = (float(v) for v in prefill_batching(prep.prefill, params, 8000.0))
-    assert most == 1
-    capacity = float(prefill_capacity((one, added, most), 1.0))
+    one, added, most, stages = (float(v) for v in prefill_batching(prep.prefill, params, 8000.0))
+    assert most == 1 and stages == 1
+    capacity = float(prefill_capacity((one, added, most, stages), 1.0))
     assert capacity == pytest.approx(1.0 / one, rel=1e-12)
     rates = []
     for clients in (64, 256):
@@ -239,7 +239,7 @@ def test_disaggregated_serving_serves_no_more_than_its_prefill_pool_prefills(par
     assert beyond.saturated and beyond.ttft_ms == float("inf") and beyond.ttft_parts.queueing_ms == float("inf")
     # Where prompts share passes (each further prompt adding half a prompt's time), the capacity
     # is the rate at which batched_prefill's work per prompt keeps the server exactly busy: √2/t1.
-    shared = (one, 0.5 * one, 8.0)
+    shared = (one, 0.5 * one, 8.0, 1.0)
     batched = float(prefill_capacity(shared, 1.0))
     assert batched == pytest.approx(2**0.5 / one, rel=1e-12)
     assert batched * float(batched_prefill(shared, batched, 1.0)[1]) == pytest.approx(1.0, rel=1e-12)
@@ -253,8 +253,8 @@ def test_prompts_arriving_together_share_prefill_passes(params):
 
     prep = prepare(config(model="Qwen/Qwen3-30B-A3B", engine=Parallel(tp=1), isl_tokens=1000, osl_tokens=200))
     pf = prefill_batching(prep.prefill, params, 1000.0)
-    one, added, most = (float(v) for v in pf)
-    assert most == 8  # 8192-token passes hold eight 1000-token prompts
+    one, added, most, stages = (float(v) for v in pf)
+    assert most == 8 and stages == 1  # 8192-token passes hold eight 1000-token prompts
     assert 0 < added < one
     slow, fast = 0.05 / one, 20.0 / one  # prompts/s: a twentieth of one-at-a-time capacity, and 20× it
     pass_slow, per_slow = (float(v) for v in batched_prefill(pf, slow, 1.0))
@@ -403,3 +403,68 @@ def test_speculative_decoding_pays_off_with_acceptance_and_less_at_large_batches
 
 def test_speculative_decoding_off_is_the_model_without_it(params):
     assert estimate(config(concurrency=8, spec_tokens=0), params=params) == estimate(config(concurrency=8), params=params)
+
+
+def test_pipeline_stages_hand_off_over_the_link_between_them():
+    # Stages are placed in order: an 8-GPU H100 node holds two TP4 stages (one NVLink hand-off),
+    # a TP8 stage fills it (the hand-off of a two-node PP2 engine crosses nodes), a node holds
+    # four TP2 stages (a PP8 engine: six hand-offs inside nodes, one between); a GB200 NVL72
+    # domain holds nine TP8 stages.
+    from profiler.engine import _stage_boundaries
+
+    assert _stage_boundaries(4, 2, 8) == (1, 0)
+    assert _stage_boundaries(8, 2, 8) == (0, 1)
+    assert _stage_boundaries(2, 8, 8) == (6, 1)
+    assert _stage_boundaries(8, 4, 72) == (3, 0)
+    assert _stage_boundaries(16, 3, 8) == (0, 2)
+    assert _stage_boundaries(4, 1, 8) == (0, 0)
+    # Llama-3.1-405B at TP8 PP2 on H100: each decoded token's hidden state (16384 × bf16)
+    # crosses the inter-node link once per step.
+    prep = prepare(config(model="meta-llama/Llama-3.1-405B", precision="fp8", engine=Parallel(tp=8, pp=2)))
+    f = prep.decode
+    assert (f["stage_sends_local"], f["stage_sends_remote"], f["stage_send_bytes_tok"]) == (0, 1, 16384 * 2)
+    p = default_params()
+    alone = dict(f, stage_sends_remote=0)
+    link = get_gpu("h100_sxm").internode_gb_s * 1e9 * p["eff_link"]
+    assert float(decode_step_s(f, p, 1.0, 2250.0) - decode_step_s(alone, p, 1.0, 2250.0)) == pytest.approx(
+        p["coll_latency_us"] * 1e-6 + 16384 * 2 / link, rel=1e-9)
+
+
+def test_pipeline_runs_micro_batches_and_overlaps_prefill_chunks(params):
+    # Decode: a PP2 engine runs its 64 sequences as two micro-batches of 32, so a token takes two
+    # stage times of 32 sequences (weights and those sequences' KV), plus the hand-off, plus the
+    # step's fixed costs for all 64 (per-sequence scheduling included).
+    prep = prepare(config(engine=Parallel(tp=4, pp=2), isl_tokens=4096, osl_tokens=512))
+    f = prep.decode
+    one_stage = dict(f, pp=1.0, stage_sends_local=0, stage_sends_remote=0)
+
+    def fixed(b):
+        return (params["step_ms_vllm"] * 1e-3 + params["seq_us"] * 1e-6 * b
+                + params["layer_us"] * 1e-6 * f["num_layers"])
+
+    from profiler.steps import _stage_sends_s, micro_batch
+
+    assert float(micro_batch(f, 64.0)) == 32.0 and float(micro_batch(f, 1.0)) == 1.0
+    stage = float(decode_step_s(one_stage, params, 32.0, 4352.0)) - fixed(32)
+    expected = 2 * stage + float(_stage_sends_s(f, params, 32.0)) + fixed(64)
+    assert float(decode_step_s(f, params, 64.0, 4352.0)) == pytest.approx(expected, rel=1e-9)
+    # Prefill: a 32k-token prompt is four 8192-token chunks; the second stage works on chunk k
+    # while the first does chunk k + 1, so the prompt takes 1 + 1/4 of the stages' work instead
+    # of 2 (a one-chunk prompt gets no overlap: both stages back to back).
+    for isl, chunks in ((32768, 4), (8192, 1)):
+        both = float(prefill_s(f, params, float(isl)))
+        extra = float(_stage_sends_s(f, params, isl / chunks)) + chunks * (
+            params["step_ms_vllm"] * 1e-3 + params["prefill_layer_us"] * 1e-6 * f["num_layers"])
+        stages = float(prefill_s(one_stage, params, float(isl))) - chunks * (
+            params["step_ms_vllm"] * 1e-3 + params["prefill_layer_us"] * 1e-6 * f["num_layers"])
+        assert both == pytest.approx(stages * (1 + 1 / chunks) + extra, rel=1e-9)
+    # Queueing: a prompt holds the pipeline's first stage for half its pass, so the engine
+    # starts a new pass twice as often as the pass takes: twice the prefill capacity.
+    from profiler.serving import batched_prefill, prefill_batching, prefill_capacity
+
+    pf = prefill_batching(f, params, 1024.0)
+    t1, added, most, stages = (float(v) for v in pf)
+    assert stages == 2
+    assert float(prefill_capacity(pf, 1.0)) == pytest.approx(2 * float(prefill_capacity((t1, added, most, 1.0), 1.0)))
+    t_pass, work = (float(v) for v in batched_prefill(pf, 1e-9, 1.0))
+    assert t_pass == pytest.approx(t1) and work == pytest.approx(t1 / 2)
