@@ -47,17 +47,20 @@ def _num(row: dict, key: str) -> float | None:
         x = float(value)
     except (TypeError, ValueError) as exc:
         raise ModelError(key, f"not a number: {value!r}") from exc
+    if math.isinf(x):
+        raise ModelError(key, f"must be finite, got {value!r}")
     return None if math.isnan(x) else x
 
 
-def _int(row: dict, key: str, default: int | None = None) -> int:
+def _int(row: dict, key: str, default: int | None = None, least: int = 0) -> int:
+    """An integer column, at least ``least`` (``default`` when empty; missing is an error without one)."""
     x = _num(row, key)
     if x is None:
         if default is None:
             raise ModelError(key, "missing")
         return default
-    if x != int(x) or x < 0:
-        raise ModelError(key, f"must be a non-negative integer, got {row.get(key)!r}")
+    if x != int(x) or x < least:
+        raise ModelError(key, f"must be an integer ≥ {least}, got {row.get(key)!r}")
     return int(x)
 
 
@@ -65,7 +68,7 @@ def _product_spelling(row: dict, prefix: str, moe: bool, domain: int) -> tuple[i
     """(tp, attention dp, ep) of the real engine when the row spells its GPU count as a product (see above)."""
     if not moe:
         return None
-    tp, dp = _int(row, f"{prefix}tp", 1) or 1, _int(row, f"{prefix}attn_dp", 1) or 1
+    tp, dp = _int(row, f"{prefix}tp", 1, least=1), _int(row, f"{prefix}attn_dp", 1) or 1
     moe_tp, ep = _int(row, f"{prefix}moe_tp", 1) or 1, _int(row, f"{prefix}moe_ep", 1) or 1
     if tp * dp > domain and moe_tp > 1 and ep > 1 and moe_tp * ep == tp * dp:
         return (moe_tp, 1, ep) if dp == 1 else (1, moe_tp, ep)
@@ -80,7 +83,7 @@ def _parallel(row: dict, prefix: str, heads: int | None, moe: bool, domain: int,
     if spelled:
         tp, dp, ep = spelled
     else:
-        tp, dp = _int(row, f"{prefix}tp", 1) or 1, _int(row, f"{prefix}attn_dp", 1) or 1
+        tp, dp = _int(row, f"{prefix}tp", 1, least=1), _int(row, f"{prefix}attn_dp", 1) or 1
         ep = (_int(row, f"{prefix}moe_ep", 1) or 1) if moe else 1
     if moe and heads and heads % tp and dp == 1:
         tp, dp = 1, tp
@@ -92,23 +95,23 @@ def _parallel(row: dict, prefix: str, heads: int | None, moe: bool, domain: int,
         dp = 1
     if moe and (tp * dp) % ep:
         ep = 1
-    return Parallel(tp=tp, pp=_int(row, f"{prefix}pp", 1) or 1, dp=dp, moe_ep=ep)
+    return Parallel(tp=tp, pp=_int(row, f"{prefix}pp", 1, least=1), dp=dp, moe_ep=ep)
 
 
 def row_config(row: dict, heads: int | None = None, moe: bool = False,
                domain: int = 72) -> tuple[ServingConfig, tuple[str, ...]]:
     """The ServingConfig a measured row describes, and the assumptions made reading it."""
     notes: list[str] = []
-    mode = str(row.get("mode") or "agg").strip()
+    mode = str(row.get("mode") or "agg").strip().lower()
     if mode not in ("agg", "disagg"):
         raise ModelError("mode", f"must be agg or disagg, got {mode!r}")
     conc = _num(row, "concurrency")
     if conc is None or conc <= 0:
         raise ModelError("concurrency", f"must be > 0, got {row.get('concurrency')!r}")
     common = dict(model=str(row.get("model") or ""), gpu=str(row.get("gpu") or ""),
-                  backend=str(row.get("backend") or "vllm").strip(),
+                  backend=str(row.get("backend") or "vllm").strip().lower(),
                   precision=(str(row["precision"]).strip() or None) if row.get("precision") else None,
-                  mode=mode, isl_tokens=_int(row, "isl"), osl_tokens=_int(row, "osl"), concurrency=conc,
+                  mode=mode, isl_tokens=_int(row, "isl", least=1), osl_tokens=_int(row, "osl", least=1), concurrency=conc,
                   spec_tokens=_int(row, "spec_tokens", 0), spec_acceptance=_num(row, "spec_acceptance"))
     engines = {}
     for prefix in ("",) if mode == "agg" else ("p_", "d_"):
@@ -120,8 +123,9 @@ def row_config(row: dict, heads: int | None = None, moe: bool = False,
     if mode == "agg":
         return ServingConfig(engine=engines[""], **common), tuple(notes)
     prefill, decode = engines["p_"], engines["d_"]
-    pw, dw = _num(row, "p_workers"), _num(row, "d_workers")
-    if pw is None or dw is None:
+    if _num(row, "p_workers") is not None and _num(row, "d_workers") is not None:
+        pw, dw = _int(row, "p_workers", least=1), _int(row, "d_workers", least=1)
+    else:
         dw = math.ceil(conc / (decode.dp * UNRECORDED_BATCH_PER_RANK))
         pw = max(1, round(dw * decode.gpus / prefill.gpus / UNRECORDED_DECODE_PER_PREFILL_GPU))
         notes.append(f"worker counts missing: read as {pw} prefill + {dw} decode workers")

@@ -88,3 +88,17 @@ def test_speculative_decoding_columns_are_read_when_present():
     assert row_config(row)[0].spec_tokens == 0
     config, _ = row_config(dict(row, spec_tokens="3", spec_acceptance="0.8"))
     assert (config.spec_tokens, config.spec_acceptance) == (3, 0.8)
+
+
+def test_worker_counts_must_be_whole_and_positive_and_names_are_read_in_any_case():
+    import pytest
+
+    from profiler.errors import ModelError
+
+    disagg = dict(mode="Disagg", backend=" SGLang ", p_tp="8", d_tp="8", p_workers="1", d_workers="2")
+    config, notes = read(**disagg)
+    assert (config.mode, config.backend, config.prefill_workers, config.decode_workers, notes) == ("disagg", "sglang", 1, 2, ())
+    for column, value in (("p_workers", "0"), ("d_workers", "1.5")):
+        with pytest.raises(ModelError) as err:
+            read(**dict(disagg, **{column: value}))
+        assert str(err.value).startswith(f"{column}: must be an integer ≥ 1")

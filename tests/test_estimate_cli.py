@@ -60,6 +60,10 @@ def test_csv_missing_optional_columns_and_bad_values(tmp_path):
         ["meta-llama/Llama-3.1-405B", "h100", "512", "128", "4", "1"],  # does not fit
         ["meta-llama/Llama-3.1-8B", "h100", "512", "lots", "4", "1"],  # not a number
         ["meta-llama/Llama-3.1-8B", "h100", "512", "128"],  # ragged: concurrency and tp missing
+        ["meta-llama/Llama-3.1-8B", "h100", "512", "inf", "4", "1"],  # not finite
+        ["meta-llama/Llama-3.1-8B", "h100", "512", "128", "inf", "1"],  # not finite
+        ["meta-llama/Llama-3.1-8B", "h100", "512", "128", "4", "0"],  # no GPUs per engine
+        ["meta-llama/Llama-3.1-8B", "h100", "512", "128", "4", "1.5"],  # not an integer
     ]
     src, dst = tmp_path / "in.csv", tmp_path / "out.csv"
     write_csv(src, header, rows)
@@ -69,12 +73,14 @@ def test_csv_missing_optional_columns_and_bad_values(tmp_path):
     assert len(out) == len(rows)
     assert out[0]["pred_error"] == "" and float(out[0]["pred_tpot_ms"]) > 0
     errors = [r["pred_error"] for r in out[1:]]
-    assert errors[0].startswith("isl_tokens:")
+    assert errors[0] == "isl: must be an integer ≥ 1, got '0'"
     assert errors[1].startswith("engine.tp:")
     assert errors[2].startswith("gpu:") and "h100_sxm" in errors[2]
     assert errors[3].startswith("engine:") and "GiB" in errors[3]
     assert errors[4].startswith("osl:")
     assert errors[5].startswith("concurrency:")
+    assert errors[6] == "osl: must be finite, got 'inf'" and errors[7] == "concurrency: must be finite, got 'inf'"
+    assert errors[8] == "tp: must be an integer ≥ 1, got '0'" and errors[9] == "tp: must be an integer ≥ 1, got '1.5'"
     assert all(r["pred_ttft_ms"] == "" for r in out[1:])
 
 
