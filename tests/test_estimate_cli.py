@@ -125,6 +125,32 @@ def test_one_configuration_json_disagg(capsys):
     assert data["estimate"]["ttft_p99_ms"] >= data["estimate"]["ttft_p90_ms"]
 
 
+def test_several_loads_give_a_table_and_a_json_sweep_matching_single_estimates(capsys):
+    from profiler.config import Parallel, ServingConfig
+    from profiler.estimate import estimate
+
+    argv = ["estimate", "--model", "meta-llama/Llama-3.1-70B", "--gpu", "h100", "--tp", "8", "--isl", "4096",
+            "--osl", "512", "--concurrency", "1", "64", "2048"]
+    assert main(argv) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[2].split()[:2] == ["clients", "TTFT"]
+    rows = [line.split() for line in lines[3:6]]
+    assert [r[0] for r in rows] == ["1", "64", "2048"]
+    assert rows[2][-1] == "saturated" and rows[0][-1] != "saturated"
+    assert lines[6].startswith("memory/GPU")
+    assert main(argv + ["--json"]) == 0
+    sweep = json.loads(capsys.readouterr().out)["sweep"]
+    assert [s["config"]["concurrency"] for s in sweep] == [1, 64, 2048]
+    for s in sweep:
+        ref = estimate(ServingConfig(model="meta-llama/Llama-3.1-70B", gpu="h100", engine=Parallel(tp=8),
+                                     isl_tokens=4096, osl_tokens=512, concurrency=s["config"]["concurrency"]))
+        assert s["estimate"]["ttft_ms"] == pytest.approx(ref.ttft_ms, rel=1e-12)
+        assert s["estimate"]["itl_ms"] == pytest.approx(ref.itl_ms, rel=1e-12)
+    assert main(["estimate", "--model", "meta-llama/Llama-3.1-70B", "--gpu", "h100", "--tp", "8",
+                 "--rate", "0.5", "-2"]) == 1
+    assert "request_rate" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("argv,field", [
     (["--model", "acme/Nope", "--gpu", "h100"], "model"),
     (["--model", "meta-llama/Llama-3.1-8B", "--gpu", "tpu9"], "gpu"),

@@ -63,8 +63,10 @@ def register(subparsers) -> None:
     one.add_argument("--isl", type=int, default=4000, help="input tokens per request (default 4000)")
     one.add_argument("--osl", type=int, default=1000, help="output tokens per request (default 1000)")
     load = one.add_mutually_exclusive_group()
-    load.add_argument("--concurrency", type=float, help="closed-loop clients across the deployment (default 1)")
-    load.add_argument("--rate", type=float, help="Poisson request rate across the deployment (req/s)")
+    load.add_argument("--concurrency", type=float, nargs="+", metavar="C",
+                      help="closed-loop clients across the deployment (default 1); several: a table, one row each")
+    load.add_argument("--rate", type=float, nargs="+", metavar="R",
+                      help="Poisson request rate across the deployment (req/s); several: a table, one row each")
     one.add_argument("--json", action="store_true", help="print the estimate as JSON")
     parser.set_defaults(func=run)
 
@@ -185,7 +187,7 @@ def _write(stream, fields: list[str], rows: list[dict], preds: list[dict[str, st
 # --- one configuration --------------------------------------------------------------------
 
 
-def _config(args: argparse.Namespace, model_name: str, precision: str | None):
+def _config(args: argparse.Namespace, model_name: str, precision: str | None, load_value: float):
     from profiler.config import Parallel, ServingConfig
 
     def par(prefix: str) -> Parallel:
@@ -195,7 +197,7 @@ def _config(args: argparse.Namespace, model_name: str, precision: str | None):
     roles = ({"engine": par(""), "replicas": args.replicas} if args.mode == "agg" else
              {"prefill": par("prefill_"), "decode": par("decode_"),
               "prefill_workers": args.prefill_workers, "decode_workers": args.decode_workers})
-    load = {"request_rate": args.rate} if args.rate is not None else {"concurrency": args.concurrency or 1.0}
+    load = {"request_rate": load_value} if args.rate is not None else {"concurrency": load_value}
     return ServingConfig(model=model_name, gpu=args.gpu, backend=args.backend, precision=precision,
                          kv_dtype=args.kv_dtype, mode=args.mode, max_batch=args.max_batch,
                          max_num_tokens=args.max_num_tokens, isl_tokens=args.isl, osl_tokens=args.osl,
@@ -209,16 +211,26 @@ def _run_one(args: argparse.Namespace) -> int:
     from profiler.estimate import estimate
     from profiler.hub import load_model
 
+    loads = args.rate or args.concurrency or [1.0]
     try:
         model, implied = load_model(args.model)
-        config = _config(args, args.model, args.precision or implied)
-        result = estimate(config, model=model)
+        configs = [_config(args, args.model, args.precision or implied, x) for x in loads]
+        results = [estimate(config, model=model) for config in configs]
     except (ModelError, ValidationError) as exc:
         reason = _reason(exc)
         field = reason.split(":", 1)[0]
         flag = _FLAGS.get(field.split(".", 1)[0])
         print(f"error: {reason}" + (f"  ({flag})" if flag and flag != f"--{field}" else ""), file=sys.stderr)
         return 1
+    if len(configs) > 1:
+        if args.json:
+            print(json.dumps({"model": model.hf_id, "sweep": [
+                {"config": c.model_dump(mode="json"), "estimate": r.model_dump(mode="json")}
+                for c, r in zip(configs, results)]}, indent=2, allow_nan=True))
+        else:
+            print(sweep_table(configs, model.hf_id, results))
+        return 0
+    config, result = configs[0], results[0]
     if args.json:
         print(json.dumps({"model": model.hf_id, "config": config.model_dump(mode="json"),
                           "estimate": result.model_dump(mode="json")}, indent=2, allow_nan=True))
@@ -240,19 +252,47 @@ def parts_text(parts) -> str:
     return " + ".join(shown) + " ms" if shown else "0 ms"
 
 
-def summary(config, model_id: str, est) -> str:
-    """A few readable lines: the deployment, latency, throughput and memory of ``est``."""
+def _deployment(config, model_id: str, est) -> str:
+    """The line naming the model, GPUs, backend and layout of ``config``."""
+    from profiler.gpus import get_gpu
+
     if config.mode == "agg":
         layout = f"agg: {config.replicas} × {_shape(config.engine)}"
     else:
         layout = (f"disagg: {config.prefill_workers} prefill × {_shape(config.prefill)} + "
                   f"{config.decode_workers} decode × {_shape(config.decode)}")
-    from profiler.gpus import get_gpu
+    return f"{model_id} on {est.total_gpus} × {get_gpu(config.gpu).name} ({config.backend}, {config.precision}; {layout})"
 
+
+def _memory_lines(config, est) -> list[str]:
+    return [f"memory/GPU  {role}: weights {mem.weights_gib:.1f} GiB, KV cache {mem.kv_cache_gib:.1f} GiB, "
+            f"activations {mem.activations_gib:.1f} GiB; KV capacity {mem.kv_capacity_tokens:,} tokens "
+            f"({mem.max_sequences:,} sequences of {config.isl_tokens + config.osl_tokens / 2:,.0f} tokens) per engine"
+            for role, mem in est.memory.items()]
+
+
+def sweep_table(configs, model_id: str, results) -> str:
+    """One deployment at several loads: a row per load (TTFT mean with p90 and p99, ITL, throughput)."""
+    first = configs[0]
+    rate = first.request_rate is not None
+    lines = [_deployment(first, model_id, results[0]),
+             f"workload: ISL {first.isl_tokens} / OSL {first.osl_tokens} tokens",
+             f"{'req/s in' if rate else 'clients':>9}  {'TTFT ms':>9}  {'p90':>9}  {'p99':>9}  {'ITL ms':>8}  "
+             f"{'tok/s/GPU':>9}  {'tok/s/user':>10}  {'req/s':>8}  {'decoding':>8}"]
+    for config, est in zip(configs, results):
+        load = config.request_rate if rate else config.concurrency
+        lines.append(f"{load:>9g}  {est.ttft_ms:>9.1f}  {est.ttft_p90_ms:>9.1f}  {est.ttft_p99_ms:>9.1f}  "
+                     f"{est.itl_ms:>8.2f}  {est.output_tok_s_per_gpu:>9.1f}  {est.tok_s_per_user:>10.1f}  "
+                     f"{est.requests_per_s:>8.3g}  {est.decode_batch:>8.1f}" + ("  saturated" if est.saturated else ""))
+    return "\n".join(lines + _memory_lines(first, results[0]))
+
+
+def summary(config, model_id: str, est) -> str:
+    """A few readable lines: the deployment, latency, throughput and memory of ``est``."""
     load = (f"concurrency {config.concurrency:g}" if config.request_rate is None
             else f"rate {config.request_rate:g} req/s")
     lines = [
-        f"{model_id} on {est.total_gpus} × {get_gpu(config.gpu).name} ({config.backend}, {config.precision}; {layout})",
+        _deployment(config, model_id, est),
         f"workload: ISL {config.isl_tokens} / OSL {config.osl_tokens} tokens, {load}",
         f"TTFT        mean {est.ttft_ms:.1f} ms   p90 {est.ttft_p90_ms:.1f} ms   p99 {est.ttft_p99_ms:.1f} ms",
         "  mean of   " + parts_text(est.ttft_parts),
@@ -261,10 +301,7 @@ def summary(config, model_id: str, est) -> str:
         f"throughput  {est.output_tok_s_per_gpu:.1f} output tok/s per GPU   {est.requests_per_s:.3g} req/s   "
         f"{est.decode_batch:.1f} sequences decoding per engine",
     ]
-    for role, mem in est.memory.items():
-        lines.append(f"memory/GPU  {role}: weights {mem.weights_gib:.1f} GiB, KV cache {mem.kv_cache_gib:.1f} GiB, "
-                     f"activations {mem.activations_gib:.1f} GiB; KV capacity {mem.kv_capacity_tokens:,} tokens "
-                     f"({mem.max_sequences:,} sequences of {config.isl_tokens + config.osl_tokens / 2:,.0f} tokens) per engine")
+    lines += _memory_lines(config, est)
     if est.saturated:
         lines.append("saturated: the load exceeds what this deployment serves (clients queue for the excess)")
     return "\n".join(lines)
