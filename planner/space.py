@@ -2,7 +2,8 @@
 
 An engine has g GPUs (powers of two and whole nodes, within the request's per-engine
 bounds). Dense models split g into TP × PP (PP only across nodes); MoE models split it into
-TP × attention-DP, with expert parallelism either off or over all g GPUs.
+TP × attention-DP, with expert parallelism either off or over all g GPUs (with redundant
+expert slots where the experts do not divide evenly, as wide-EP deployments run).
 """
 
 from __future__ import annotations
@@ -40,7 +41,9 @@ def engine_options(model: Model, gpu: Gpu, lo: int, hi: int, gpus_per_node: int 
                     options.append(Parallel(tp=tp, pp=rest))
                 continue
             for ep in sorted({1, g}):
-                if model.num_experts % ep:
+                # EP over more GPUs than experts leaves some without any; experts split by TP
+                # must divide their width (otherwise only EP spreads them).
+                if ep > model.num_experts or model.moe_intermediate_size % (g // ep):
                     continue
                 options.append(Parallel(tp=tp, dp=rest, moe_ep=ep))
     return options

@@ -13,6 +13,11 @@ Pure: takes rows already read (dicts of strings or numbers). Conventions of the 
   spelling too (the ``moe_tp``-GPU engine with EP ``moe_ep``; the n-GPU attention-DP engine
   with EP n: e.g. MiniMax-M2.5 on H100 at ``tp 4, attn_dp 4, moe_ep 16`` and at ``tp 4,
   moe_ep 4``), so such rows are read as the smaller engine and marked inferred;
+- an engine whose experts would be split by TP into shards that do not divide their width
+  (e.g. DeepSeek's 2048-wide experts over 36 attention-DP ranks with ``moe_ep`` 1) cannot
+  run that way; wide-EP kernels spread the experts over all its GPUs instead (redundant
+  slots where they do not divide evenly), so such rows are read so and marked inferred (the
+  data does not say how the experts were placed);
 - optional ``spec_tokens`` and ``spec_acceptance`` columns describe speculative decoding
   (tokens drafted per step, chance each is accepted); absent, there is none;
 - disaggregated rows without worker counts are read as a deployment sized for its load:
@@ -98,9 +103,10 @@ def _parallel(row: dict, prefix: str, heads: int | None, moe: bool, domain: int,
     return Parallel(tp=tp, pp=_int(row, f"{prefix}pp", 1, least=1), dp=dp, moe_ep=ep)
 
 
-def row_config(row: dict, heads: int | None = None, moe: bool = False,
-               domain: int = 72) -> tuple[ServingConfig, tuple[str, ...]]:
-    """The ServingConfig a measured row describes, and the assumptions made reading it."""
+def row_config(row: dict, heads: int | None = None, moe: bool = False, domain: int = 72,
+               expert_width: int | None = None) -> tuple[ServingConfig, tuple[str, ...]]:
+    """The ServingConfig a measured row describes, and the assumptions made reading it
+    (``expert_width``: the routed experts' intermediate size, when known)."""
     notes: list[str] = []
     mode = str(row.get("mode") or "agg").strip().lower()
     if mode not in ("agg", "disagg"):
@@ -119,7 +125,13 @@ def row_config(row: dict, heads: int | None = None, moe: bool = False,
         if spelled:
             notes.append(f"{prefix}tp {row.get(prefix + 'tp')} × {prefix}attn_dp {row.get(prefix + 'attn_dp') or 1} "
                          f"read as a product: a {spelled[0] * spelled[1]}-GPU engine")
-        engines[prefix] = _parallel(row, prefix, heads, moe, domain, spelled)
+        par = _parallel(row, prefix, heads, moe, domain, spelled)
+        if moe and expert_width and expert_width % par.expert_tp:
+            wide = par.tp * par.dp
+            notes.append(f"{prefix}experts split {par.expert_tp} ways by TP (width {expert_width}) cannot be: "
+                         f"read as expert parallelism over the engine's {wide} GPUs")
+            par = par.model_copy(update={"moe_ep": wide})
+        engines[prefix] = par
     if mode == "agg":
         return ServingConfig(engine=engines[""], **common), tuple(notes)
     prefill, decode = engines["p_"], engines["d_"]
@@ -137,5 +149,5 @@ def row_prepared(row: dict) -> tuple[Prepared, tuple[str, ...]]:
     """A measured row resolved and prepared for ``evaluate``, with the assumptions made."""
     model, _ = resolve_model(str(row.get("model") or ""))
     gpu = get_gpu(str(row.get("gpu") or ""))
-    config, notes = row_config(row, model.num_heads, model.is_moe, gpu.nvlink_domain)
+    config, notes = row_config(row, model.num_heads, model.is_moe, gpu.nvlink_domain, model.moe_intermediate_size)
     return prepare(config), notes

@@ -155,8 +155,12 @@ def _check_divisibility(model: Model, par: Parallel, role: str) -> None:
     if model.num_layers < par.pp:
         raise ModelError(f"{role}.pp", f"pp={par.pp} exceeds the {model.num_layers} layers of {model.hf_id}")
     if model.is_moe:
-        if model.num_experts % par.moe_ep:
-            raise ModelError(f"{role}.moe_ep", f"moe_ep={par.moe_ep} does not divide the {model.num_experts} experts")
+        if par.moe_ep > model.num_experts:
+            raise ModelError(f"{role}.moe_ep", f"moe_ep={par.moe_ep} exceeds the {model.num_experts} experts")
+        if model.moe_intermediate_size % par.expert_tp:
+            raise ModelError(f"{role}.moe_ep", f"expert TP {par.expert_tp} (tp × dp / moe_ep) does not divide the "
+                                               f"experts' width {model.moe_intermediate_size}; spread the experts "
+                                               f"with more expert parallelism")
         if par.expert_tp * par.moe_ep != par.tp * par.dp:
             raise ModelError(f"{role}.moe_ep", f"moe_tp × moe_ep = {par.expert_tp}×{par.moe_ep} must equal tp × dp = {par.tp * par.dp}")
     elif par.dp > 1:
@@ -182,7 +186,9 @@ def engine_shape(model: Model, gpu: Gpu, backend: str, precision: str, kv_dtype:
     emb_b = model.embedding_params() * WEIGHT_BYTES["bf16"]
     dense_bytes = (attn_b + mlp_b) / (tp * pp) + emb_b / tp
     head_b = model.vocab_size * model.hidden_size * WEIGHT_BYTES["bf16"]
-    expert_bytes = model.moe_layers * model.num_experts * model.expert_params() * WEIGHT_BYTES[precision] / (moe_gpus * pp)
+    # Experts that do not divide evenly over EP take redundant slots: the busiest GPU holds ceil(E / ep).
+    slots = model.num_experts if model.num_experts % par.moe_ep == 0 else -(-model.num_experts // par.moe_ep) * par.moe_ep
+    expert_bytes = model.moe_layers * slots * model.expert_params() * WEIGHT_BYTES[precision] / (moe_gpus * pp)
 
     # KV per context token per GPU: GQA heads split over tp (replicated when kv heads < tp);
     # an MLA latent is replicated on every tp rank; layers split over pp.

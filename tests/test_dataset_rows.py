@@ -102,3 +102,16 @@ def test_worker_counts_must_be_whole_and_positive_and_names_are_read_in_any_case
         with pytest.raises(ModelError) as err:
             read(**dict(disagg, **{column: value}))
         assert str(err.value).startswith(f"{column}: must be an integer ≥ 1")
+
+
+def test_experts_tp_cannot_split_are_read_as_wide_expert_parallelism_and_marked_inferred():
+    # "tp 36, moe_ep 1" on 128-head DeepSeek: attention runs data-parallel over 36 GPUs, and its
+    # 2048-wide experts cannot be split 36 ways by TP: wide EP over the 36 GPUs is what ran.
+    config, notes = row_config({**DEEPSEEK, "tp": "36", "moe_tp": "1", "moe_ep": "1"}, heads=128, moe=True,
+                               domain=72, expert_width=2048)
+    assert (config.engine.tp, config.engine.dp, config.engine.moe_ep) == (1, 36, 36)
+    assert notes and "36 GPUs" in notes[0]
+    # TP 32 splits them evenly (64 columns each): read as recorded.
+    config, notes = row_config({**DEEPSEEK, "tp": "32", "moe_tp": "1", "moe_ep": "1"}, heads=128, moe=True,
+                               domain=72, expert_width=2048)
+    assert (config.engine.tp, config.engine.dp, config.engine.moe_ep, notes) == (32, 1, 1, ())

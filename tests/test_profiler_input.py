@@ -70,6 +70,31 @@ def test_tp_that_does_not_divide_the_heads():
     assert err.value.field == "prefill.tp"
 
 
+def test_experts_split_by_tp_must_divide_their_width_and_wide_ep_takes_redundant_slots():
+    # DeepSeek-R1's 256 routed experts are 2048 wide: 36 attention-DP ranks cannot split them
+    # 36 ways by TP (2048 / 36 is not whole); EP over the 36 GPUs spreads them, the busiest GPU
+    # holding ceil(256 / 36) = 8 expert slots (as wide-EP deployments place redundant experts).
+    deepseek = dict(model="deepseek-ai/DeepSeek-R1", gpu="gb200", backend="trtllm", precision="fp4")
+    with pytest.raises(ModelError) as err:
+        estimate(config(engine=Parallel(tp=1, dp=36, moe_ep=1), **deepseek))
+    assert err.value.field == "engine.moe_ep" and "2048" in err.value.message
+    with pytest.raises(ModelError) as err:
+        estimate(config(engine=Parallel(tp=1, dp=512, moe_ep=512), **deepseek))
+    assert err.value.field == "engine.moe_ep" and "256 experts" in err.value.message
+    from profiler.estimate import prepare
+    from profiler.model_catalog import resolve_model
+
+    model = resolve_model("deepseek-ai/DeepSeek-R1")[0]
+    from profiler.engine import WEIGHT_BYTES
+
+    per_expert_layer = model.expert_params() * WEIGHT_BYTES["fp4"]  # one expert in one layer, with its scales
+    wide = prepare(config(engine=Parallel(tp=1, dp=36, moe_ep=36), **deepseek))
+    even = prepare(config(engine=Parallel(tp=1, dp=32, moe_ep=32), **deepseek))
+    assert wide.decode["weight_bytes_experts"] == pytest.approx(model.moe_layers * 8 * per_expert_layer, rel=1e-12)
+    assert even.decode["weight_bytes_experts"] == pytest.approx(model.moe_layers * 8 * per_expert_layer, rel=1e-12)
+    assert estimate(config(engine=Parallel(tp=1, dp=36, moe_ep=36), **deepseek)).itl_ms > 0
+
+
 @pytest.mark.parametrize("field", ["isl_tokens", "osl_tokens"])
 @pytest.mark.parametrize("value", [0, -5])
 def test_zero_or_negative_lengths(field, value):
