@@ -27,6 +27,7 @@ PARAMS: dict[str, tuple[float, float, float]] = {
     "eff_mla": (0.50, 0.05, 0.95),  # MLA decode attention math (latent absorbed), fraction of bf16 peak
     "eff_link": (0.60, 0.1, 0.95),  # collectives, fraction of link bandwidth
     "coll_latency_us": (12.0, 1.0, 200.0),  # fixed cost of one collective
+    "peer_us": (1.5, 0.01, 50.0),  # more per peer GPU an expert all-to-all or gather exchanges with (signals, small messages)
     # A decode step's fixed cost splits into the framework's own (scheduling, sampling: Python
     # engines ~1.5 ms, TRT-LLM's C++ executor ~0.5 ms) and the gaps between a layer's ~15
     # graph-captured kernels (~2-3 us each, ~40 us a layer). Models with similar layer counts

@@ -85,15 +85,18 @@ def _collectives(f, p, tokens):
 
     The TP all-reduce moves every token; for the expert all-to-all the rank's TP GPUs split its
     tokens, and bytes to GPUs of the same node and to other nodes go over their own links;
-    attention-DP ranks sharing TP-split experts gather every rank's tokens.
+    attention-DP ranks sharing TP-split experts gather every rank's tokens. Each all-to-all
+    and gather also pays ``peer_us`` for every other GPU of its group (signals and small
+    messages), which is what makes wide EP's exchanges slow at small batches.
     """
     lat = p["coll_latency_us"] * 1e-6
     eff = p["eff_link"]
     ar = f["allreduces"] * (lat + tokens * f["allreduce_bytes_tok"] / (f["allreduce_link_bytes_s"] * eff))
     per_gpu = tokens / f["tp"]
-    a2a = f["alltoalls"] * (lat + per_gpu * (f["alltoall_bytes_tok"] / (f["nvlink_bytes_s"] * eff)
+    peer = p["peer_us"] * 1e-6  # each exchange also signals every other GPU of its group
+    a2a = f["alltoalls"] * (lat + peer * (f["moe_ep"] - 1.0) + per_gpu * (f["alltoall_bytes_tok"] / (f["nvlink_bytes_s"] * eff)
                                              + f["alltoall_remote_bytes_tok"] / (f["internode_bytes_s"] * eff)))
-    gather = f["gathers"] * (lat + tokens * f["gather_bytes_tok"] / (f["gather_link_bytes_s"] * eff))
+    gather = f["gathers"] * (lat + peer * (f["dp"] - 1.0) + tokens * f["gather_bytes_tok"] / (f["gather_link_bytes_s"] * eff))
     return ar + a2a + gather
 
 

@@ -195,6 +195,22 @@ def test_expert_all_to_all_crosses_nodes_once_per_node_reached():
     assert tp4["allreduce_link_bytes_s"] == tp4["nvlink_bytes_s"] > tp4["internode_bytes_s"]
 
 
+def test_an_expert_all_to_all_pays_for_every_peer_it_exchanges_with(params):
+    # Wide EP: each all-to-all (dispatch and combine, per MoE layer) signals every other GPU of
+    # the EP group, so at one sequence per rank (bytes negligible) 72-way EP costs 71 peers'
+    # worth per all-to-all where 8-way EP costs 7.
+    base = dict(model="deepseek-ai/DeepSeek-R1", gpu="gb200", backend="trtllm", precision="fp4",
+                isl_tokens=1000, osl_tokens=100)
+    steps = {}
+    for ep in (8, 72):
+        f = prepare(ServingConfig(engine=Parallel(tp=1, dp=ep, moe_ep=ep), concurrency=ep, **base)).decode
+        assert f["alltoalls"] == 2 * 58
+        steps[ep] = float(decode_step_s(f, params, 1.0, 1050.0)) - float(decode_step_s(
+            f, dict(params, peer_us=0.0), 1.0, 1050.0))
+    for ep, extra in steps.items():
+        assert extra == pytest.approx(2 * 58 * (ep - 1) * params["peer_us"] * 1e-6, rel=1e-6)
+
+
 def test_trtllm_kv_pool_is_a_fraction_of_the_memory_left_free():
     # TRT-LLM's free_gpu_memory_fraction (0.9) applies to what is free after the weights and
     # activations are placed, not to the whole GPU as vLLM's gpu_memory_utilization does.
