@@ -31,13 +31,15 @@ def single_estimates(rows: list[dict], repeats: int) -> tuple[float, float, int]
     from profiler.dataset import row_config
     from profiler.errors import ModelError
     from profiler.estimate import estimate
+    from profiler.gpus import get_gpu
     from profiler.model_catalog import resolve_model
 
     configs = []
     for row in rows:
         try:
             model, _ = resolve_model(row["model"])
-            config, _ = row_config(row, model.num_heads, model.is_moe)
+            config, _ = row_config(row, model.num_heads, model.is_moe, get_gpu(row["gpu"]).nvlink_domain,
+                                   model.moe_intermediate_size)
             estimate(config)  # warm: skip rows that cannot be predicted
         except (ModelError, ValueError):
             continue
