@@ -151,6 +151,23 @@ def test_several_loads_give_a_table_and_a_json_sweep_matching_single_estimates(c
     assert "request_rate" in capsys.readouterr().err
 
 
+def test_json_is_strict_when_a_queue_grows_without_bound(capsys):
+    # One TP1 prefill GPU cannot prefill 50 requests/s of 8k prompts: TTFT is unbounded, which
+    # strict JSON writes as null (not Infinity, which JSON parsers reject).
+    assert main(["estimate", "--model", "meta-llama/Llama-3.1-8B", "--gpu", "h100", "--mode", "disagg",
+                 "--isl", "8192", "--osl", "256", "--rate", "50", "--json"]) == 0
+    out = capsys.readouterr().out
+    assert "Infinity" not in out
+    est = json.loads(out)["estimate"]
+    assert est["saturated"] is True and est["ttft_ms"] is None and est["ttft_parts"]["queueing_ms"] is None
+    assert est["itl_ms"] > 0
+    assert main(["estimate", "--model", "meta-llama/Llama-3.1-8B", "--gpu", "h100", "--mode", "disagg",
+                 "--isl", "8192", "--osl", "256", "--rate", "50"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[2] == "TTFT        mean unbounded   p90 unbounded   p99 unbounded"
+    assert lines[3].endswith(" ms + queue wait unbounded")
+
+
 @pytest.mark.parametrize("argv,field", [
     (["--model", "acme/Nope", "--gpu", "h100"], "model"),
     (["--model", "meta-llama/Llama-3.1-8B", "--gpu", "tpu9"], "gpu"),

@@ -225,18 +225,23 @@ def _run_one(args: argparse.Namespace) -> int:
     if len(configs) > 1:
         if args.json:
             print(json.dumps({"model": model.hf_id, "sweep": [
-                {"config": c.model_dump(mode="json"), "estimate": r.model_dump(mode="json")}
-                for c, r in zip(configs, results)]}, indent=2, allow_nan=True))
+                {"config": c.model_dump(mode="json"), "estimate": _json(r)} for c, r in zip(configs, results)]},
+                indent=2, allow_nan=False))
         else:
             print(sweep_table(configs, model.hf_id, results))
         return 0
     config, result = configs[0], results[0]
     if args.json:
         print(json.dumps({"model": model.hf_id, "config": config.model_dump(mode="json"),
-                          "estimate": result.model_dump(mode="json")}, indent=2, allow_nan=True))
+                          "estimate": _json(result)}, indent=2, allow_nan=False))
     else:
         print(summary(config, model.hf_id, result))
     return 0
+
+
+def _json(est) -> dict:
+    """An estimate as strict JSON: a time that grows without bound (a saturated Poisson queue) is null."""
+    return json.loads(est.model_dump_json())
 
 
 def _shape(par) -> str:
@@ -248,8 +253,15 @@ def parts_text(parts) -> str:
     """``name ms + name ms ...`` of the parts (``TtftParts`` or ``ItlParts``) that round to more than nothing."""
     from profiler.config import PART_LABELS
 
-    shown = [f"{PART_LABELS[name]} {ms:.1f}" for name, ms in dict(parts).items() if round(ms, 1) > 0]
-    return " + ".join(shown) + " ms" if shown else "0 ms"
+    items = dict(parts).items()
+    shown = [f"{PART_LABELS[name]} {ms:.1f}" for name, ms in items if math.isfinite(ms) and round(ms, 1) > 0]
+    text = " + ".join(shown) + " ms" if shown else "0 ms"
+    return " + ".join([text] + [f"{PART_LABELS[name]} unbounded" for name, ms in items if not math.isfinite(ms)])
+
+
+def _ms(x: float) -> str:
+    """``12.3 ms``, or ``unbounded`` for a time that grows without bound."""
+    return f"{x:.1f} ms" if math.isfinite(x) else "unbounded"
 
 
 def _deployment(config, model_id: str, est) -> str:
@@ -294,7 +306,7 @@ def summary(config, model_id: str, est) -> str:
     lines = [
         _deployment(config, model_id, est),
         f"workload: ISL {config.isl_tokens} / OSL {config.osl_tokens} tokens, {load}",
-        f"TTFT        mean {est.ttft_ms:.1f} ms   p90 {est.ttft_p90_ms:.1f} ms   p99 {est.ttft_p99_ms:.1f} ms",
+        f"TTFT        mean {_ms(est.ttft_ms)}   p90 {_ms(est.ttft_p90_ms)}   p99 {_ms(est.ttft_p99_ms)}",
         "  mean of   " + parts_text(est.ttft_parts),
         f"ITL (TPOT)  {est.itl_ms:.2f} ms   ({est.tok_s_per_user:.1f} tok/s per user)",
         "  mean of   " + parts_text(est.itl_parts),
