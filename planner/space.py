@@ -9,6 +9,7 @@ expert slots where the experts do not divide evenly, as wide-EP deployments run)
 from __future__ import annotations
 
 from profiler.config import Parallel
+from profiler.engine import check_parallel
 from profiler.errors import ModelError
 from profiler.gpus import Gpu
 from profiler.models import Model
@@ -41,11 +42,12 @@ def engine_options(model: Model, gpu: Gpu, lo: int, hi: int, gpus_per_node: int 
                     options.append(Parallel(tp=tp, pp=rest))
                 continue
             for ep in sorted({1, g}):
-                # EP over more GPUs than experts leaves some without any; experts split by TP
-                # must divide their width (otherwise only EP spreads them).
-                if ep > model.num_experts or model.moe_intermediate_size % (g // ep):
+                par = Parallel(tp=tp, dp=rest, moe_ep=ep)
+                try:  # e.g. experts that TP cannot split evenly, or more EP ranks than experts
+                    check_parallel(model, par, "engine")
+                except ModelError:
                     continue
-                options.append(Parallel(tp=tp, dp=rest, moe_ep=ep))
+                options.append(par)
     return options
 
 

@@ -148,7 +148,8 @@ def kv_elements_per_token(model: Model, context_tokens: float) -> float:
     return full + sliding_layers * per_layer * min(1.0, model.sliding_window / max(context_tokens, 1.0))
 
 
-def _check_divisibility(model: Model, par: Parallel, role: str) -> None:
+def check_parallel(model: Model, par: Parallel, role: str) -> None:
+    """Raise ModelError (naming ``role``'s field) when ``model`` cannot be split as ``par`` says."""
     heads = model.num_heads
     if heads % par.tp:
         raise ModelError(f"{role}.tp", f"tp={par.tp} does not divide the {heads} attention heads of {model.hf_id}")
@@ -171,7 +172,7 @@ def engine_shape(model: Model, gpu: Gpu, backend: str, precision: str, kv_dtype:
                  role: str = "engine", max_num_tokens: int | None = None,
                  context_tokens: float = 4096.0) -> EngineShape:
     """Per-GPU work and memory of one engine; raises Infeasible when the weights do not fit."""
-    _check_divisibility(model, par, role)
+    check_parallel(model, par, role)
     tp, pp, dp = par.tp, par.pp, par.dp
     moe_gpus = par.expert_tp * par.moe_ep
     attn_prec = attention_weight_precision(precision)

@@ -318,9 +318,9 @@ def solve(fd, fp, ld: Load, p) -> dict[str, np.ndarray]:
     f_lo = -ld.load * np.ones_like(cap)  # excess as b → 0: nothing served, the whole load outstanding
     b = np.where(over, cap, increasing_root(excess, np.where(over, cap, lo), cap, f_lo, f_hi))
     x, tpot, exec_s, wait, burst, p_wait, rho, r, t_dec = _at(fd, fp, ld, p, b, pf)
-    # Closed loop at the cap: clients beyond the running batch queue for a slot.
     # Poisson arrivals beyond what the prefill pool prefills queue without bound.
     wait = np.where((ld.closed == 0) & bound & over, np.inf, wait)
+    # Closed loop at the cap: clients beyond the running batch queue for a slot.
     rate = vmax(x, 1e-12)
     slot_wait = np.where((ld.closed > 0) & over,
                          np.maximum((ld.load - b * r) / rate - exec_s - wait - burst, 0.0), 0.0)

@@ -93,7 +93,7 @@ def _collectives(f, p, tokens):
     eff = p["eff_link"]
     ar = f["allreduces"] * (lat + tokens * f["allreduce_bytes_tok"] / (f["allreduce_link_bytes_s"] * eff))
     per_gpu = tokens / f["tp"]
-    peer = p["peer_us"] * 1e-6  # each exchange also signals every other GPU of its group
+    peer = p["peer_us"] * 1e-6
     a2a = f["alltoalls"] * (lat + peer * (f["moe_ep"] - 1.0) + per_gpu * (f["alltoall_bytes_tok"] / (f["nvlink_bytes_s"] * eff)
                                              + f["alltoall_remote_bytes_tok"] / (f["internode_bytes_s"] * eff)))
     gather = f["gathers"] * (lat + peer * (f["dp"] - 1.0) + tokens * f["gather_bytes_tok"] / (f["gather_link_bytes_s"] * eff))
