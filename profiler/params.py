@@ -51,6 +51,9 @@ PARAMS: dict[str, tuple[float, float, float]] = {
     "agg_burst_sglang": (0.08, 0.001, 1.0),
     "agg_burst_trtllm": (0.08, 0.001, 1.0),
     "disagg_burst": (0.08, 0.001, 1.0),
+    # Decode iterations an aggregated TRT-LLM attention-DP engine holds prompts so that its ranks
+    # prefill together (ADP balance: up to timeout_iters 50 plus batching_wait_iters 10).
+    "dp_hold_iters_trtllm": (60.0, 0.1, 500.0),
     "kv_transfer_eff": (0.5, 0.02, 1.0),  # fraction of link bandwidth a KV handoff achieves
 }
 

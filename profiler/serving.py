@@ -136,6 +136,24 @@ def prefill_capacity(pf, servers):
                   stages * servers * k_max / (t1 + added * (k_max - 1.0)))
 
 
+def rank_balance_hold(fd, p, ld: Load, b, x, t_dec):
+    """Mean time (s) an aggregated TRT-LLM attention-DP engine holds a prompt before prefilling it.
+
+    A prefill on one rank stalls every rank's decode (the ranks meet in each layer's expert
+    all-to-all), so TRT-LLM's attention-DP balancing holds prompts until every rank has one to
+    prefill in the same iteration, or until ``dp_hold_iters_trtllm`` decode iterations have
+    passed. It holds only while every rank is decoding (``b`` sequences per rank, 1 − e^−b of
+    the ranks busy); the ranks all receive one of the engine's ``x`` requests/s after about
+    H(dp)/(x per rank) seconds (H the harmonic number), and a prompt waits half a hold on
+    average. vLLM and SGLang prefill each rank's prompts as they come (zero).
+    """
+    dp = vmax(fd["dp"], 1.0)
+    busy = (-np.expm1(-vmax(b, 1e-9))) ** dp
+    all_ranks = (np.log(dp) + 0.5772 + 0.5 / dp) * dp * ld.decode_engines / vmax(x, 1e-12)
+    hold = busy * vmin(p["dp_hold_iters_trtllm"] * t_dec, all_ranks) / 2.0
+    return choose((fd["dp"] > 1) & (fd["backend"] == BACKENDS.index("trtllm")) & (ld.disagg == 0), hold, 0.0)
+
+
 def _at(fd, fp, ld: Load, p, b, pf):
     """Everything at decode batch ``b``: returns (X, TPOT, TTFT pieces, wait stats, attention
     ranks serving, one decode iteration's s).
@@ -174,6 +192,7 @@ def _at(fd, fp, ld: Load, p, b, pf):
     tpot = (t_dec + agg * interference) / e
     x = b * ranks / (steps_after_first * tpot)
     exec_s, wait, burst, p_wait, rho = first_token(fp, p, ld.isl, pf, t_dec, x, servers, ld.closed * ld.load, ld.disagg)
+    exec_s = exec_s + rank_balance_hold(fd, p, ld, b, x, t_dec)
     return x, tpot, exec_s, wait, burst, p_wait, rho, ranks, t_dec
 
 
@@ -333,7 +352,7 @@ def solve(fd, fp, ld: Load, p) -> dict[str, np.ndarray]:
         "batch": b, "requests_s": x, "tpot_s": tpot,
         # Where the mean TTFT and the TPOT go (s); each group adds up to its total.
         "ttft_fixed_s": fixed, "ttft_prefill_s": t_pass, "ttft_transfer_s": transfer, "ttft_first_step_s": t_dec,
-        "ttft_queue_s": wait + slot_wait, "ttft_burst_s": burst,
+        "ttft_queue_s": wait + slot_wait + rank_balance_hold(fd, p, ld, b, x, t_dec), "ttft_burst_s": burst,
         "tpot_step_s": step_per_token, "tpot_interference_s": tpot - step_per_token,
         "ttft_s": base + wait + burst,
         "ttft_p90_s": base + wait_quantile(wait, p_wait, 0.90) + 1.8 * burst,

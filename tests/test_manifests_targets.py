@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -99,6 +100,14 @@ def test_engine_args_per_backend():
     assert _has_pair(sgl, "--max-running-requests", "512")
     trt = common.engine_args(_plan("disagg", "trtllm", MOE_P, MOE_D, model=MOE), MOE_D)
     assert _has_pair(trt, "--tensor-parallel-size", "16") and "--enable-attention-dp" in trt
+    # An aggregated attention-DP engine balances its ranks' prefills, as the performance model
+    # assumes; a disaggregated one ships KV instead, a dense one has nothing to balance.
+    moe_agg = _engine("aggregated", 1, 1, dp=8, ep=8)
+    agg_trt = common.engine_args(_plan("agg", "trtllm", moe_agg, model=MOE), moe_agg)
+    override = json.loads(agg_trt[agg_trt.index("--override-engine-args") + 1])
+    assert override == {"attention_dp_config": {"enable_balance": True, "timeout_iters": 50, "batching_wait_iters": 10}}
+    assert "attention_dp_config" not in " ".join(trt)
+    assert "--override-engine-args" not in common.engine_args(_plan("agg", "trtllm", DENSE_AGG), DENSE_AGG)
     assert common.engine_args(_plan("agg", "vllm", DENSE_AGG), DENSE_AGG, style="equals")[0] == \
         "--tensor-parallel-size=2"
     assert common.worker_command("sglang") == ["python3", "-m", "dynamo.sglang"]

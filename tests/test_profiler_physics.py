@@ -6,6 +6,8 @@ it must follow from the model's structure, not from lucky parameter values.
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from profiler.config import Parallel, ServingConfig
@@ -484,3 +486,31 @@ def test_pipeline_runs_micro_batches_and_overlaps_prefill_chunks(params):
     assert float(prefill_capacity(pf, 1.0)) == pytest.approx(2 * float(prefill_capacity((t1, added, most, 1.0), 1.0)))
     t_pass, work = (float(v) for v in batched_prefill(pf, 1e-9, 1.0))
     assert t_pass == pytest.approx(t1) and work == pytest.approx(t1 / 2)
+
+
+def test_trtllm_attention_dp_engines_hold_prompts_until_their_ranks_prefill_together(params):
+    # TRT-LLM's attention-DP balancing holds a prompt (at most dp_hold_iters_trtllm decode
+    # iterations, half of it on average) while every rank is decoding; vLLM and SGLang prefill
+    # each rank's prompts as they come, and a disaggregated decode pool prefills nothing.
+    base = dict(model="deepseek-ai/DeepSeek-V3", gpu="b200_sxm", precision="fp8", isl_tokens=1024,
+                osl_tokens=1024, engine=Parallel(tp=1, dp=8, moe_ep=8))
+    busy, idle = 512, 2  # clients: 64 sequences per rank, or most ranks without any
+    trt = estimate(ServingConfig(backend="trtllm", concurrency=busy, **base), params=params)
+    hold = trt.ttft_parts.queueing_ms
+    step = trt.itl_parts.decode_step_ms
+    # Every rank busy: half the shorter of the timeout and the time until all 8 ranks got a prompt.
+    all_ranks_ms = (math.log(8) + 0.5772 + 0.5 / 8) * 8 / trt.requests_per_s * 1e3
+    assert hold == pytest.approx(min(params["dp_hold_iters_trtllm"] * step, all_ranks_ms) / 2, rel=1e-6)
+    assert hold > 100.0
+    assert sum(trt.ttft_parts.model_dump().values()) == pytest.approx(trt.ttft_ms)
+    quiet = estimate(ServingConfig(backend="trtllm", concurrency=idle, **base), params=params)
+    assert quiet.ttft_parts.queueing_ms < 0.01 * hold
+    for backend in ("vllm", "sglang"):
+        other = estimate(ServingConfig(backend=backend, concurrency=busy, **base), params=params)
+        assert other.ttft_parts.queueing_ms == 0.0
+    no_dp = dict(base, engine=Parallel(tp=8, moe_ep=8))
+    assert estimate(ServingConfig(backend="trtllm", concurrency=busy, **no_dp), params=params).ttft_parts.queueing_ms == 0.0
+    disagg = estimate(ServingConfig(backend="trtllm", mode="disagg", concurrency=busy, prefill=Parallel(tp=8, moe_ep=8),
+                                    decode=base["engine"], prefill_workers=2, decode_workers=1,
+                                    **{k: v for k, v in base.items() if k != "engine"}), params=params)
+    assert disagg.ttft_parts.queueing_ms < 0.01 * hold

@@ -60,6 +60,9 @@ ROCM_IMAGES: dict[str, dict[str, str]] = {
 # KV transfer between prefill and decode engines (NIXL for both vLLM and SGLang).
 VLLM_KV_TRANSFER = {"kv_connector": "NixlConnector", "kv_role": "kv_both"}
 TRTLLM_CACHE_TRANSCEIVER = {"cache_transceiver_config": {"backend": "DEFAULT"}}
+# An aggregated attention-DP engine holds prompts until its ranks prefill together (at most
+# 50 + 10 iterations), as the performance model assumes (parameter dp_hold_iters_trtllm).
+TRTLLM_DP_BALANCE = {"attention_dp_config": {"enable_balance": True, "timeout_iters": 50, "batching_wait_iters": 10}}
 
 
 class UnsupportedPlan(ValueError):
@@ -283,9 +286,14 @@ def _trtllm_flags(plan: Plan, e: Engine, runtime: Runtime) -> list[Flag]:
     flags.append(("--max-batch-size", str(_per_rank(e.max_batch, e.dp))))
     if e.max_num_tokens:
         flags.append(("--max-num-tokens", str(_per_rank(e.max_num_tokens, e.dp))))
+    override = {}
     if e.role != "aggregated":
-        flags += [("--disaggregation-mode", e.role),
-                  ("--override-engine-args", json.dumps(TRTLLM_CACHE_TRANSCEIVER, separators=(",", ":")))]
+        flags.append(("--disaggregation-mode", e.role))
+        override.update(TRTLLM_CACHE_TRANSCEIVER)
+    elif e.dp > 1:
+        override.update(TRTLLM_DP_BALANCE)
+    if override:
+        flags.append(("--override-engine-args", json.dumps(override, separators=(",", ":"))))
     return flags
 
 
