@@ -143,14 +143,15 @@ def rank_balance_hold(fd, p, ld: Load, b, x, t_dec):
     all-to-all), so TRT-LLM's attention-DP balancing holds prompts until every rank has one to
     prefill in the same iteration, or until ``dp_hold_iters_trtllm`` decode iterations have
     passed. It holds only while every rank is decoding (``b`` sequences per rank, 1 − e^−b of
-    the ranks busy); the ranks all receive one of the engine's ``x`` requests/s after about
-    H(dp)/(x per rank) seconds (H the harmonic number), and a prompt waits half a hold on
-    average. vLLM and SGLang prefill each rank's prompts as they come (zero).
+    the ranks busy), and then a prompt waits the shorter of that timeout and the time until
+    every rank has received one of the engine's ``x`` requests/s, about H(dp)/(x per rank)
+    seconds (H the harmonic number). vLLM and SGLang prefill each rank's prompts as they come
+    (zero).
     """
     dp = vmax(fd["dp"], 1.0)
     busy = (-np.expm1(-vmax(b, 1e-9))) ** dp
     all_ranks = (np.log(dp) + 0.5772 + 0.5 / dp) * dp * ld.decode_engines / vmax(x, 1e-12)
-    hold = busy * vmin(p["dp_hold_iters_trtllm"] * t_dec, all_ranks) / 2.0
+    hold = busy * vmin(p["dp_hold_iters_trtllm"] * t_dec, all_ranks)
     return choose((fd["dp"] > 1) & (fd["backend"] == BACKENDS.index("trtllm")) & (ld.disagg == 0), hold, 0.0)
 
 

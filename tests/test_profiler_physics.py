@@ -490,17 +490,17 @@ def test_pipeline_runs_micro_batches_and_overlaps_prefill_chunks(params):
 
 def test_trtllm_attention_dp_engines_hold_prompts_until_their_ranks_prefill_together(params):
     # TRT-LLM's attention-DP balancing holds a prompt (at most dp_hold_iters_trtllm decode
-    # iterations, half of it on average) while every rank is decoding; vLLM and SGLang prefill
-    # each rank's prompts as they come, and a disaggregated decode pool prefills nothing.
+    # iterations) while every rank is decoding; vLLM and SGLang prefill each rank's prompts as
+    # they come, and a disaggregated decode pool prefills nothing.
     base = dict(model="deepseek-ai/DeepSeek-V3", gpu="b200_sxm", precision="fp8", isl_tokens=1024,
                 osl_tokens=1024, engine=Parallel(tp=1, dp=8, moe_ep=8))
     busy, idle = 512, 2  # clients: 64 sequences per rank, or most ranks without any
     trt = estimate(ServingConfig(backend="trtllm", concurrency=busy, **base), params=params)
     hold = trt.ttft_parts.queueing_ms
     step = trt.itl_parts.decode_step_ms
-    # Every rank busy: half the shorter of the timeout and the time until all 8 ranks got a prompt.
+    # Every rank busy: the shorter of the timeout and the time until all 8 ranks got a prompt.
     all_ranks_ms = (math.log(8) + 0.5772 + 0.5 / 8) * 8 / trt.requests_per_s * 1e3
-    assert hold == pytest.approx(min(params["dp_hold_iters_trtllm"] * step, all_ranks_ms) / 2, rel=1e-6)
+    assert hold == pytest.approx(min(params["dp_hold_iters_trtllm"] * step, all_ranks_ms), rel=1e-6)
     assert hold > 100.0
     assert sum(trt.ttft_parts.model_dump().values()) == pytest.approx(trt.ttft_ms)
     quiet = estimate(ServingConfig(backend="trtllm", concurrency=idle, **base), params=params)
