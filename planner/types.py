@@ -70,7 +70,8 @@ class Engine(_Frozen):
     ep: int = Field(default=1, gt=0)
     replicas: int = Field(gt=0)
     max_batch: int = Field(gt=0, description="max concurrent sequences per engine")
-    max_num_tokens: int | None = Field(default=None, gt=0, description="tokens per step (chunked prefill)")
+    max_num_tokens: int | None = Field(default=None, gt=0,
+                                       description="tokens per step per attention-DP rank (chunked prefill)")
     gpus_per_node: int = Field(gt=0)
 
     @property

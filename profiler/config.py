@@ -62,7 +62,7 @@ class ServingConfig(_Frozen):
     prefill_workers: int = Field(default=1, gt=0)
     decode_workers: int = Field(default=1, gt=0)
     max_batch: int | None = Field(default=None, gt=0)
-    max_num_tokens: int | None = Field(default=None, gt=0, description="prefill chunk, tokens per step")
+    max_num_tokens: int | None = Field(default=None, gt=0, description="prefill chunk, tokens per step of each attention-DP rank")
     isl_tokens: int = Field(gt=0)
     osl_tokens: int = Field(gt=0)
     concurrency: float | None = Field(default=None, gt=0)

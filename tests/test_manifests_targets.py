@@ -100,6 +100,13 @@ def test_engine_args_per_backend():
     assert _has_pair(sgl, "--max-running-requests", "512")
     trt = common.engine_args(_plan("disagg", "trtllm", MOE_P, MOE_D, model=MOE), MOE_D)
     assert _has_pair(trt, "--tensor-parallel-size", "16") and "--enable-attention-dp" in trt
+    # The prefill chunk is per attention-DP rank, as the performance model reads it: SGLang
+    # takes it engine-wide and splits it over its ranks, vLLM and TRT-LLM take it per rank.
+    dp_chunk = _engine("aggregated", 1, 1, dp=8, ep=8, tokens=4096)
+    assert _has_pair(common.engine_args(_plan("agg", "sglang", dp_chunk, model=MOE), dp_chunk),
+                     "--chunked-prefill-size", "32768")
+    for backend, flag in (("vllm", "--max-num-batched-tokens"), ("trtllm", "--max-num-tokens")):
+        assert _has_pair(common.engine_args(_plan("agg", backend, dp_chunk, model=MOE), dp_chunk), flag, "4096")
     # An aggregated attention-DP engine balances its ranks' prefills, as the performance model
     # assumes; a disaggregated one ships KV instead, a dense one has nothing to balance.
     moe_agg = _engine("aggregated", 1, 1, dp=8, ep=8)

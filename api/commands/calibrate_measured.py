@@ -57,7 +57,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--precision", help="weights: bf16 | fp8 | fp4 | int4 (default: implied by the model)")
     group.add_argument("--kv-dtype", help="KV cache: bf16 | fp8 | fp4")
     group.add_argument("--max-batch", type=positive, help="running sequences per engine (default: what KV memory allows)")
-    group.add_argument("--max-num-tokens", type=positive, help="tokens per engine step (prefill chunk)")
+    group.add_argument("--max-num-tokens", type=positive, help="tokens per step of each attention-DP rank (prefill chunk)")
     group.add_argument("--list-calibrations", action="store_true", help="print the stored calibrations")
     group.add_argument("--forget", action="store_true",
                        help="delete the stored calibration of --model, --gpu and --backend")

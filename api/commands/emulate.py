@@ -30,7 +30,7 @@ def register(subparsers) -> None:
     parser.add_argument("--precision", help="weights: bf16 | fp8 | fp4 | int4 (default: implied by the model)")
     parser.add_argument("--kv-dtype", help="KV cache: bf16 | fp8 | fp4")
     parser.add_argument("--max-batch", type=int, help="running sequences per engine (default: what KV memory allows)")
-    parser.add_argument("--max-num-tokens", type=int, help="tokens per engine step (prefill chunk)")
+    parser.add_argument("--max-num-tokens", type=int, help="tokens per step of each attention-DP rank (prefill chunk)")
     parser.add_argument("--speed", type=float, default=1.0, help="faster (>1) or slower (<1) than the model predicts")
     parser.add_argument("--chars-per-token", type=float, default=1.0,
                         help="prompt bytes per token (1 = slaplan's byte-level tokenizer; ~4 for real tokenizers)")

@@ -55,7 +55,7 @@ def register(subparsers) -> None:
             one.add_argument(f"--{role}-{dim}", type=int, help=f"{role} engines' {dim} (default: --{dim})")
         one.add_argument(f"--{role}-workers", type=int, default=1, help=f"{role} engines (disagg)")
     one.add_argument("--max-batch", type=int, help="running sequences per engine (default: what KV memory allows)")
-    one.add_argument("--max-num-tokens", type=int, help="prefill chunk, tokens per engine step")
+    one.add_argument("--max-num-tokens", type=int, help="prefill chunk, tokens per step of each attention-DP rank")
     one.add_argument("--spec-tokens", type=int, default=0,
                      help="speculative decoding: tokens drafted per decode step (MTP, EAGLE; default 0 = off)")
     one.add_argument("--spec-acceptance", type=float,

@@ -9,7 +9,9 @@ Everything here is pure. Two runtimes run an engine:
 Parallelism vocabulary (see ``planner.types.Engine``): GPUs per engine = tp × pp × dp, where
 ``dp`` is attention data-parallelism inside one engine and ``ep`` the expert-parallel degree of
 the MoE layers. ``Engine.max_batch`` is engine-wide; vLLM and TRT-LLM take it per attention-DP
-rank, SGLang engine-wide. Backends spell parallelism differently:
+rank, SGLang engine-wide. ``Engine.max_num_tokens`` (the prefill chunk) is per attention-DP rank,
+as the performance model reads it; vLLM and TRT-LLM take it so, SGLang engine-wide (it splits
+``--chunked-prefill-size`` over its DP ranks). Backends spell parallelism differently:
 
 - vLLM: ``--tensor-parallel-size tp`` per data-parallel rank, ``--data-parallel-size dp``,
   ``--enable-expert-parallel`` (vLLM then shards experts over tp × dp GPUs).
@@ -236,7 +238,7 @@ def _vllm_flags(plan: Plan, e: Engine, runtime: Runtime) -> list[Flag]:
         flags.append(("--enable-expert-parallel", None))
     flags.append(("--max-num-seqs", str(_per_rank(e.max_batch, e.dp))))
     if e.max_num_tokens:
-        flags.append(("--max-num-batched-tokens", str(_per_rank(e.max_num_tokens, e.dp))))
+        flags.append(("--max-num-batched-tokens", str(e.max_num_tokens)))
     if e.role != "aggregated":
         if runtime == "dynamo":
             flags.append(("--disaggregation-mode", e.role))
@@ -254,7 +256,7 @@ def _sglang_flags(plan: Plan, e: Engine, runtime: Runtime) -> list[Flag]:
         flags.append(("--ep-size", str(e.ep)))
     flags.append(("--max-running-requests", str(e.max_batch)))
     if e.max_num_tokens:
-        flags.append(("--chunked-prefill-size", str(e.max_num_tokens)))
+        flags.append(("--chunked-prefill-size", str(e.max_num_tokens * e.dp)))
     if e.role != "aggregated":
         flags += [("--disaggregation-mode", e.role), ("--disaggregation-transfer-backend", "nixl")]
     return flags
@@ -285,7 +287,7 @@ def _trtllm_flags(plan: Plan, e: Engine, runtime: Runtime) -> list[Flag]:
         flags.append(("--enable-attention-dp", None))
     flags.append(("--max-batch-size", str(_per_rank(e.max_batch, e.dp))))
     if e.max_num_tokens:
-        flags.append(("--max-num-tokens", str(_per_rank(e.max_num_tokens, e.dp))))
+        flags.append(("--max-num-tokens", str(e.max_num_tokens)))
     override = {}
     if e.role != "aggregated":
         flags.append(("--disaggregation-mode", e.role))
