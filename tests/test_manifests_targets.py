@@ -307,7 +307,21 @@ def test_dynamo_v1beta1_workers_ask_for_amd_devices_on_amd_gpus():
     from planner.manifests.dynamo import render_dgd
 
     plan = _plan("agg", "vllm", DENSE_AGG, gpu="mi355x")
-    dgd = render_dgd(plan, _request(gpu="mi355x"), api_version="v1beta1")
+    dgd = render_dgd(plan, _request(gpu="mi355x", image="registry.example/dynamo-vllm-rocm:1"), api_version="v1beta1")
     workers = [c for c in dgd["spec"]["components"] if c["type"] != "frontend"]
-    limits = [w["podTemplate"]["spec"]["containers"][0]["resources"]["limits"] for w in workers]
-    assert limits and all(lim == {"amd.com/gpu": "2"} for lim in limits)
+    containers = [w["podTemplate"]["spec"]["containers"][0] for w in workers]
+    assert containers and all(c["resources"]["limits"] == {"amd.com/gpu": "2"} for c in containers)
+    assert {c["image"] for c in containers} == {"registry.example/dynamo-vllm-rocm:1"}
+
+
+@pytest.mark.parametrize("api_version", ["v1alpha1", "v1beta1"])
+def test_dynamo_on_amd_gpus_needs_the_requests_image(api_version):
+    """Dynamo's runtime images are CUDA builds: on an AMD GPU without an image of the request's
+    own, the DGD is not rendered (a CUDA image would crash-loop), and the error says what to set."""
+    from planner.manifests.dynamo import render_dgd
+
+    plan = _plan("agg", "vllm", DENSE_AGG, gpu="mi300x")
+    with pytest.raises(common.UnsupportedPlan, match="workersImage"):
+        render_dgd(plan, _request(gpu="mi300x"), api_version=api_version)
+    nvidia = render_dgd(_plan("agg", "vllm", DENSE_AGG), _request(), api_version=api_version)
+    assert common.DYNAMO_IMAGES["vllm"] in str(nvidia)

@@ -156,9 +156,13 @@ def metadata(name: str, namespace: str, plan: Plan, request: PlanRequest, **extr
 
 def image_for(request: PlanRequest, backend: Backend, runtime: Runtime = "standalone", gpu: str | None = None) -> str:
     """The request's image if given, else the default for the backend and runtime (the engine's
-    ROCm build when a standalone engine runs on an AMD ``gpu``)."""
+    ROCm build when a standalone engine runs on an AMD ``gpu``). Dynamo publishes CUDA runtime
+    images only, so a Dynamo deployment on an AMD ``gpu`` needs the request's image."""
     if request.image:
         return request.image
+    if runtime == "dynamo" and gpu is not None and gpu_vendor(gpu) == "amd":
+        raise UnsupportedPlan(f"NVIDIA Dynamo publishes CUDA runtime images only, so there is no default {backend} "
+                              f"worker image for {gpu}; set deploymentOverrides.workersImage to one built for ROCm")
     if runtime == "standalone" and gpu is not None and gpu_vendor(gpu) == "amd":
         from profiler.gpus import get_gpu
 

@@ -181,12 +181,13 @@ def render_dgd(
     Name and namespace come from the request's deployment overrides, else the DGDR's own.
     Image: the request's (``deploymentOverrides.workersImage``), else the Dynamo runtime image
     of the backend. Raises ``ValueError`` (``UnsupportedPlan``) for a plan whose engines do not
-    match its mode or do not split evenly over their pods, and for an unknown ``api_version``.
+    match its mode or do not split evenly over their pods, for an AMD GPU without the request's
+    image (Dynamo's runtime images are CUDA builds), and for an unknown ``api_version``.
     """
     if api_version not in ("v1alpha1", "v1beta1"):
         raise ValueError(f"api_version must be v1alpha1 or v1beta1, not {api_version!r}")
     engines = engines_in_order(plan)
-    image = image_for(request, plan.backend, runtime="dynamo")
+    image = image_for(request, plan.backend, runtime="dynamo", gpu=plan.gpu)
     build = _spec_v1alpha1 if api_version == "v1alpha1" else _spec_v1beta1
     return {
         "apiVersion": f"nvidia.com/{api_version}",
