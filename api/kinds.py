@@ -34,7 +34,6 @@ class ServedKind:
     task: str
     validate: Callable[[dict[str, Any]], None]
     initial_status: Callable[[int, datetime], dict[str, Any]]
-    unfinished_states: frozenset[str]
     # States in which the spec may still change (before work starts).
     editable_states: frozenset[str]
     # convert(object, version) -> the object at that served version (conversion webhook's job).
@@ -85,7 +84,6 @@ DGDR = ServedKind(
     task="slaplan.plan_dgdr",
     validate=_validate_dgdr,
     initial_status=lifecycle.dgdr_pending,
-    unfinished_states=lifecycle.DGDR_UNFINISHED,
     editable_states=frozenset({"", "Pending"}),
     convert=convert_dgdr,
     deploys=_dgdr_deploys,
@@ -102,7 +100,6 @@ BENCHMARKJOB = ServedKind(
     task="slaplan.run_benchmarkjob",
     validate=_validate_benchmarkjob,
     initial_status=lambda _generation, _now: lifecycle.bench_pending(),
-    unfinished_states=lifecycle.BENCH_UNFINISHED,
     editable_states=frozenset({"", "Pending"}),
 )
 

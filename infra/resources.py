@@ -231,18 +231,6 @@ def _write(session: Session, key: ResourceKey | None, uid: str | None, expected_
     return updated
 
 
-def patch_metadata(
-    session: Session,
-    key: ResourceKey,
-    *,
-    labels: dict[str, str],
-    annotations: dict[str, str],
-    expected_version: int | None = None,
-) -> Resource:
-    """Replace labels and annotations (the caller merges)."""
-    return _write(session, key, None, expected_version, labels=labels, annotations=annotations)
-
-
 def update_spec(
     session: Session,
     key: ResourceKey,

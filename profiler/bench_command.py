@@ -206,7 +206,7 @@ def local_path(uri: str, local_root: str) -> str:
     return _join(local_root, rest)
 
 
-def output_target(location: StorageSpec, local_root: str, job_name: str) -> OutputTarget:
+def output_target(location: StorageSpec, local_root: str) -> OutputTarget:
     """Map ``outputLocation`` to genai-bench's flags.
 
     ``file://``/``local://``/``pvc://`` → ``--experiment-base-dir`` at that path (``pvc://``
@@ -331,7 +331,7 @@ def build_command(spec: BenchmarkJobSpec, base_url: str, options: BenchOptions) 
         backend = "vllm"
         notes.append("additionalRequestParams sets ignore_eos, which genai-bench's openai backend drops: "
                      "used its vllm backend (the same OpenAI API) so that the server receives it")
-    output = output_target(spec.output_location, options.local_root, options.folder_name)
+    output = output_target(spec.output_location, options.local_root)
     experiment_dir = _join(output.base_dir, options.folder_name)
 
     argv = [options.executable, "benchmark",

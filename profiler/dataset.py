@@ -39,10 +39,6 @@ from profiler.model_catalog import resolve_model
 UNRECORDED_BATCH_PER_RANK = 256
 UNRECORDED_DECODE_PER_PREFILL_GPU = 2.0
 
-INPUT_COLUMNS = ("model", "gpu", "backend", "precision", "mode", "isl", "osl", "concurrency", "tp", "pp",
-                 "attn_dp", "moe_tp", "moe_ep", "p_workers", "p_tp", "p_pp", "p_attn_dp", "p_moe_ep", "p_bs",
-                 "d_workers", "d_tp", "d_pp", "d_attn_dp", "d_moe_ep", "d_bs", "num_gpus")
-
 
 def _num(row: dict, key: str) -> float | None:
     value = row.get(key)

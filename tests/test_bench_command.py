@@ -101,7 +101,7 @@ def test_service_metadata_and_engine_backend():
     ("oci://n/ns1/b/bkt/o/runs", "oci", "bkt", "runs"),
 ])
 def test_object_store_locations_upload(uri, provider, bucket, prefix):
-    target = output_target(StorageSpec(storage_uri=uri), "/data", "j")
+    target = output_target(StorageSpec(storage_uri=uri), "/data")
     flags = list(target.upload_flags)
     assert flags[0] == "--upload-results"
     assert _flag(flags, "--storage-provider") == [provider]
@@ -113,10 +113,10 @@ def test_object_store_locations_upload(uri, provider, bucket, prefix):
 
 
 def test_local_locations():
-    assert output_target(StorageSpec(storage_uri="file:///srv/out"), "/data", "j").base_dir == "/srv/out"
-    assert output_target(StorageSpec(storage_uri="pvc://claim/sub", path="deeper"), "/data", "j").base_dir == "/data/claim/sub/deeper"
+    assert output_target(StorageSpec(storage_uri="file:///srv/out"), "/data").base_dir == "/srv/out"
+    assert output_target(StorageSpec(storage_uri="pvc://claim/sub", path="deeper"), "/data").base_dir == "/data/claim/sub/deeper"
     with pytest.raises(ValueError, match=r"\.\."):
-        output_target(StorageSpec(storage_uri="pvc://claim/../../etc"), "/data", "j")
+        output_target(StorageSpec(storage_uri="pvc://claim/../../etc"), "/data")
 
 
 def test_dataset_is_passed():

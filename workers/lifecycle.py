@@ -59,60 +59,6 @@ def dgdr_pending(generation: int, now: datetime) -> dict[str, Any]:
     return with_condition(status, condition("Validation", True, "SpecValid", "the request is valid", generation, now))
 
 
-def dgdr_profiling(status: dict[str, Any], generation: int, now: datetime, online: bool) -> dict[str, Any]:
-    mode = "online: deploying and benchmarking candidates" if online else "offline: performance model"
-    status = {**status, "state": "Profiling", "observedGeneration": generation}
-    return with_condition(status, condition("Profiling", None, "ProfilingRunning", f"profiling ({mode})", generation, now))
-
-
-def dgdr_failed(status: dict[str, Any], generation: int, now: datetime, stage: str, reason: str, message: str) -> dict[str, Any]:
-    """Failed at ``stage`` (Validation, Profiling or SpecGenerated) for ``reason``."""
-    status = {**status, "state": "Failed", "observedGeneration": generation}
-    status = with_condition(status, condition(stage, False, reason, message, generation, now))
-    if stage == "Validation":
-        return status
-    if stage == "Profiling":
-        status = with_condition(status, condition("SpecGenerated", False, reason, "no deployment was generated", generation, now))
-    return status
-
-
-def dgdr_ready(
-    status: dict[str, Any],
-    generation: int,
-    now: datetime,
-    *,
-    generated: dict[str, Any],
-    profiling_results: str,
-    auto_apply: bool,
-) -> dict[str, Any]:
-    """Profiling done and the deployment generated. Nothing is applied here: with autoApply the
-    DeploymentReady condition says so until a cluster is configured."""
-    status = {
-        **status,
-        "state": "Ready",
-        "observedGeneration": generation,
-        "generatedDeployment": generated,
-        "profilingResults": profiling_results,
-    }
-    status = with_condition(status, condition("Profiling", True, "ProfilingCompleted", "profiling completed", generation, now))
-    status = with_condition(
-        status, condition("SpecGenerated", True, "SpecGenerated", "the deployment is in status.generatedDeployment", generation, now)
-    )
-    if auto_apply:
-        status = with_condition(
-            status,
-            condition(
-                "DeploymentReady",
-                False,
-                "NoClusterConfigured",
-                "autoApply is set but no cluster is configured: nothing was applied",
-                generation,
-                now,
-            ),
-        )
-    return status
-
-
 def bench_pending() -> dict[str, Any]:
     return {"state": "Pending"}
 

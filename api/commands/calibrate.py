@@ -173,13 +173,12 @@ def in_sample_loss(data, params: dict[str, float]) -> dict[str, float]:
     }
 
 
-def error_rows(data, ttft_pred, tpot_pred, total_rows: int | None = None) -> list[tuple]:
+def error_rows(data, ttft_pred, tpot_pred) -> list[tuple]:
     """Table rows (group, value, n, TTFT MdAPE %, TTFT median log bias, TPOT MdAPE %, TPOT bias).
 
     ``n`` counts distinct measurements (rows repeating another's are scored once) with a
-    finite measurement and prediction; coverage over all input rows
-    is reported on the first line ("all") when ``total_rows`` is given. Bias is the median of
-    log(pred/measured): negative means the model predicts too low (exp(bias) − 1 as %).
+    finite measurement and prediction. Bias is the median of log(pred/measured): negative
+    means the model predicts too low (exp(bias) − 1 as %).
     """
     import numpy as np
 

@@ -109,7 +109,7 @@ def _manifest_folder(path: Path, root: str | None) -> Path:
     if spec.output_location is None:
         raise InputError(f"{path}: spec.outputLocation: not set, so the results' folder is unknown")
     try:
-        base = Path(output_target(spec.output_location, runner_settings(local_root=root).local_root, name).base_dir)
+        base = Path(output_target(spec.output_location, runner_settings(local_root=root).local_root).base_dir)
     except ValueError as exc:
         raise InputError(f"{path}: spec.outputLocation: {exc}") from exc
     wanted = spec.result_folder_name or name
