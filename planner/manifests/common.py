@@ -160,10 +160,10 @@ def image_for(request: PlanRequest, backend: Backend, runtime: Runtime = "standa
     images only, so a Dynamo deployment on an AMD ``gpu`` needs the request's image."""
     if request.image:
         return request.image
-    if runtime == "dynamo" and gpu is not None and gpu_vendor(gpu) == "amd":
-        raise UnsupportedPlan(f"NVIDIA Dynamo publishes CUDA runtime images only, so there is no default {backend} "
-                              f"worker image for {gpu}; set deploymentOverrides.workersImage to one built for ROCm")
-    if runtime == "standalone" and gpu is not None and gpu_vendor(gpu) == "amd":
+    if gpu is not None and gpu_vendor(gpu) == "amd":
+        if runtime == "dynamo":
+            raise UnsupportedPlan(f"NVIDIA Dynamo publishes CUDA runtime images only, so there is no default {backend} "
+                                  f"worker image for {gpu}; set deploymentOverrides.workersImage to one built for ROCm")
         from profiler.gpus import get_gpu
 
         rocm = ROCM_IMAGES.get(backend, {}).get(get_gpu(gpu).generation)
