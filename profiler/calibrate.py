@@ -175,20 +175,27 @@ def kernel_prior(kernel_rows: list[dict] | None) -> dict[str, float]:
     return prior
 
 
-def cross_validate(data: Prepared, start: dict[str, float] | None = None, max_evals: int = 200) -> dict[str, np.ndarray]:
+def _fold_predictions(task: tuple) -> tuple[np.ndarray, np.ndarray]:
+    """One cross-validation fold: fit without the held-out rows, predict them (TTFT, TPOT in ms)."""
+    data, held, start, max_evals = task
+    params = fit(_subset(data, ~held), start, max_evals=max_evals)
+    out = evaluate(_subset(data, held).batch, params)
+    return out["ttft_ms"], out["itl_ms"]
+
+
+def cross_validate(data: Prepared, start: dict[str, float] | None = None, max_evals: int = 200,
+                   map_folds=map) -> dict[str, np.ndarray]:
     """Grouped CV: one fold per model family and one per GPU type.
 
     Returns held-out predictions for each scheme (``family`` and ``gpu``): every row is
     predicted by parameters fitted (from and toward ``start``) without its group.
+    ``map_folds`` runs the folds (``map``: one after another; a process pool's ``map`` runs
+    them side by side with the same results, each fit being deterministic).
     """
-    result = {}
-    for scheme in ("family", "gpu"):
-        ttft = np.full(len(data.index), np.nan)
-        tpot = np.full(len(data.index), np.nan)
-        for group in np.unique(data.labels[scheme]):
-            held = data.labels[scheme] == group
-            params = fit(_subset(data, ~held), start, max_evals=max_evals)
-            out = evaluate(_subset(data, held).batch, params)
-            ttft[held], tpot[held] = out["ttft_ms"], out["itl_ms"]
-        result[scheme] = np.stack([ttft, tpot])
+    folds = [(scheme, data.labels[scheme] == group) for scheme in ("family", "gpu")
+             for group in np.unique(data.labels[scheme])]
+    result = {scheme: np.full((2, len(data.index)), np.nan) for scheme in ("family", "gpu")}
+    predictions = map_folds(_fold_predictions, [(data, held, start, max_evals) for _, held in folds])
+    for (scheme, held), (ttft, tpot) in zip(folds, predictions):
+        result[scheme][0, held], result[scheme][1, held] = ttft, tpot
     return result

@@ -81,3 +81,27 @@ def test_calibrate_bad_kernel_file_is_a_clear_error(subset, tmp_path, capsys):
     err = capsys.readouterr().err
     assert "error: --kernels: tp: not a number: 'two'" in err
     assert not out.exists()
+
+
+def test_cross_validation_in_processes_matches_one_process(subset):
+    import numpy as np
+
+    from api.commands.calibrate import read_rows, run_cross_validation
+    from profiler.calibrate import prepare_rows
+    from profiler.params import default_params
+
+    data = prepare_rows(read_rows(subset))
+    alone = run_cross_validation(data, default_params(), jobs=1, max_evals=3)
+    spread = run_cross_validation(data, default_params(), jobs=2, max_evals=3)
+    assert set(alone) == set(spread) == {"family", "gpu"}
+    for scheme in alone:
+        assert alone[scheme].shape == (2, len(data.index))
+        np.testing.assert_array_equal(alone[scheme], spread[scheme])
+        # every row belongs to exactly one held-out group per scheme, so every row is predicted
+        assert np.isfinite(alone[scheme]).all()
+
+
+def test_calibrate_jobs_must_be_positive(capsys):
+    with pytest.raises(SystemExit):
+        main(["calibrate", "--cv", "--jobs", "0"])
+    assert "argument --jobs: must be a positive whole number, got '0'" in capsys.readouterr().err
