@@ -61,9 +61,32 @@ def _storage(database_url: str, heartbeat_s: int) -> optuna.storages.RDBStorage:
         kwargs = {"connect_args": {"options": f"-csearch_path={OPTUNA_SCHEMA}"}, "pool_pre_ping": True}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-        return optuna.storages.RDBStorage(
+        store = optuna.storages.RDBStorage(
             database_url, engine_kwargs=kwargs, heartbeat_interval=heartbeat_s, grace_period=2 * heartbeat_s,
             heartbeat_stale_trial_callback=optuna.storages.RetryHeartbeatStaleTrialCallback(max_retry=1))
+    if store.engine.dialect.name == "sqlite":
+        _lock_on_begin(store.engine)
+    return store
+
+
+def _lock_on_begin(engine) -> None:
+    """Make every transaction on a SQLite ``engine`` take the database's write lock when it begins.
+
+    Optuna claims a waiting trial by reading its state and then writing RUNNING, with the row
+    locked by ``SELECT … FOR UPDATE``, which SQLite ignores: workers asking at the same moment
+    could all claim the same trial and measure the same candidate. PostgreSQL locks the row.
+    """
+    from sqlalchemy import event
+
+    @event.listens_for(engine, "connect")
+    def _no_implicit_begin(dbapi_connection, _record) -> None:
+        dbapi_connection.isolation_level = None  # the driver's own BEGIN would take no lock
+
+    @event.listens_for(engine, "begin")
+    def _begin_immediate(connection) -> None:
+        connection.exec_driver_sql("BEGIN IMMEDIATE")
+
+    engine.dispose()  # connections opened before the listeners (creating the tables) are not reused
 
 
 def _create_schema(database_url: str) -> None:
