@@ -15,11 +15,11 @@ each cross-validated MdAPE a 95% interval from resampling whole sweeps (every ro
 model family, GPU, backend and mode together, since a sweep's rows share their errors):
 how far the number could move on other measurements of the same kind.
 
-    python benchmarks/accuracy.py [--data CSV] [--max-evals N] [--jobs N] [--in-sample-only]
+    python benchmarks/accuracy.py [--data CSV] [--max-evals N] [--workers N] [--in-sample-only]
 
 Cross-validation refits the parameters once per held-out group (each fit starting from and
 pulled toward the GEMM shape efficiencies fitted to the kernel measurements beside the data,
-as ``slaplan calibrate`` does), the fits spread over ``--jobs`` processes: a few minutes on 2 cores.
+as ``slaplan calibrate`` does), the fits spread over ``--workers`` processes: a few minutes on 2 cores.
 """
 
 from __future__ import annotations
@@ -32,8 +32,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from api.commands.calibrate import (add_jobs_argument, default_data_path, error_rows, format_table,  # noqa: E402
-                                    read_kernels, read_rows, run_cross_validation)
+from api.commands.calibrate import (add_workers_argument, default_data_path, error_rows,  # noqa: E402
+                                    format_table, read_kernels, read_rows, run_cross_validation)
 
 BOOTSTRAP_DRAWS = 2000
 
@@ -57,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data", help="calibration CSV (default: ../shared/data next to the repository)")
     parser.add_argument("--max-evals", type=int, default=200, help="model evaluations per CV fit (default 200)")
     parser.add_argument("--in-sample-only", action="store_true", help="skip cross-validation (seconds, not minutes)")
-    add_jobs_argument(parser)
+    add_workers_argument(parser)
     args = parser.parse_args(argv)
 
     import numpy as np
@@ -95,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     kernel_rows, kernels = read_kernels(path, None)
     print(f"\nGEMM shape prior: {'fitted to ' + kernels['data'] if kernels else 'physical defaults (no kernel data)'}")
     prior = kernel_prior(kernel_rows)
-    preds = run_cross_validation(data, prior, args.jobs, max_evals=args.max_evals)
+    preds = run_cross_validation(data, prior, args.workers, max_evals=args.max_evals)
     minutes = (time.perf_counter() - start) / 60
     labels = data.labels
     sweeps = np.array(["|".join(key) for key in zip(labels["family"], labels["gpu"], labels["backend"], labels["mode"])])

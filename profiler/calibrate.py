@@ -11,7 +11,7 @@ whole GPU type, the parameters are refitted without it, and the errors are measu
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from functools import lru_cache
+from functools import lru_cache, partial
 
 import numpy as np
 from scipy.optimize import least_squares
@@ -175,9 +175,9 @@ def kernel_prior(kernel_rows: list[dict] | None) -> dict[str, float]:
     return prior
 
 
-def _fold_predictions(task: tuple) -> tuple[np.ndarray, np.ndarray]:
-    """One cross-validation fold: fit without the held-out rows, predict them (TTFT, TPOT in ms)."""
-    data, held, start, max_evals = task
+def _fold_predictions(data: Prepared, start: dict[str, float] | None, max_evals: int,
+                      held: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """One cross-validation fold: fit without the ``held`` rows, predict them (TTFT, TPOT in ms)."""
     params = fit(_subset(data, ~held), start, max_evals=max_evals)
     out = evaluate(_subset(data, held).batch, params)
     return out["ttft_ms"], out["itl_ms"]
@@ -195,7 +195,7 @@ def cross_validate(data: Prepared, start: dict[str, float] | None = None, max_ev
     folds = [(scheme, data.labels[scheme] == group) for scheme in ("family", "gpu")
              for group in np.unique(data.labels[scheme])]
     result = {scheme: np.full((2, len(data.index)), np.nan) for scheme in ("family", "gpu")}
-    predictions = map_folds(_fold_predictions, [(data, held, start, max_evals) for _, held in folds])
+    predictions = map_folds(partial(_fold_predictions, data, start, max_evals), [held for _, held in folds])
     for (scheme, held), (ttft, tpot) in zip(folds, predictions):
         result[scheme][0, held], result[scheme][1, held] = ttft, tpot
     return result

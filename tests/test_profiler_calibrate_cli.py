@@ -91,8 +91,8 @@ def test_cross_validation_in_processes_matches_one_process(subset):
     from profiler.params import default_params
 
     data = prepare_rows(read_rows(subset))
-    alone = run_cross_validation(data, default_params(), jobs=1, max_evals=3)
-    spread = run_cross_validation(data, default_params(), jobs=2, max_evals=3)
+    alone = run_cross_validation(data, default_params(), workers=1, max_evals=3)
+    spread = run_cross_validation(data, default_params(), workers=2, max_evals=3)
     assert set(alone) == set(spread) == {"family", "gpu"}
     for scheme in alone:
         assert alone[scheme].shape == (2, len(data.index))
@@ -101,7 +101,7 @@ def test_cross_validation_in_processes_matches_one_process(subset):
         assert np.isfinite(alone[scheme]).all()
 
 
-def test_calibrate_jobs_must_be_positive(capsys):
+def test_calibrate_workers_must_be_positive(capsys):
     with pytest.raises(SystemExit):
-        main(["calibrate", "--cv", "--jobs", "0"])
-    assert "argument --jobs: must be a positive whole number, got '0'" in capsys.readouterr().err
+        main(["calibrate", "--cv", "--workers", "0"])
+    assert "argument --workers: must be a positive whole number, got '0'" in capsys.readouterr().err

@@ -44,23 +44,23 @@ def register(subparsers) -> None:
     parser.add_argument("--max-evals", type=int, default=400, help="model evaluations the fit may spend (default 400)")
     parser.add_argument("--cv", action="store_true",
                         help="also run grouped cross-validation and print its error table (slow: one fit per group)")
-    add_jobs_argument(parser)
+    add_workers_argument(parser)
     calibrate_measured.add_arguments(parser)
     parser.set_defaults(func=run)
 
 
-def add_jobs_argument(parser) -> None:
-    parser.add_argument("--jobs", type=calibrate_measured.positive, default=os.cpu_count() or 1,
-                        help="cross-validation folds fitted side by side, in processes (default: the CPU count)")
+def add_workers_argument(parser) -> None:
+    parser.add_argument("--workers", type=calibrate_measured.positive, default=os.cpu_count() or 1,
+                        help="parallel cross-validation processes, one fold each at a time (default: the CPU count)")
 
 
-def run_cross_validation(data, prior: dict[str, float], jobs: int, max_evals: int = 200) -> dict:
-    """``cross_validate``, its folds spread over ``jobs`` processes (the same results as one)."""
+def run_cross_validation(data, prior: dict[str, float], workers: int, max_evals: int = 200) -> dict:
+    """``cross_validate``, its folds spread over ``workers`` processes (the same results as one)."""
     from profiler.calibrate import cross_validate
 
-    if jobs == 1:
+    if workers == 1:
         return cross_validate(data, prior, max_evals=max_evals)
-    with ProcessPoolExecutor(max_workers=jobs) as pool:
+    with ProcessPoolExecutor(max_workers=workers) as pool:
         return cross_validate(data, prior, max_evals=max_evals, map_folds=pool.map)
 
 
@@ -164,7 +164,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"wrote {out}: in-sample median abs error TTFT {loss['ttft_median_ape_pct']}%, "
           f"TPOT {loss['tpot_median_ape_pct']}% (not a measure of accuracy; use --cv)")
     if args.cv:
-        preds = run_cross_validation(data, prior, jobs=args.jobs)
+        preds = run_cross_validation(data, prior, workers=args.workers)
         print(cv_table(data, preds))
     return 0
 
