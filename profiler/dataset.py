@@ -20,10 +20,16 @@ Pure: takes rows already read (dicts of strings or numbers). Conventions of the 
   data does not say how the experts were placed);
 - optional ``spec_tokens`` and ``spec_acceptance`` columns describe speculative decoding
   (tokens drafted per step, chance each is accepted); absent, there is none;
+- ``num_gpus`` (optional) counts the whole deployment's GPUs: an aggregated row with k
+  engines' worth runs k replicas sharing the concurrency; a disaggregated row's must equal
+  its workers' GPUs. A count that no whole deployment of the row's engines has is an error
+  naming ``num_gpus``. Rows spelling an engine as a product (above) record the product
+  there, so it is not read for them;
 - disaggregated rows without worker counts are read as a deployment sized for its load:
   enough decode workers for ``UNRECORDED_BATCH_PER_RANK`` sequences per attention rank,
   and prefill GPUs in the ratio ``UNRECORDED_DECODE_PER_PREFILL_GPU`` (recorded in the
-  assumptions).
+  assumptions); with ``num_gpus`` given, the split of exactly that many GPUs whose
+  decode:prefill ratio is nearest that one.
 """
 
 from __future__ import annotations
@@ -108,16 +114,19 @@ def row_config(row: dict, heads: int | None = None, moe: bool = False, domain: i
     if mode not in ("agg", "disagg"):
         raise ModelError("mode", f"must be agg or disagg, got {mode!r}")
     conc = _num(row, "concurrency")
-    if conc is None or conc <= 0:
+    if conc is None:
+        raise ModelError("concurrency", "missing")
+    if conc <= 0:
         raise ModelError("concurrency", f"must be > 0, got {row.get('concurrency')!r}")
     common = dict(model=str(row.get("model") or ""), gpu=str(row.get("gpu") or ""),
                   backend=str(row.get("backend") or "vllm").strip().lower(),
                   precision=(str(row["precision"]).strip() or None) if row.get("precision") else None,
                   mode=mode, isl_tokens=_int(row, "isl", least=1), osl_tokens=_int(row, "osl", least=1), concurrency=conc,
                   spec_tokens=_int(row, "spec_tokens", 0), spec_acceptance=_num(row, "spec_acceptance"))
-    engines = {}
+    engines, products = {}, False
     for prefix in ("",) if mode == "agg" else ("p_", "d_"):
         spelled = _product_spelling(row, prefix, moe, domain)
+        products = products or bool(spelled)
         if spelled:
             notes.append(f"{prefix}tp {row.get(prefix + 'tp')} × {prefix}attn_dp {row.get(prefix + 'attn_dp') or 1} "
                          f"read as a product: a {spelled[0] * spelled[1]}-GPU engine")
@@ -128,17 +137,44 @@ def row_config(row: dict, heads: int | None = None, moe: bool = False, domain: i
                          f"read as expert parallelism over the engine's {wide} GPUs")
             par = par.model_copy(update={"moe_ep": wide})
         engines[prefix] = par
+    total = None if products else _int(row, "num_gpus", 0, least=1) or None
     if mode == "agg":
-        return ServingConfig(engine=engines[""], **common), tuple(notes)
+        engine = engines[""]
+        if total is not None and total % engine.gpus:
+            raise ModelError("num_gpus", f"{total} is not a whole number of {engine.gpus}-GPU engines "
+                                         f"(tp × pp × attn_dp)")
+        return ServingConfig(engine=engine, replicas=(total or engine.gpus) // engine.gpus, **common), tuple(notes)
     prefill, decode = engines["p_"], engines["d_"]
     if _num(row, "p_workers") is not None and _num(row, "d_workers") is not None:
         pw, dw = _int(row, "p_workers", least=1), _int(row, "d_workers", least=1)
+        if total is not None and total != pw * prefill.gpus + dw * decode.gpus:
+            raise ModelError("num_gpus", f"{total} GPUs, but {pw} prefill workers of {prefill.gpus} and "
+                                         f"{dw} decode workers of {decode.gpus} GPUs are "
+                                         f"{pw * prefill.gpus + dw * decode.gpus}")
     else:
-        dw = math.ceil(conc / (decode.dp * UNRECORDED_BATCH_PER_RANK))
-        pw = max(1, round(dw * decode.gpus / prefill.gpus / UNRECORDED_DECODE_PER_PREFILL_GPU))
+        pw, dw = (_split(total, prefill.gpus, decode.gpus) if total is not None else
+                  _sized_for_load(conc, prefill, decode))
         notes.append(f"worker counts missing: read as {pw} prefill + {dw} decode workers")
     return ServingConfig(prefill=prefill, decode=decode, prefill_workers=int(pw), decode_workers=int(dw),
                          **common), tuple(notes)
+
+
+def _sized_for_load(conc: float, prefill: Parallel, decode: Parallel) -> tuple[int, int]:
+    """(prefill, decode) workers of a deployment sized for ``conc`` clients (see above)."""
+    dw = math.ceil(conc / (decode.dp * UNRECORDED_BATCH_PER_RANK))
+    return max(1, round(dw * decode.gpus / prefill.gpus / UNRECORDED_DECODE_PER_PREFILL_GPU)), dw
+
+
+def _split(total: int, prefill_gpus: int, decode_gpus: int) -> tuple[int, int]:
+    """(prefill, decode) workers on exactly ``total`` GPUs, decode:prefill GPUs nearest
+    ``UNRECORDED_DECODE_PER_PREFILL_GPU`` (fewer prefill workers on a tie)."""
+    splits = [(pw, (total - pw * prefill_gpus) // decode_gpus) for pw in range(1, total // prefill_gpus + 1)
+              if total - pw * prefill_gpus >= decode_gpus and (total - pw * prefill_gpus) % decode_gpus == 0]
+    if not splits:
+        raise ModelError("num_gpus", f"{total} GPUs hold no whole number of {prefill_gpus}-GPU prefill and "
+                                     f"{decode_gpus}-GPU decode workers (at least one of each)")
+    ratio = lambda s: abs(math.log(s[1] * decode_gpus / (s[0] * prefill_gpus) / UNRECORDED_DECODE_PER_PREFILL_GPU))  # noqa: E731
+    return min(splits, key=lambda s: (ratio(s), s[0]))
 
 
 def row_prepared(row: dict) -> tuple[Prepared, tuple[str, ...]]:

@@ -115,3 +115,40 @@ def test_experts_tp_cannot_split_are_read_as_wide_expert_parallelism_and_marked_
     config, notes = row_config({**DEEPSEEK, "tp": "32", "moe_tp": "1", "moe_ep": "1"}, heads=128, moe=True,
                                domain=72, expert_width=2048)
     assert (config.engine.tp, config.engine.dp, config.engine.moe_ep, notes) == (32, 1, 1, ())
+
+
+def test_num_gpus_of_whole_engines_is_replicas_sharing_the_concurrency():
+    config, notes = read(tp="8", num_gpus="24", concurrency="96")
+    assert (config.engine.gpus, config.replicas, config.concurrency, notes) == (8, 3, 96, ())
+    assert read(tp="8", num_gpus="")[0].replicas == 1  # absent: one engine
+    assert read(tp="8", num_gpus="8")[0].replicas == 1
+
+
+def test_num_gpus_no_whole_deployment_has_is_an_error_naming_it():
+    import pytest
+
+    from profiler.errors import ModelError
+
+    for columns in (dict(tp="8", num_gpus="12"), dict(tp="8", num_gpus="4"), dict(tp="8", num_gpus="0"),
+                    dict(mode="disagg", p_tp="8", d_tp="8", p_workers="1", d_workers="2", num_gpus="16")):
+        with pytest.raises(ModelError) as err:
+            read(**columns)
+        assert str(err.value).startswith("num_gpus: "), columns
+
+
+def test_num_gpus_of_a_disaggregated_row_is_checked_and_sizes_missing_worker_counts():
+    disagg = dict(mode="disagg", p_tp="8", d_tp="8")
+    config, notes = read(**disagg, p_workers="1", d_workers="2", num_gpus="24")
+    assert (config.prefill_workers, config.decode_workers, notes) == (1, 2, ())
+    # Workers missing: exactly num_gpus GPUs, decode:prefill GPUs nearest 2 (48 = 2 × 8 + 4 × 8).
+    config, notes = read(**disagg, num_gpus="48")
+    assert (config.prefill_workers, config.decode_workers) == (2, 4)
+    assert notes and "2 prefill + 4 decode" in notes[-1]
+    config, _ = read(mode="disagg", p_tp="4", d_tp="8", num_gpus="12")
+    assert (config.prefill_workers, config.decode_workers) == (1, 1)
+
+
+def test_num_gpus_is_not_read_where_the_row_spells_its_engine_as_a_product():
+    # The product spelling records the product in num_gpus too: the 4-GPU engine, one replica.
+    config, notes = read(tp="16", moe_tp="4", moe_ep="4", num_gpus="16")
+    assert (config.engine.gpus, config.replicas) == (4, 1) and notes

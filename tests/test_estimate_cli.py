@@ -78,7 +78,7 @@ def test_csv_missing_optional_columns_and_bad_values(tmp_path):
     assert errors[2].startswith("gpu:") and "h100_sxm" in errors[2]
     assert errors[3].startswith("engine:") and "GiB" in errors[3]
     assert errors[4].startswith("osl:")
-    assert errors[5].startswith("concurrency:")
+    assert errors[5] == "concurrency: missing"
     assert errors[6] == "osl: must be finite, got 'inf'" and errors[7] == "concurrency: must be finite, got 'inf'"
     assert errors[8] == "tp: must be an integer ≥ 1, got '0'" and errors[9] == "tp: must be an integer ≥ 1, got '1.5'"
     assert all(r["pred_ttft_ms"] == "" for r in out[1:])
