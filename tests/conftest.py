@@ -15,6 +15,15 @@ PG_ADMIN = "host=127.0.0.1 port=5432 user=postgres dbname=postgres"
 REDIS_URL = "redis://127.0.0.1:6379/11"  # a database number kept for tests
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _no_hub_network():
+    """Tests never reach the Hugging Face Hub: names the catalog lacks are looked up in the
+    local cache only (``HF_HUB_OFFLINE``), failing at once instead of after network retries."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("HF_HUB_OFFLINE", "1")
+        yield
+
+
 def _unavailable(message: str) -> None:
     if os.environ.get("CI"):
         pytest.fail(message)

@@ -314,6 +314,27 @@ def test_load_model_offline_unknown_id_is_a_clear_error(monkeypatch, tmp_path):
     assert "known: " in message and "meta-llama/Llama-3.1-70B" in message
 
 
+def test_load_model_offline_reads_a_hub_id_from_the_hub_cache(monkeypatch, tmp_path):
+    # A config.json fetched earlier sits in the Hub cache (its own layout: refs name the
+    # snapshot); offline, load_model reads it from there through huggingface_hub.
+    qwen, _ = resolve_model("Qwen/Qwen3-235B-A22B")
+    cfg = dict(_config_of(qwen), model_type="qwen3_moe", torch_dtype="bfloat16")
+    repo = tmp_path / "hub" / "models--example-org--cached-moe"
+    revision = "0123456789abcdef0123456789abcdef01234567"
+    (repo / "refs").mkdir(parents=True)
+    (repo / "refs" / "main").write_text(revision)
+    (repo / "snapshots" / revision).mkdir(parents=True)
+    (repo / "snapshots" / revision / "config.json").write_text(json.dumps(cfg))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    import huggingface_hub.constants
+
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    model, precision = hub.load_model("example-org/cached-moe")
+    assert (model.hf_id, precision) == ("example-org/cached-moe", "bf16")
+    assert model.total_params() == qwen.total_params()
+
+
 def test_load_model_rejects_a_malformed_id():
     with pytest.raises(ModelError, match="not a catalog model, a local config.json or a Hugging Face id"):
         hub.load_model("no such model!")
