@@ -65,7 +65,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic.alias_generators import to_camel
 
-from planner.types import PlanRequest
+from planner.types import MIN_OSL, PlanRequest
 
 __all__ = [
     "API_VERSIONS",
@@ -186,7 +186,7 @@ class Workload(_Spec):
     """``spec.workload``: token lengths and the offered load (concurrency XOR requests/s)."""
 
     isl: int | None = Field(default=None, gt=0, description="input tokens per request")
-    osl: int | None = Field(default=None, gt=0, description="output tokens per request")
+    osl: int | None = Field(default=None, ge=MIN_OSL, description="output tokens per request (ITL needs two)")
     concurrency: float | None = Field(default=None, gt=0, description="closed-loop clients")
     request_rate: float | None = Field(default=None, gt=0, description="requests/s")
 
@@ -197,7 +197,7 @@ class SLAv1alpha1(_Spec):
     ttft: float = Field(gt=0)
     itl: float = Field(gt=0)
     isl: int | None = Field(default=None, gt=0)
-    osl: int | None = Field(default=None, gt=0)
+    osl: int | None = Field(default=None, ge=MIN_OSL)
 
 
 class GPUv1alpha1(_Spec):
@@ -250,7 +250,7 @@ class _ProfileSLA(_FreeForm):
     ttft: float | None = Field(default=None, gt=0)
     itl: float | None = Field(default=None, gt=0)
     isl: int | None = Field(default=None, gt=0)
-    osl: int | None = Field(default=None, gt=0)
+    osl: int | None = Field(default=None, ge=MIN_OSL)
 
 
 class _ProfileHardware(_FreeForm):

@@ -1,7 +1,7 @@
 """The search space: engine parallelisms that are valid for a model and GPU, and fit in memory.
 
-An engine has g GPUs (powers of two and whole nodes, within the request's per-engine
-bounds). Dense models split g into TP × PP (PP only across nodes); MoE models split it into
+An engine has g GPUs (powers of two up to a node and whole nodes, within the request's
+per-engine bounds). Dense models split g into TP × PP (PP only across nodes); MoE models split it into
 TP × attention-DP, with expert parallelism either off or over all g GPUs (with redundant
 expert slots where the experts do not divide evenly, as wide-EP deployments run).
 """
@@ -16,8 +16,9 @@ from profiler.models import Model
 
 
 def engine_sizes(lo: int, hi: int, gpus_per_node: int) -> list[int]:
-    """GPU counts per engine: powers of two and multiples of a node, within [lo, hi]."""
-    sizes = {1 << k for k in range(12) if lo <= (1 << k) <= hi}
+    """GPU counts per engine, within [lo, hi]: powers of two up to a node, and whole nodes
+    (an engine beyond one node spreads evenly over its nodes, one pod each)."""
+    sizes = {1 << k for k in range(12) if lo <= (1 << k) <= min(hi, gpus_per_node)}
     sizes |= {n * gpus_per_node for n in range(1, hi // gpus_per_node + 1) if lo <= n * gpus_per_node <= hi}
     return sorted(sizes)
 

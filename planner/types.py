@@ -22,6 +22,9 @@ class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
+MIN_OSL = 2  # output tokens a request needs for an inter-token latency to exist
+
+
 class PlanRequest(_Frozen):
     """What a DGDR asks for, normalized across its API versions."""
 
@@ -32,7 +35,7 @@ class PlanRequest(_Frozen):
     gpu: str
     precision: str | None = Field(default=None, description="weights dtype; None = the model's own")
     isl_tokens: int = Field(default=3000, gt=0)
-    osl_tokens: int = Field(default=500, gt=0)
+    osl_tokens: int = Field(default=500, ge=MIN_OSL, description="output tokens (at least two: ITL is their gap)")
     ttft_ms: float = Field(gt=0)
     itl_ms: float = Field(gt=0)
     e2e_ms: float | None = Field(default=None, gt=0)

@@ -128,3 +128,22 @@ def test_disaggregated_plans_serve_no_more_than_their_prefill_pool_prefills():
         assert p.predicted.requests_per_s <= capacity * (1 + 1e-9), p
         if p.feasible:
             assert capacity >= rate and p.predicted.requests_per_s == pytest.approx(rate, rel=0.02)
+
+
+def test_engines_beyond_a_node_are_whole_nodes_whatever_the_node_size():
+    from planner.space import engine_sizes
+
+    assert engine_sizes(1, 16, 8) == [1, 2, 4, 8, 16]
+    assert engine_sizes(1, 16, 3) == [1, 2, 3, 6, 9, 12, 15]  # no 4 or 8: they split 3-GPU nodes unevenly
+    assert engine_sizes(4, 16, 6) == [4, 6, 12]
+    # Planned and rendered end to end: every engine spreads evenly over its nodes (an 8-GPU
+    # engine on 3-GPU nodes made the Dynamo renderer fail).
+    from planner.manifests.targets import TARGETS, render_target
+
+    result = plan(_request(model="meta-llama/Llama-3.1-70B-Instruct", gpus_per_node=3, max_gpus_per_engine=8,
+                           ttft_ms=3000, itl_ms=80))
+    assert result.feasible
+    assert all(e.gpus <= 3 or e.gpus % 3 == 0 for p in result.candidates for e in p.engines)
+    for target in TARGETS:
+        manifests, _ = render_target(result, target)
+        assert manifests, target

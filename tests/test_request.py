@@ -198,6 +198,12 @@ def test_sla_ttft_must_be_positive():
     assert ("spec.sla.ttft", "must be greater than 0") in causes
 
 
+def test_one_output_token_has_no_itl_and_is_rejected_wherever_it_is_set():
+    assert ("spec.sla.osl", "must be at least 2") in _causes(_alpha(sla={"ttft": 500, "itl": 20, "osl": 1}))
+    assert ("spec.workload.osl", "must be at least 2") in _causes(_beta(workload={"osl": 1}))
+    assert parse_dgdr(_beta(workload={"osl": 2})).osl_tokens == 2
+
+
 def test_sla_itl_negative_in_v1beta1():
     assert ("spec.sla.itl", "must be greater than 0") in _causes(_beta(sla={"ttft": 100.0, "itl": -1.0}))
 
