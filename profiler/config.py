@@ -65,11 +65,11 @@ class ServingConfig(_Frozen):
     max_num_tokens: int | None = Field(default=None, gt=0, description="prefill chunk, tokens per step of each attention-DP rank")
     isl_tokens: int = Field(gt=0)
     osl_tokens: int = Field(gt=0)
-    concurrency: float | None = Field(default=None, gt=0)
-    request_rate: float | None = Field(default=None, gt=0)
+    concurrency: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    request_rate: float | None = Field(default=None, gt=0, allow_inf_nan=False)
     spec_tokens: int = Field(default=0, ge=0, le=16, description="tokens drafted per decode step by speculative "
                                                                  "decoding (MTP, EAGLE, a draft model); 0 = off")
-    spec_acceptance: float | None = Field(default=None, gt=0, lt=1, description="chance each drafted token is "
+    spec_acceptance: float | None = Field(default=None, gt=0, lt=1, allow_inf_nan=False, description="chance each drafted token is "
                                           "accepted (default 0.7 when spec_tokens > 0)")
 
     @field_validator("spec_acceptance")

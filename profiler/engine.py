@@ -166,6 +166,8 @@ def check_parallel(model: Model, par: Parallel, role: str) -> None:
             raise ModelError(f"{role}.moe_ep", f"moe_tp × moe_ep = {par.expert_tp}×{par.moe_ep} must equal tp × dp = {par.tp * par.dp}")
     elif par.dp > 1:
         raise ModelError(f"{role}.dp", "attention data-parallelism applies to MoE models only; use replicas")
+    elif par.moe_ep > 1 or (par.moe_tp or 1) > 1:
+        raise ModelError(f"{role}.moe_ep", f"expert parallelism applies to MoE models only; {model.hf_id} is dense")
 
 
 def engine_shape(model: Model, gpu: Gpu, backend: str, precision: str, kv_dtype: str, par: Parallel,

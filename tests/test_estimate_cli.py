@@ -174,6 +174,9 @@ def test_json_is_strict_when_a_queue_grows_without_bound(capsys):
     (["--model", "meta-llama/Llama-3.1-70B", "--gpu", "h100", "--tp", "3"], "engine.tp"),
     (["--model", "meta-llama/Llama-3.1-70B", "--gpu", "h100", "--tp", "4", "--osl", "0"], "osl_tokens"),
     (["--model", "meta-llama/Llama-3.1-405B", "--gpu", "h100", "--precision", "bf16"], "engine"),
+    (["--model", "meta-llama/Llama-3.1-8B", "--gpu", "h100", "--ep", "2", "--tp", "2"], "engine.moe_ep"),  # dense
+    (["--model", "meta-llama/Llama-3.1-8B", "--gpu", "h100", "--concurrency", "inf"], "concurrency"),
+    (["--model", "meta-llama/Llama-3.1-8B", "--gpu", "h100", "--rate", "nan"], "request_rate"),
 ])
 def test_one_configuration_errors_name_the_field(argv, field, capsys, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # an unknown org/name would otherwise be fetched
