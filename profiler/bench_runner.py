@@ -23,7 +23,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from planner.benchmarkjob import BenchmarkJobSpec, InferenceServiceReference
-from profiler.bench_command import BenchCommand, BenchOptions, ScenarioError, bare_base_url, build_command
+from profiler.bench_command import BenchCommand, BenchOptions, bare_base_url, build_command
 from profiler.bench_results import IterationMetrics, parse_folder, table
 from profiler.bench_tokenizer import is_tokenizer_dir, write_byte_tokenizer
 
@@ -321,6 +321,12 @@ def stop_group(proc: subprocess.Popen) -> None:
             continue
 
 
+def _invalid(exc: ValueError, notes: list[str]) -> BenchOutcome:
+    """The outcome of a job genai-bench cannot run as specified (task, scenarios, locations:
+    the message names the field)."""
+    return BenchOutcome(ok=False, failure=str(exc), details="; ".join(notes))
+
+
 def run_benchmarkjob(spec: BenchmarkJobSpec, *, name: str, settings: RunnerSettings,
                      endpoint: str | None = None, resolver: ServiceResolver | None = None,
                      env: Mapping[str, str] | None = None, progress: Callable[[str], None] | None = None) -> BenchOutcome:
@@ -332,6 +338,13 @@ def run_benchmarkjob(spec: BenchmarkJobSpec, *, name: str, settings: RunnerSetti
     env = dict(os.environ if env is None else env)
     say = progress or (lambda _msg: None)
     notes: list[str] = []
+    local_root = str(Path(settings.local_root).resolve())
+    try:  # what needs no endpoint (scenarios for the task, locations) is checked before any network
+        build_command(spec, "http://localhost", BenchOptions(executable=settings.genai_bench, model_name="model",
+                                                             tokenizer="tokenizer", folder_name="check",
+                                                             local_root=local_root))
+    except ValueError as exc:
+        return _invalid(exc, notes)
     try:
         base = resolve_endpoint(spec, endpoint, resolver)
         ref = spec.endpoint.inference_service
@@ -357,7 +370,6 @@ def run_benchmarkjob(spec: BenchmarkJobSpec, *, name: str, settings: RunnerSetti
         except Failure as exc:
             return BenchOutcome(ok=False, failure=str(exc), details="; ".join(notes))
         notes += tok_notes
-        local_root = str(Path(settings.local_root).resolve())
         wanted = spec.result_folder_name or name
         try:
             probe = build_command(spec, base, BenchOptions(executable=settings.genai_bench, model_name=model,
@@ -367,10 +379,8 @@ def run_benchmarkjob(spec: BenchmarkJobSpec, *, name: str, settings: RunnerSetti
             command = build_command(spec, base, BenchOptions(
                 executable=settings.genai_bench, model_name=model, tokenizer=tokenizer, folder_name=folder,
                 local_root=local_root, api_key=settings.api_key, offline=offline))
-        except ScenarioError as exc:
-            return BenchOutcome(ok=False, failure=f"invalid traffic scenarios: {exc}", details="; ".join(notes))
         except ValueError as exc:
-            return BenchOutcome(ok=False, failure=str(exc), details="; ".join(notes))
+            return _invalid(exc, notes)
         if folder != wanted:
             notes.append(f"{wanted} already held results: writing to {folder}")
         notes += command.notes

@@ -118,6 +118,19 @@ def test_endpoint_down_is_said_plainly(tmp_path):
     assert not out.ok and out.failure.startswith("endpoint down") and not out.started
 
 
+@pytest.mark.parametrize("spec,field", [
+    ({"task": "text-to-video"}, "spec.task"),
+    ({"trafficScenarios": ["D(0,0)"]}, "spec.trafficScenarios[0]"),
+    ({"trafficScenarios": ["E(100)"]}, "spec.trafficScenarios[0]"),  # an embeddings scenario for a chat task
+])
+def test_what_genai_bench_cannot_run_is_named_before_the_endpoint_is_tried(spec, field, tmp_path):
+    from tests.test_emulator import free_port
+
+    out = run_benchmarkjob(parse_benchmarkjob(job(f"http://127.0.0.1:{free_port()}", **spec)), name="x",
+                           settings=_settings(tmp_path))
+    assert not out.ok and out.failure.startswith(f"{field}: ") and not out.started, out.failure
+
+
 @pytest.fixture(scope="module")
 def emulator():
     proc, base = start_emulator()
