@@ -130,7 +130,8 @@ def test_num_gpus_no_whole_deployment_has_is_an_error_naming_it():
     from profiler.errors import ModelError
 
     for columns in (dict(tp="8", num_gpus="12"), dict(tp="8", num_gpus="4"), dict(tp="8", num_gpus="0"),
-                    dict(mode="disagg", p_tp="8", d_tp="8", p_workers="1", d_workers="2", num_gpus="16")):
+                    dict(mode="disagg", p_tp="8", d_tp="8", p_workers="1", d_workers="2", num_gpus="16"),
+                    dict(mode="disagg", p_tp="8", d_tp="8", num_gpus="12")):  # no whole workers, counts missing
         with pytest.raises(ModelError) as err:
             read(**columns)
         assert str(err.value).startswith("num_gpus: "), columns
