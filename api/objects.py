@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import re
 import secrets
 from typing import Any
@@ -12,10 +13,14 @@ import yaml
 from infra.resources import Resource, to_object
 
 YAML_TYPES = ("application/yaml", "application/x-yaml", "text/yaml", "application/apply-patch+yaml")
-_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-_LABEL_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
-_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+# Matched with ``fullmatch``: ``$`` would also match before a final newline.
+_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+_LABEL_NAME = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
+_LABEL_VALUE = re.compile(r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?")
 _GENERATE_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
+_GENERATED_LENGTH = 5
+MAX_DEPTH = 100  # objects and arrays nested in a body; far below where Python's recursion limit bites
+_INT64 = range(-(2**63), 2**63)
 
 
 class BadBody(ValueError):
@@ -23,25 +28,123 @@ class BadBody(ValueError):
 
 
 def parse_body(raw: bytes, content_type: str | None) -> dict[str, Any]:
+    """The body as an object of plain JSON values, read as YAML or JSON by ``content_type``.
+
+    BadBody (the API answers 400) for text that does not parse, a body that is not an object, and
+    values JSON cannot carry or that would not survive storage (see ``_check_plain``)."""
     ctype = (content_type or "application/json").split(";")[0].strip().lower()
+    kind = "YAML" if ctype in YAML_TYPES else "JSON"
     try:
         text = raw.decode("utf-8")
-        data = yaml.safe_load(text) if ctype in YAML_TYPES else json.loads(text)
+        data = yaml.load(text, Loader=_NoAliasLoader) if kind == "YAML" else json.loads(text)
+    except BadBody:
+        raise
     except (UnicodeDecodeError, json.JSONDecodeError, yaml.YAMLError) as exc:
-        kind = "YAML" if ctype in YAML_TYPES else "JSON"
         raise BadBody(f"the body is not valid {kind}: {type(exc).__name__}") from None
+    except RecursionError:
+        raise BadBody(f"the body is nested too deeply (at most {MAX_DEPTH} levels)") from None
+    except ValueError:  # an integer of more than 4300 digits, a YAML date like 2024-13-45
+        raise BadBody(f"the body is not valid {kind}: a number or date in it is out of range") from None
     if not isinstance(data, dict):
         raise BadBody("the body must be an object")
+    _check_plain(data, "", 1)
     return data
 
 
-def generate_name(prefix: str) -> str:
-    return prefix + "".join(secrets.choice(_GENERATE_ALPHABET) for _ in range(5))
+def load_yaml_documents(text: str) -> list[Any]:
+    """The non-empty YAML documents of ``text``, each checked as ``parse_body`` checks a body.
+
+    Raises ``yaml.YAMLError`` for text that does not parse and BadBody for the rest."""
+    try:
+        docs = [doc for doc in yaml.load_all(text, Loader=_NoAliasLoader) if doc is not None]
+    except RecursionError:
+        raise BadBody(f"the text is nested too deeply (at most {MAX_DEPTH} levels)") from None
+    except ValueError as exc:  # BadBody from the loader, or an integer or date out of range
+        raise exc if isinstance(exc, BadBody) else BadBody("a number or date in the text is out of range") from None
+    for doc in docs:
+        _check_plain(doc, "", 1)
+    return docs
+
+
+class _NoAliasLoader(yaml.SafeLoader):
+    """``yaml.SafeLoader`` refusing aliases (``*name``, also in ``<<: *name``): an alias repeats a
+    whole anchored value, so a few hundred bytes of aliases of aliases expand to gigabytes of JSON."""
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(yaml.AliasEvent):
+            mark = self.peek_event().start_mark
+            raise BadBody(
+                f"the body uses a YAML alias (line {mark.line + 1}, column {mark.column + 1}): "
+                "anchors and aliases are not supported, write the value out"
+            )
+        return super().compose_node(parent, index)
+
+
+def _check_plain(value: Any, path: str, depth: int) -> None:
+    """BadBody unless ``value`` is plain JSON: objects with string keys, arrays (at most MAX_DEPTH
+    levels of both), strings UTF-8 can encode (no lone surrogates), finite floats, 64-bit integers,
+    booleans and null; not YAML's dates, binary data, sets and such (quoted, they are strings).
+    ``path`` (``spec.profilingConfig.config.x``) names ``value`` in the message; ``depth`` is its level."""
+    where = path or "the body"
+    if isinstance(value, dict | list) and depth > MAX_DEPTH:
+        raise BadBody(f"{where}: nested more than {MAX_DEPTH} levels deep")
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise BadBody(f"{where}: keys must be strings, not {type(key).__name__}")
+            if not _encodable(key):
+                raise BadBody(f"{where}: the key {key!r} is not valid Unicode (it has a lone surrogate)")
+            _check_plain(item, f"{path}.{key}" if path else key, depth + 1)
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            _check_plain(item, f"{path}[{i}]", depth + 1)
+    else:
+        _check_scalar(value, where)
+
+
+def _check_scalar(value: Any, where: str) -> None:
+    """BadBody unless ``value`` is a JSON string, number, boolean or null (see ``_check_plain``)."""
+    if isinstance(value, str):
+        if not _encodable(value):
+            raise BadBody(f"{where}: the string is not valid Unicode (it has a lone surrogate)")
+    elif isinstance(value, int) and not isinstance(value, bool):
+        if value not in _INT64:
+            raise BadBody(f"{where}: the integer is outside the 64-bit range")
+    elif isinstance(value, float):
+        if not math.isfinite(value):
+            raise BadBody(f"{where}: {value} is not a number JSON allows (numbers must be finite)")
+    elif not isinstance(value, bool) and value is not None:
+        raise BadBody(
+            f"{where}: a {type(value).__name__} value is not allowed: only strings, numbers, booleans, "
+            "null, arrays and objects (quote it to make it a string)"
+        )
+
+
+def _encodable(text: str) -> bool:
+    """True unless ``text`` has a lone UTF-16 surrogate (``"\\udfff"``), which UTF-8 cannot encode."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def generate_name(prefix: Any) -> str:
+    """A name from ``metadata.generateName``: the prefix and five random characters; "" for a prefix
+    no valid name can start with (``metadata_causes`` reports it)."""
+    if not _is_name_prefix(prefix):
+        return ""
+    return prefix + "".join(secrets.choice(_GENERATE_ALPHABET) for _ in range(_GENERATED_LENGTH))
+
+
+def _is_name_prefix(prefix: Any) -> bool:
+    """True when every name ``generate_name`` makes from ``prefix`` is a valid subdomain."""
+    return isinstance(prefix, str) and is_subdomain(prefix + _GENERATE_ALPHABET[0] * _GENERATED_LENGTH)
 
 
 def is_subdomain(name: str) -> bool:
     """A DNS-1123 subdomain: what Kubernetes requires of most object names."""
-    return len(name) <= 253 and bool(_SUBDOMAIN.match(name))
+    return len(name) <= 253 and bool(_SUBDOMAIN.fullmatch(name))
 
 
 def is_label(name: str) -> bool:
@@ -50,13 +153,8 @@ def is_label(name: str) -> bool:
 
 
 def metadata_causes(metadata: dict[str, Any]) -> list[tuple[str, str]]:
-    """What is wrong with the user-settable metadata (name, labels, annotations)."""
-    causes: list[tuple[str, str]] = []
-    name = metadata.get("name")
-    if not isinstance(name, str) or not name:
-        causes.append(("metadata.name", "Required value: name or generateName is required"))
-    elif not is_subdomain(name):
-        causes.append(("metadata.name", "Invalid value: must be a lowercase RFC 1123 subdomain"))
+    """What is wrong with the user-settable metadata (name or generateName, labels, annotations)."""
+    causes = _name_causes(metadata)
     for field in ("labels", "annotations"):
         value = metadata.get(field)
         if value is None:
@@ -69,18 +167,33 @@ def metadata_causes(metadata: dict[str, Any]) -> list[tuple[str, str]]:
                 causes.append((f"metadata.{field}", f"Invalid value: {key!r} is not a valid qualified name"))
         if field == "labels":
             for key, val in value.items():
-                if len(val) > 63 or not _LABEL_VALUE.match(val):
+                if len(val) > 63 or not _LABEL_VALUE.fullmatch(val):
                     causes.append(("metadata.labels", f"Invalid value: the value of {key!r} is not a valid label value"))
         elif sum(len(k) + len(v) for k, v in value.items()) > 256 * 1024:
             causes.append(("metadata.annotations", "Too long: may not be more than 262144 bytes"))
     return causes
 
 
+def _name_causes(metadata: dict[str, Any]) -> list[tuple[str, str]]:
+    """What is wrong with ``metadata.generateName`` or else with ``metadata.name`` (the one given or
+    generated: ``generate_name`` makes none from a bad prefix, so that is reported once)."""
+    prefix = metadata.get("generateName")
+    if prefix not in (None, "") and not _is_name_prefix(prefix):
+        return [("metadata.generateName", "Invalid value: must be a string that starts a lowercase RFC 1123 "
+                 f"subdomain, at most {253 - _GENERATED_LENGTH} characters")]
+    name = metadata.get("name")
+    if not isinstance(name, str) or not name:
+        return [("metadata.name", "Required value: name or generateName is required")]
+    if not is_subdomain(name):
+        return [("metadata.name", "Invalid value: must be a lowercase RFC 1123 subdomain")]
+    return []
+
+
 def _qualified_name_ok(key: str) -> bool:
     prefix, _, name = key.rpartition("/")
     if prefix and not is_subdomain(prefix):
         return False
-    return 0 < len(name) <= 63 and bool(_LABEL_NAME.match(name))
+    return 0 < len(name) <= 63 and bool(_LABEL_NAME.fullmatch(name))
 
 
 def render(resource: Resource, version: str | None = None) -> dict[str, Any]:

@@ -18,10 +18,12 @@ Operator = Literal["exists", "!exists", "=", "!=", "in", "notin", "gt", "lt"]
 
 _KEY = r"(?:[A-Za-z0-9](?:[-A-Za-z0-9_.]*[A-Za-z0-9])?/)?[A-Za-z0-9](?:[-A-Za-z0-9_.]*[A-Za-z0-9])?"
 _VALUE = r"(?:[A-Za-z0-9](?:[-A-Za-z0-9_.]*[A-Za-z0-9])?)?"
-_SET = re.compile(rf"^({_KEY})\s+(in|notin)\s*\(\s*([^()]*)\s*\)$")
-_CMP = re.compile(rf"^({_KEY})\s*(==|!=|=|>|<)\s*({_VALUE})$")
-_EXISTS = re.compile(rf"^(!?)\s*({_KEY})$")
-_VALUE_RE = re.compile(rf"^{_VALUE}$")
+# All matched with ``fullmatch``. The value list of ``key in (…)`` is split by hand: a regex for it
+# (``\(\s*([^()]*)\s*\)``) backtracks in cubic time on ``a in (`` + spaces + ``)x``.
+_SET_HEAD = re.compile(rf"({_KEY})\s+(in|notin)\s*")
+_CMP = re.compile(rf"({_KEY})\s*(==|!=|=|>|<)\s*({_VALUE})")
+_EXISTS = re.compile(rf"(!?)\s*({_KEY})")
+_VALUE_RE = re.compile(_VALUE)
 
 
 class Requirement(BaseModel):
@@ -65,21 +67,31 @@ def _split(text: str) -> list[str]:
 
 
 def _parse_requirement(part: str) -> Requirement:
-    if m := _SET.match(part):
-        values = tuple(v.strip() for v in m.group(3).split(",")) if m.group(3).strip() else ()
-        if not values or any(not _VALUE_RE.match(v) for v in values):
-            raise SelectorError(f"invalid value set in {part!r}")
-        return Requirement(key=m.group(1), operator=m.group(2), values=values)
-    if m := _CMP.match(part):
+    if requirement := _parse_set(part):
+        return requirement
+    if m := _CMP.fullmatch(part):
         key, op, value = m.groups()
         if op in (">", "<"):
             if not re.fullmatch(r"-?\d+", value):
                 raise SelectorError(f"{part!r}: {op} needs an integer")
             return Requirement(key=key, operator="gt" if op == ">" else "lt", values=(value,))
         return Requirement(key=key, operator="!=" if op == "!=" else "=", values=(value,))
-    if m := _EXISTS.match(part):
+    if m := _EXISTS.fullmatch(part):
         return Requirement(key=m.group(2), operator="!exists" if m.group(1) else "exists")
     raise SelectorError(f"invalid label selector requirement {part!r}")
+
+
+def _parse_set(part: str) -> Requirement | None:
+    """``key in (a, b)`` / ``key notin (a, b)``; None when ``part`` does not have that shape."""
+    head, _, rest = part.partition("(")
+    inner = rest.removesuffix(")")
+    m = _SET_HEAD.fullmatch(head)
+    if m is None or inner == rest or "(" in inner or ")" in inner:
+        return None
+    values = tuple(v.strip() for v in inner.split(",")) if inner.strip() else ()
+    if not values or any(not _VALUE_RE.fullmatch(v) for v in values):
+        raise SelectorError(f"invalid value set in {part!r}")
+    return Requirement(key=m.group(1), operator=m.group(2), values=values)
 
 
 def matches(requirements: tuple[Requirement, ...], labels: Mapping[str, str]) -> bool:

@@ -81,8 +81,9 @@ V1ALPHA1 = "nvidia.com/v1alpha1"
 V1BETA1 = "nvidia.com/v1beta1"
 API_VERSIONS = (V1ALPHA1, V1BETA1)
 
-_DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-_DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+# Names are checked with ``fullmatch``: ``$`` would also match before a final newline.
+_DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+_DNS1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 _SIMPLE_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
 
 
@@ -153,7 +154,7 @@ class Metadata(BaseModel):
 
 
 def _dns_subdomain(v: str) -> str:
-    if len(v) > 253 or not _DNS1123_SUBDOMAIN.match(v):
+    if len(v) > 253 or not _DNS1123_SUBDOMAIN.fullmatch(v):
         raise ValueError(
             "must be a DNS-1123 subdomain: lowercase letters, digits, '-' and '.', "
             "starting and ending with a letter or digit, at most 253 characters"
@@ -162,7 +163,7 @@ def _dns_subdomain(v: str) -> str:
 
 
 def _dns_label(v: str) -> str:
-    if len(v) > 63 or not _DNS1123_LABEL.match(v):
+    if len(v) > 63 or not _DNS1123_LABEL.fullmatch(v):
         raise ValueError(
             "must be a DNS-1123 label: lowercase letters, digits and '-', "
             "starting and ending with a letter or digit, at most 63 characters"

@@ -11,6 +11,7 @@ from typing import Any
 import yaml
 
 from api.dashboard.html import page
+from api.objects import BadBody, load_yaml_documents
 
 PATH_PART = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
 
@@ -88,12 +89,15 @@ def parse_text(text: str) -> tuple[dict[str, Any] | None, dict[str, Any] | None]
         return None, {"message": "Paste or upload a DGDR or BenchmarkJob first.", "causes": [
             {"field": "", "message": "the manifest is empty", "line": None}]}
     try:
-        docs = [d for d in yaml.safe_load_all(text) if d is not None]
+        docs = load_yaml_documents(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = mark.line + 1 if mark is not None else None
         problem = getattr(exc, "problem", None) or str(exc)
         return None, {"message": "This is not valid YAML.", "causes": [{"field": "", "message": f"YAML: {problem}", "line": line}]}
+    except BadBody as exc:
+        return None, {"message": "This manifest holds a value the API does not store.",
+                      "causes": [{"field": "", "message": str(exc), "line": None}]}
     if len(docs) != 1 or not isinstance(docs[0], dict):
         return None, {"message": "Submit exactly one object (a mapping with apiVersion, kind, metadata and spec).",
                       "causes": [{"field": "", "message": f"found {len(docs)} documents" if len(docs) != 1 else "not a mapping", "line": 1}]}
