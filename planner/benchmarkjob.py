@@ -1,6 +1,7 @@
 """The OME ``ome.io/v1beta1`` BenchmarkJob spec as frozen models, and its validation.
 
-Field names are snake_case in Python and camelCase on the wire (as in the CRD). Beyond the
+Field names are snake_case in Python and camelCase on the wire (as in the CRD), and values
+must have the CRD's JSON types (strict: no "5" or true for an integer). Beyond the
 CRD's own schema, ``parse_benchmarkjob`` checks what a correct runner needs: exactly one
 endpoint kind, traffic scenarios in genai-bench's grammar (no spaces), positive concurrency
 levels, and an output location whose scheme genai-bench can write to.
@@ -9,7 +10,7 @@ levels, and an output location whose scheme genai-bench can write to.
 from __future__ import annotations
 
 import re
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic.alias_generators import to_camel
@@ -37,7 +38,12 @@ OUTPUT_SCHEMES = ("pvc", "file", "local", "s3", "gs", "az", "oci")
 
 
 class _Spec(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", alias_generator=to_camel, validate_by_name=True)
+    # strict: JSON types as the CRD declares them (no "5" or true for an integer).
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True, alias_generator=to_camel, validate_by_name=True)
+
+
+# A CRD list held as a tuple: the JSON array is converted to one; its items stay strictly typed.
+_ARRAY = Field(strict=False)
 
 
 class InferenceServiceReference(_Spec):
@@ -113,8 +119,8 @@ class BenchmarkJobSpec(_Spec):
     endpoint: EndpointSpec
     service_metadata: ServiceMetadata | None = None
     task: str
-    traffic_scenarios: tuple[str, ...] = ()
-    num_concurrency: tuple[int, ...] = ()
+    traffic_scenarios: Annotated[tuple[str, ...], _ARRAY] = ()
+    num_concurrency: Annotated[tuple[int, ...], _ARRAY] = ()
     max_time_per_iteration: int = Field(gt=0, description="minutes")
     max_requests_per_iteration: int = Field(gt=0)
     additional_request_params: dict[str, str] | None = None
@@ -129,6 +135,13 @@ class BenchmarkJobSpec(_Spec):
         if not _TASK.match(value):
             raise ValueError('must look like "<input>-to-<output>", e.g. "text-to-text"')
         return value
+
+    @field_validator("traffic_scenarios", "num_concurrency")
+    @classmethod
+    def _set(cls, values: tuple[Any, ...]) -> tuple[Any, ...]:
+        if len(set(values)) != len(values):
+            raise ValueError("Duplicate value: the list is a set (each value at most once)")
+        return values
 
     @field_validator("traffic_scenarios")
     @classmethod
@@ -198,4 +211,6 @@ def _message(error: dict[str, Any]) -> str:
         return "Required value"
     if error["type"] == "extra_forbidden":
         return "unknown field"
+    if error["type"] == "tuple_type":
+        return "Input should be a valid list"
     return error["msg"].removeprefix("Value error, ")

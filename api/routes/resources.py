@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 from datetime import UTC, datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse
@@ -32,6 +32,17 @@ router = APIRouter(tags=["resources"])
 
 NS = "/apis/{group}/{version}/namespaces/{namespace}/{plural}"
 MERGE_TYPES = ("application/merge-patch+json", "application/strategic-merge-patch+json", "application/json")
+
+
+def _refuse_dry_run(request: Request) -> None:
+    """Writes are not rehearsed: ``kubectl … --dry-run=server`` sends ``dryRun=All`` and expects
+    nothing to change, so a dry run is refused (400 naming ``dryRun``) rather than carried out."""
+    if "dryRun" in request.query_params:
+        raise _bad_field("dryRun", NO_DRY_RUN)
+
+
+WRITE = [Depends(_refuse_dry_run)]
+NO_DRY_RUN = "dryRun: Unsupported value: dry runs are not supported; nothing was changed"
 
 
 def _kind(group: str, version: str, plural: str) -> ServedKind:
@@ -69,7 +80,14 @@ class ListQuery:
         timeoutSeconds: int | None = Query(default=None, ge=0),  # noqa: N803
         allowWatchBookmarks: bool = False,  # noqa: N803
         sendInitialEvents: bool | None = None,  # noqa: N803
+        # Checked, not acted on: a list is one page at the latest version (Kubernetes lets a server
+        # ignore limit), so this server never issues a continue token.
+        limit: int | None = Query(default=None, ge=0),  # noqa: ARG002
+        continue_: str | None = Query(default=None, alias="continue"),
+        resourceVersionMatch: Literal["", "NotOlderThan", "Exact"] | None = None,  # noqa: N803, ARG002
     ):
+        if continue_:
+            raise ApiError(400, "continue: Invalid value: this server lists every item in one page and issues no continue tokens")
         self.label_selector = labelSelector
         self.field_selector = fieldSelector
         self.watch = watch
@@ -138,7 +156,7 @@ def list_namespaced(request: Request, group: str, version: str, namespace: str, 
     return _list(request, session, _kind(group, version, plural), version, namespace, query)
 
 
-@router.post(NS, status_code=201, summary="Create (JSON or YAML body)")
+@router.post(NS, status_code=201, summary="Create (JSON or YAML body)", dependencies=WRITE)
 def create(
     group: str,
     version: str,
@@ -209,13 +227,13 @@ def get_status(group: str, version: str, namespace: str, plural: str, name: str,
     return _present(kind, version, _load(session, kind, namespace, name))
 
 
-@router.delete(NS + "/{name}", summary="Delete (what a DGDR deployed is kept)")
+@router.delete(NS + "/{name}", summary="Delete (what a DGDR deployed is kept)", dependencies=WRITE)
 def delete(
     group: str, version: str, namespace: str, plural: str, name: str, options: OptionalBodyDep, session: SessionDep
 ) -> dict[str, Any]:
     kind = _kind(group, version, plural)
+    preconditions = _delete_preconditions(options)
     current = _load(session, kind, namespace, name)
-    preconditions = options.get("preconditions") or {}  # DeleteOptions
     if preconditions.get("uid") not in (None, current.uid):
         raise errors.conflict(plural, name, group, "Precondition failed: UID does not match")
     if preconditions.get("resourceVersion") not in (None, str(current.resource_version)):
@@ -231,7 +249,30 @@ def delete(
     }
 
 
-@router.patch(NS + "/{name}", summary="Merge-patch metadata (and spec before work starts)")
+PROPAGATION_POLICIES = ("Orphan", "Background", "Foreground")
+
+
+def _delete_preconditions(options: dict[str, Any]) -> dict[str, Any]:
+    """The preconditions of a DeleteOptions body, after checking the fields Kubernetes types:
+    400 naming the field when one has the wrong type or value, or asks for a dry run."""
+    if options.get("dryRun"):
+        raise _bad_field("dryRun", NO_DRY_RUN)
+    policy = options.get("propagationPolicy")
+    if policy is not None and policy not in PROPAGATION_POLICIES:
+        raise ApiError(400, f"propagationPolicy: Unsupported value: must be one of {', '.join(PROPAGATION_POLICIES)}")
+    preconditions = options.get("preconditions")
+    if preconditions is None:
+        return {}
+    if not isinstance(preconditions, dict):
+        raise ApiError(400, "preconditions: Invalid value: must be an object")
+    for field in ("uid", "resourceVersion"):
+        value = preconditions.get(field)
+        if value is not None and not isinstance(value, str):
+            raise ApiError(400, f"preconditions.{field}: Invalid value: must be a string")
+    return preconditions
+
+
+@router.patch(NS + "/{name}", summary="Merge-patch metadata (and spec before work starts)", dependencies=WRITE)
 def patch(
     request: Request,
     group: str,
@@ -246,6 +287,7 @@ def patch(
 ) -> dict[str, Any]:
     kind = _kind(group, version, plural)
     _check_merge_type(request)
+    _check_type(body, kind, group, version)  # a patch cannot change what the object is
 
     def attempt() -> dict[str, Any]:
         current = _load(session, kind, namespace, name)
@@ -255,7 +297,7 @@ def patch(
     return _unless_raced(body, attempt)
 
 
-@router.put(NS + "/{name}", summary="Replace (metadata.resourceVersion required)")
+@router.put(NS + "/{name}", summary="Replace (metadata.resourceVersion required)", dependencies=WRITE)
 def replace(
     group: str,
     version: str,
@@ -273,42 +315,50 @@ def replace(
     return _update(session, enqueue, settings, kind, version, current, body, require_version=True)
 
 
-@router.patch(NS + "/{name}/status", summary="Merge-patch status")
+@router.patch(NS + "/{name}/status", summary="Merge-patch status", dependencies=WRITE)
 def patch_status(
     request: Request, group: str, version: str, namespace: str, plural: str, name: str, body: BodyDep, session: SessionDep
 ) -> dict[str, Any]:
     kind = _kind(group, version, plural)
     _check_merge_type(request)
+    _check_metadata(kind, name, body, required=False)
 
     def attempt() -> dict[str, Any]:
         current = _load(session, kind, namespace, name)
-        status = merge_patch(current.status, body.get("status") or {})
+        patch = body.get("status")
+        status = current.status if patch is None else merge_patch(current.status, patch)
         return _write_status(session, kind, version, current, status, _given_version(body))
 
     return _unless_raced(body, attempt)
 
 
-@router.put(NS + "/{name}/status", summary="Replace status (metadata.resourceVersion required)")
+@router.put(NS + "/{name}/status", summary="Replace status (metadata.resourceVersion required)", dependencies=WRITE)
 def replace_status(
     group: str, version: str, namespace: str, plural: str, name: str, body: BodyDep, session: SessionDep
 ) -> dict[str, Any]:
     kind = _kind(group, version, plural)
     current = _load(session, kind, namespace, name)
+    _check_metadata(kind, name, body, required=False)
     given = _given_version(body)
     if given is None:
         raise errors.invalid(kind.kind, group, name, [("metadata.resourceVersion", "Invalid value: must be specified for an update")])
-    status = body.get("status") or {}
-    if not isinstance(status, dict):
-        raise errors.invalid(kind.kind, group, name, [("status", "Invalid value: must be an object")])
-    return _write_status(session, kind, version, current, status, given)
+    status = body.get("status")
+    return _write_status(session, kind, version, current, {} if status is None else status, given)
 
 
 def _check_type(body: dict[str, Any], kind: ServedKind, group: str, version: str) -> None:
+    """400 naming ``apiVersion`` or ``kind`` when the body sets it to other than the URL's."""
     api_version = body.get("apiVersion")
     if api_version not in (None, f"{group}/{version}"):
-        raise ApiError(400, f"the API version in the data ({api_version}) does not match the expected API version ({group}/{version})")
+        message = f"the API version in the data ({api_version}) does not match the expected API version ({group}/{version})"
+        raise _bad_field("apiVersion", message)
     if body.get("kind") not in (None, kind.kind):
-        raise ApiError(400, f"the kind in the data ({body.get('kind')}) does not match the expected kind ({kind.kind})")
+        raise _bad_field("kind", f"the kind in the data ({body.get('kind')}) does not match the expected kind ({kind.kind})")
+
+
+def _bad_field(field: str, message: str) -> ApiError:
+    """400 BadRequest whose cause names ``field``."""
+    return ApiError(400, message, details={"causes": [{"reason": "FieldValueInvalid", "message": message, "field": field}]})
 
 
 def _check_merge_type(request: Request) -> None:
@@ -353,8 +403,19 @@ def _unless_raced(body: dict[str, Any], attempt):
                 raise
 
 
+def _check_metadata(kind: ServedKind, name: str, body: dict[str, Any], *, required: bool) -> None:
+    """422 naming ``metadata`` unless ``body``'s metadata is an object (or absent, when not ``required``)."""
+    metadata = body.get("metadata")
+    if metadata is None and required:
+        raise errors.invalid(kind.kind, kind.group, name, [("metadata", "Required value: an update cannot remove metadata")])
+    if metadata is not None and not isinstance(metadata, dict):
+        raise errors.invalid(kind.kind, kind.group, name, [("metadata", "Invalid value: must be an object")])
+
+
 def _given_version(body: dict[str, Any]) -> int | None:
-    value = (body.get("metadata") or {}).get("resourceVersion")
+    """The resourceVersion the body names (-1 for one that is not a number), or None."""
+    metadata = body.get("metadata")
+    value = metadata.get("resourceVersion") if isinstance(metadata, dict) else None
     if value in (None, ""):
         return None
     try:
@@ -379,11 +440,10 @@ def _update(
     *,
     require_version: bool,
 ) -> dict[str, Any]:
-    if isinstance(desired.get("metadata"), dict):  # written at ``version``; stored at the version it was created with
-        desired = kind.convert({**desired, "apiVersion": f"{kind.group}/{version}"}, current.version)
-    metadata = desired.get("metadata") or {}
-    if not isinstance(metadata, dict):
-        raise ApiError(400, "metadata must be an object")
+    _check_metadata(kind, current.name, desired, required=True)
+    # Written at ``version``; stored at the version it was created with.
+    desired = kind.convert({**desired, "apiVersion": f"{kind.group}/{version}"}, current.version)
+    metadata = desired["metadata"]
     if metadata.get("name", current.name) != current.name:
         raise ApiError(400, f'the name of the object ({metadata.get("name")}) does not match the name on the URL ({current.name})')
     if metadata.get("namespace", current.namespace) != current.namespace:
@@ -400,7 +460,7 @@ def _update(
     spec_changed = spec != current.spec
     state = current.status.get("state") or ""
     if spec_changed:
-        if state not in kind.editable_states:
+        if not isinstance(state, str) or state not in kind.editable_states:
             causes.append(("spec", f"Forbidden: the spec cannot change once work has started (state {state})"))
         else:
             obj = {
@@ -433,9 +493,11 @@ def _update(
     return _present(kind, version, updated)
 
 
-def _write_status(
-    session: Session, kind: ServedKind, version: str, current: repo.Resource, status: dict[str, Any], given: int | None
-):
+def _write_status(session: Session, kind: ServedKind, version: str, current: repo.Resource, status: Any, given: int | None):
+    """Store ``status`` (422 naming the field when it is malformed) and return the object."""
+    causes = _status_causes(status, CONDITION_REQUIRED.get(kind.kind, ()))
+    if causes:
+        raise errors.invalid(kind.kind, kind.group, current.name, causes)
     try:
         updated = repo.update_status(
             session, status, key=current.key, expected_version=given if given is not None else current.resource_version
@@ -445,6 +507,51 @@ def _write_status(
         raise errors.conflict(kind.plural, current.name, kind.group, str(exc)) from None
     session.commit()
     return _present(kind, version, updated)
+
+
+# A condition's string fields; the DGDR CRDs require all of them, OME's BenchmarkJob CRD none.
+CONDITION_STRINGS = ("type", "status", "reason", "message", "lastTransitionTime")
+CONDITION_REQUIRED = {"DynamoGraphDeploymentRequest": CONDITION_STRINGS}
+
+
+def _status_causes(status: Any, required: tuple[str, ...]) -> list[tuple[str, str]]:
+    """What is wrong with ``status`` in the fields slaplan reads, by the types the CRDs give them:
+    ``state`` a string, ``observedGeneration`` an integer, ``conditions`` a list of condition objects
+    with the ``required`` fields."""
+    if not isinstance(status, dict):
+        return [("status", "Invalid value: must be an object")]
+    causes = []
+    if not isinstance(status.get("state", ""), str):
+        causes.append(("status.state", "Invalid value: must be a string"))
+    if not _is_int(status.get("observedGeneration", 0)):
+        causes.append(("status.observedGeneration", "Invalid value: must be an integer"))
+    conditions = status.get("conditions", [])
+    if not isinstance(conditions, list):
+        return [*causes, ("status.conditions", "Invalid value: must be a list")]
+    for i, condition in enumerate(conditions):
+        causes += _condition_causes(f"status.conditions[{i}]", condition, required)
+    return causes
+
+
+def _condition_causes(path: str, condition: Any, required: tuple[str, ...]) -> list[tuple[str, str]]:
+    """What is wrong with one condition at ``path``: its strings (the ``required`` ones present), its
+    observedGeneration."""
+    if not isinstance(condition, dict):
+        return [(path, "Invalid value: must be an object")]
+    causes = []
+    for field in CONDITION_STRINGS:
+        if field not in condition:
+            if field in required:
+                causes.append((f"{path}.{field}", "Required value"))
+        elif not isinstance(condition[field], str):
+            causes.append((f"{path}.{field}", "Invalid value: must be a string"))
+    if not _is_int(condition.get("observedGeneration", 0)):
+        causes.append((f"{path}.observedGeneration", "Invalid value: must be an integer"))
+    return causes
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _enqueue(enqueue, kind: ServedKind, resource: repo.Resource) -> None:
