@@ -225,6 +225,13 @@ def test_a_dry_run_is_refused_and_changes_nothing(api, method, suffix, body):
     assert_unchanged(api, path, before)
 
 
+def test_a_create_cannot_set_the_resource_version(api):
+    body = dgdr("versioned")
+    body["metadata"]["resourceVersion"] = "7"
+    assert_rejected(send(api, "POST", NS, body), 422, "metadata.resourceVersion")
+    assert api.get(NS + "/versioned").status_code == 404
+
+
 def test_a_dry_run_create_stores_nothing(api):
     assert_rejected(send(api, "POST", NS + "?dryRun=All", dgdr("never")), 400, "dryRun")
     assert api.get(NS + "/never").status_code == 404

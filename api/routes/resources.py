@@ -179,6 +179,8 @@ def create(
     name = metadata.get("name") or (generate_name(metadata["generateName"]) if metadata.get("generateName") else "")
     metadata = {**metadata, "name": name}
     causes = metadata_causes(metadata)
+    if metadata.get("resourceVersion") not in (None, ""):  # as Kubernetes: the server assigns it
+        causes.append(("metadata.resourceVersion", "Invalid value: must be empty on create"))
     spec = body.get("spec")
     obj = {
         "apiVersion": f"{group}/{version}",
