@@ -105,3 +105,15 @@ def test_calibrate_workers_must_be_positive(capsys):
     with pytest.raises(SystemExit):
         main(["calibrate", "--cv", "--workers", "0"])
     assert "argument --workers: must be a positive whole number, got '0'" in capsys.readouterr().err
+
+
+def test_calibrate_without_measurements_fails_and_keeps_the_parameters_file(tmp_path, capsys):
+    data = tmp_path / "plan_only.csv"
+    data.write_text("model,gpu,backend,mode,isl,osl,concurrency,tp\n"
+                    "meta-llama/Llama-3.1-8B,h100_sxm,vllm,agg,1000,100,4,1\n")
+    out = tmp_path / "params.json"
+    out.write_text('{"params": {}, "provenance": {"kept": true}}\n')
+    before = out.read_bytes()
+    assert main(["calibrate", "--data", str(data), "--out", str(out), "--max-evals", "1"]) == 1
+    assert "--data: none of the 1 rows has ttft_ms and tpot_ms measured" in capsys.readouterr().err
+    assert out.read_bytes() == before

@@ -123,6 +123,10 @@ def run(args: argparse.Namespace) -> int:
         return 1
     measured = (data.ttft_ms > 0) & (data.tpot_ms > 0) & ~data.repeats
     used = int((measured & ~data.inferred).sum())  # rows whose deployment was guessed are not fitted
+    if used == 0:
+        print(f"error: --data: none of the {len(rows)} rows has ttft_ms and tpot_ms measured on a recorded "
+              "deployment: nothing to fit, parameters left as they were", file=sys.stderr)
+        return 1
     print(f"fitting {len(PARAMS)} parameters on {used} of {len(rows)} rows ({len(data.errors)} not predictable, "
           f"{int(data.repeats.sum())} repeating another row's measurement, "
           f"{int(measured.sum()) - used} with an inferred deployment)", file=sys.stderr)
@@ -157,8 +161,10 @@ def run(args: argparse.Namespace) -> int:
         provenance["date"] = args.date
     out = Path(args.out) if args.out else default_params_path()
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"params": params, "provenance": provenance}, indent=2, sort_keys=True) + "\n",
-                   encoding="utf-8")
+    partial = out.with_name(out.name + ".partial")  # replaced in one step: a failed write leaves the old file
+    partial.write_text(json.dumps({"params": params, "provenance": provenance}, indent=2, sort_keys=True) + "\n",
+                       encoding="utf-8")
+    partial.replace(out)
     shipped_params.cache_clear()
     loss = provenance["fit_loss_in_sample"]
     print(f"wrote {out}: in-sample median abs error TTFT {loss['ttft_median_ape_pct']}%, "
