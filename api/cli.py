@@ -28,6 +28,26 @@ def main(argv: list[str] | None = None) -> int:
     except SettingsError as exc:
         print(f"slaplan: invalid setting: {exc}", file=sys.stderr)
         return 2
+    except Exception as exc:
+        message = unreachable_service(exc)
+        if message is None:
+            raise
+        print(f"slaplan: {message}", file=sys.stderr)
+        return 2
+
+
+def unreachable_service(exc: BaseException) -> str | None:
+    """One line for a database or broker that cannot be reached or used, naming its variable;
+    None for any other error."""
+    from kombu.exceptions import OperationalError as BrokerError
+    from sqlalchemy.exc import OperationalError as DatabaseError
+
+    if isinstance(exc, DatabaseError):
+        reason = str(exc.orig or exc).strip().splitlines()[0]
+        return f"cannot use the database (SLAPLAN_DATABASE_URL): {reason}"
+    if isinstance(exc, BrokerError):
+        return f"cannot reach the broker (SLAPLAN_BROKER_URL): {str(exc).strip().splitlines()[0]}"
+    return None
 
 
 if __name__ == "__main__":

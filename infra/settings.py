@@ -10,9 +10,12 @@ import os
 from collections.abc import Mapping
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 
 DEFAULT_DATABASE_URL = "sqlite:///slaplan.db"
+DATABASE_DRIVERS = ("sqlite", "sqlite+pysqlite", "postgresql+psycopg")  # the drivers slaplan installs
+BROKER_SCHEMES = frozenset({"redis", "rediss", "amqp", "amqps"})
+UNECHOED = ("api_token", "database_url", "broker_url")  # may hold secrets: errors do not repeat them
 DEFAULT_MAX_BODY_BYTES = 1024 * 1024
 
 
@@ -69,6 +72,31 @@ class Settings(BaseModel):
         default=60, gt=0, description="a running trial's heartbeat; one silent for twice this is failed and retried"
     )
 
+    @field_validator("database_url")
+    @classmethod
+    def _database(cls, value: str) -> str:
+        """A SQLAlchemy URL of a database slaplan runs on (parsed only; nothing is connected)."""
+        from sqlalchemy.engine import make_url
+        from sqlalchemy.exc import ArgumentError
+
+        try:
+            url = make_url(value)
+        except ArgumentError:
+            raise ValueError("not a database URL: expected sqlite:///PATH or "
+                             "postgresql+psycopg://USER@HOST:PORT/DB") from None
+        if url.drivername not in DATABASE_DRIVERS:
+            raise ValueError(f"unsupported database driver {url.drivername!r}: use one of {', '.join(DATABASE_DRIVERS)}")
+        return value
+
+    @field_validator("broker_url")
+    @classmethod
+    def _broker(cls, value: str | None) -> str | None:
+        """A Celery broker URL of a transport slaplan's workers can use (parsed only)."""
+        scheme, sep, _ = (value or "").partition("://")
+        if value is None or (sep and scheme in BROKER_SCHEMES):
+            return value
+        raise ValueError(f"not a broker URL: expected {', '.join(s + '://…' for s in sorted(BROKER_SCHEMES))}")
+
     @property
     def embedded(self) -> bool:
         """True when no broker is configured: API and worker share one process."""
@@ -120,6 +148,6 @@ def load_settings(env: Mapping[str, str] | None = None, **overrides: object) -> 
         for error in exc.errors():
             field = str(error["loc"][0]) if error["loc"] else ""
             name = field if field in overrides else fields.get(field, field)
-            got = "" if field == "api_token" else f" (got {values.get(field)!r})"
+            got = "" if field in UNECHOED else f" (got {values.get(field)!r})"
             problems.append(f"{name}: {error['msg']}{got}")
         raise SettingsError("; ".join(problems)) from None

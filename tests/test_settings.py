@@ -50,3 +50,54 @@ def test_cli_refuses_a_bad_setting_in_one_line(tmp_path):
     done = subprocess.run([*SLAPLAN, "migrate"], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=60)
     assert done.returncode == 2
     assert "SLAPLAN_BROKER_VISIBILITY_TIMEOUT" in done.stderr and "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize("variable,value", [
+    ("SLAPLAN_DATABASE_URL", "garbage"),
+    ("SLAPLAN_DATABASE_URL", "mysql://user:pw@host/db"),  # a driver slaplan does not install
+    ("SLAPLAN_DATABASE_URL", "postgresql://user:pw@host/db"),  # psycopg2's; slaplan uses psycopg
+    ("SLAPLAN_BROKER_URL", "garbage"),
+    ("SLAPLAN_BROKER_URL", "http://user:pw@host:6379"),
+])
+def test_unusable_database_or_broker_urls_are_refused_without_echoing_them(variable, value):
+    with pytest.raises(SettingsError, match=variable) as info:
+        load_settings({variable: value})
+    assert value not in str(info.value)  # URLs may carry passwords
+
+
+def test_usable_database_and_broker_urls_are_accepted():
+    settings = load_settings({"SLAPLAN_DATABASE_URL": "postgresql+psycopg://postgres@127.0.0.1:5432/x",
+                              "SLAPLAN_BROKER_URL": "rediss://127.0.0.1:6380/0"})
+    assert settings.broker_url == "rediss://127.0.0.1:6380/0"
+    assert load_settings({"SLAPLAN_DATABASE_URL": "sqlite:////tmp/x.db"}).database_url == "sqlite:////tmp/x.db"
+
+
+def test_a_worker_started_without_a_hostname_runs_named_after_its_process(tmp_path, redis_url):
+    # The default node name once used a key Celery does not expand, so `slaplan worker` died at start.
+    import time
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SLAPLAN_")}
+    env.update(SLAPLAN_BROKER_URL=redis_url, SLAPLAN_DATABASE_URL=f"sqlite:///{tmp_path}/w.db")
+    log = tmp_path / "worker.log"
+    with log.open("w") as out:
+        proc = subprocess.Popen([*SLAPLAN, "worker", "--queues", "plan", "--pool", "solo", "--loglevel", "WARNING"],
+                                cwd=tmp_path, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)
+    try:
+        app = make_celery(load_settings({"SLAPLAN_BROKER_URL": redis_url}))
+        mine = f"slaplan-{proc.pid}@"
+        names: list[str] = []
+        deadline = time.monotonic() + 60
+        while proc.poll() is None and time.monotonic() < deadline and not any(n.startswith(mine) for n in names):
+            names = [name for reply in app.control.ping(timeout=1.0) for name in reply]
+        assert proc.poll() is None, log.read_text()
+        assert any(n.startswith(mine) for n in names), (names, log.read_text())
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def test_an_unreachable_database_is_one_line_naming_the_variable(tmp_path):
+    env = {**os.environ, "SLAPLAN_DATABASE_URL": "postgresql+psycopg://postgres@127.0.0.1:1/none"}
+    done = subprocess.run([*SLAPLAN, "migrate"], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    assert "cannot use the database (SLAPLAN_DATABASE_URL)" in done.stderr and "Traceback" not in done.stderr

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 
@@ -34,7 +35,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"unknown queue(s) {unknown}; known: {', '.join(QUEUES)}", file=sys.stderr)
         return 2
     argv = ["worker", "--queues", ",".join(queues), "--pool", args.pool, "--loglevel", args.loglevel]
-    argv += ["--hostname", args.hostname or "slaplan-%p@%h", "--without-gossip", "--without-mingle"]
+    # Celery expands %h (host) in a node name but has no key for the process id: insert it here.
+    argv += ["--hostname", args.hostname or f"slaplan-{os.getpid()}@%h", "--without-gossip", "--without-mingle"]
     if args.concurrency:
         argv += ["--concurrency", str(args.concurrency)]
     make_celery(settings).worker_main(argv)
