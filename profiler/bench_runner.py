@@ -242,7 +242,7 @@ def read_results(folder: str | Path) -> tuple[list[IterationMetrics], list[Itera
     for path in sorted(Path(folder).glob("*.json")):
         try:
             files[path.name] = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+        except (OSError, ValueError, RecursionError):  # unreadable, not JSON, or nested beyond reason
             continue
     return parse_folder(files)
 
@@ -250,7 +250,7 @@ def read_results(folder: str | Path) -> tuple[list[IterationMetrics], list[Itera
 def _first_error(folder: Path, run: IterationMetrics) -> str:
     try:
         data = json.loads((folder / run.file).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return ""
     for item in data.get("individual_request_metrics") or []:
         if isinstance(item, dict) and item.get("error_message"):

@@ -88,3 +88,8 @@ def test_exit_reasons_in_plain_words():
     assert explain_exit(1, "OSError: Can't load tokenizer for 'org/m'").startswith("tokenizer missing")
     assert explain_exit(1, "ValueError: No values found for metric 'ttft'") == "zero successful requests"
     assert "code 2" in explain_exit(2, "Error: Invalid value for '--task'")
+
+
+def test_a_result_file_nested_beyond_reason_is_skipped_like_any_unreadable_one(tmp_path):
+    (tmp_path / "D100_20_text-to-text_num_concurrency_1_time_10s.json").write_text("[" * 100_000 + "]" * 100_000)
+    assert read_results(tmp_path) == ([], [])

@@ -144,7 +144,7 @@ def experiment_folders(paths: list[str], root: str | None) -> list[Path]:
 def _served_model(folder: Path) -> str | None:
     try:
         meta = json.loads((folder / "experiment_metadata.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return None
     return meta.get("api_model_name") if isinstance(meta, dict) else None
 
