@@ -97,6 +97,7 @@ def in_cluster() -> bool:
 def connect(*, kubeconfig: str | None = None, context: str | None = None, mode: str = "auto") -> Cluster:
     """A cluster from a kubeconfig or, with ``mode="in-cluster"`` (or ``auto`` inside a pod),
     the pod's service account. Raises NoCluster when neither can be loaded."""
+    import yaml
     from kubernetes import client, config
     from kubernetes.config.config_exception import ConfigException
 
@@ -110,8 +111,9 @@ def connect(*, kubeconfig: str | None = None, context: str | None = None, mode: 
             if path is None and not Path("~/.kube/config").expanduser().is_file():
                 raise NoCluster("no cluster configured: pass --kubeconfig, set KUBECONFIG, or run inside a pod")
             api = config.new_client_from_config(config_file=path, context=context, persist_config=False)
-    except (ConfigException, OSError, ValueError, TypeError) as exc:
-        raise NoCluster(f"cannot load the cluster configuration: {exc}") from None
+    except (ConfigException, OSError, ValueError, TypeError, yaml.YAMLError) as exc:
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise NoCluster(f"cannot load the cluster configuration: {reason}") from None
     return KubeCluster(api)
 
 

@@ -175,3 +175,30 @@ def test_cli_errors_are_clear(cluster_fake, plan_out, tmp_path, capsys):
         assert "the cluster does not serve kubeai.org/v1 Model; install the operator" in capsys.readouterr().err
     finally:
         fake.stop()
+
+
+@pytest.mark.parametrize("content,needle", [
+    (b"\x89PNG\r\n\x1a\n\x00\xff", "not UTF-8 text"),
+    ("kind: caf\u00e9\n".encode("latin-1"), "not UTF-8 text"),
+    (b"", "holds no Kubernetes object"),
+    (b"a: " + b"[" * 5000 + b"]" * 5000 + b"\n", "nested too deeply"),
+    (b"a: " + b"9" * 5000 + b"\n", "number out of range"),
+])
+def test_unusable_manifest_files_are_one_line_errors(cluster_fake, tmp_path, capsys, content, needle):
+    from api.cli import main
+
+    _fake, kubeconfig = cluster_fake
+    path = tmp_path / "input.dgd.yaml"
+    path.write_bytes(content)
+    assert main(["apply", str(path), "--kubeconfig", str(kubeconfig)]) == 1
+    err = capsys.readouterr().err
+    assert f"error: {path}: " in err and needle in err
+
+
+def test_a_kubeconfig_that_is_not_yaml_is_a_clear_error(plan_out, tmp_path, capsys):
+    from api.cli import main
+
+    broken = tmp_path / "kubeconfig"
+    broken.write_text("clusters: [unclosed\n")
+    assert main(["apply", str(plan_out), "--kubeconfig", str(broken)]) == 1
+    assert "error: cannot load the cluster configuration" in capsys.readouterr().err

@@ -55,6 +55,10 @@ def _documents(text: str, source: str) -> list[dict[str, Any]]:
         docs = [d for d in yaml.safe_load_all(text) if d is not None]
     except yaml.YAMLError as exc:
         raise InputError(f"{source}: not valid YAML or JSON: {exc}") from None
+    except (RecursionError, ValueError):  # nested beyond reason, or an integer of thousands of digits
+        raise InputError(f"{source}: not a manifest: nested too deeply or holds a number out of range") from None
+    if not docs:
+        raise InputError(f"{source}: holds no Kubernetes object")
     for i, doc in enumerate(docs):
         if not isinstance(doc, dict) or not doc.get("apiVersion") or not doc.get("kind"):
             raise InputError(f"{source}: document {i + 1} is not a Kubernetes object (apiVersion and kind)")
@@ -92,9 +96,11 @@ def read_inputs(args: list[str], target: str) -> list[tuple[str, dict[str, Any]]
             continue
         for path in _manifest_paths(arg, target):
             try:
-                text = path.read_text()
+                text = path.read_text(encoding="utf-8")
             except OSError as exc:
                 raise InputError(f"{path}: cannot read: {exc.strerror or exc}") from None
+            except UnicodeDecodeError:
+                raise InputError(f"{path}: not UTF-8 text (a manifest is YAML or JSON)") from None
             out += [(str(path), d) for d in _documents(text, str(path))]
     return out
 
