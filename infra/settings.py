@@ -12,6 +12,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 
+from profiler.emulator_engine import MIN_SPEED
+
 DEFAULT_DATABASE_URL = "sqlite:///slaplan.db"
 DATABASE_DRIVERS = ("sqlite", "sqlite+pysqlite", "postgresql+psycopg")  # the drivers slaplan installs
 BROKER_SCHEMES = frozenset({"redis", "rediss", "amqp", "amqps"})
@@ -22,7 +24,7 @@ DEFAULT_MAX_BODY_BYTES = 1024 * 1024
 class Settings(BaseModel):
     """Where the state lives, where work is queued, and how the API protects itself."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)  # no endless waits or NaN limits
 
     database_url: str = Field(
         default=DEFAULT_DATABASE_URL,
@@ -60,7 +62,8 @@ class Settings(BaseModel):
         default=None,
         description="local engine command template ({model} {port} {host} {tp} …); None = slaplan's emulator",
     )
-    online_emulator_speed: float = Field(default=1.0, gt=0, description="local emulators: >1 faster than the model")
+    online_emulator_speed: float = Field(default=1.0, ge=MIN_SPEED, le=1 / MIN_SPEED,
+                                         description="local emulators: >1 faster than the model")
     online_frontend_url: str = Field(
         default="http://{name}-frontend.{namespace}.svc.cluster.local:8000",
         description="kubernetes: where a candidate DGD's frontend answers ({name}, {namespace}); the default "

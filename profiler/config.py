@@ -12,6 +12,9 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 Backend = Literal["vllm", "sglang", "trtllm"]
+# Most tokens one engine step can take (max_num_tokens): beyond what any engine is set to, and
+# what keeps a mistyped value from reading as an engine that runs out of memory.
+MAX_STEP_TOKENS = 1 << 20
 
 
 class _Frozen(BaseModel):
@@ -62,7 +65,8 @@ class ServingConfig(_Frozen):
     prefill_workers: int = Field(default=1, gt=0)
     decode_workers: int = Field(default=1, gt=0)
     max_batch: int | None = Field(default=None, gt=0)
-    max_num_tokens: int | None = Field(default=None, gt=0, description="prefill chunk, tokens per step of each attention-DP rank")
+    max_num_tokens: int | None = Field(default=None, gt=0, le=MAX_STEP_TOKENS,
+                                       description="prefill chunk, tokens per step of each attention-DP rank")
     isl_tokens: int = Field(gt=0)
     osl_tokens: int = Field(gt=0)
     concurrency: float | None = Field(default=None, gt=0, allow_inf_nan=False)

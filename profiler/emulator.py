@@ -36,9 +36,9 @@ class EmulatorSettings(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     served_model_name: str
-    chars_per_token: float = Field(default=1.0, gt=0, description="prompt bytes per token")
+    chars_per_token: float = Field(default=1.0, gt=0, allow_inf_nan=False, description="prompt bytes per token")
     default_max_tokens: int = Field(default=DEFAULT_MAX_TOKENS, gt=0)
-    mean_answer_tokens: float = Field(default=DEFAULT_ANSWER_TOKENS, ge=2,
+    mean_answer_tokens: float = Field(default=DEFAULT_ANSWER_TOKENS, ge=2, allow_inf_nan=False,
                                       description="mean natural answer length, tokens (EOS included)")
     seed: int = Field(default=0, description="seeds the answer lengths")
     description: str = ""

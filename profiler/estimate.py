@@ -83,8 +83,10 @@ def prepare(config: ServingConfig, model: Model | None = None) -> Prepared:
             raise ModelError("prefill", f"a prefill rank holds {pre.kv_tokens_per_rank} KV tokens, fewer than ISL {config.isl_tokens}")
     cap = max_batch_per_rank(dec, context, config.max_batch)
     if cap < 1:
-        raise ModelError("isl_tokens", f"one sequence of {context:.0f} tokens does not fit the KV cache "
-                                       f"({dec.kv_tokens_per_rank} tokens per rank)")
+        # Name the length at fault: ISL when the prompt alone is too long, else OSL.
+        field = "isl_tokens" if config.isl_tokens >= dec.kv_tokens_per_rank else "osl_tokens"
+        raise ModelError(field, f"one sequence of {context:.0f} tokens (ISL + OSL/2, its mean context) does not "
+                                f"fit the KV cache ({dec.kv_tokens_per_rank} tokens per rank)")
     closed = config.request_rate is None
     load = {
         "isl": config.isl_tokens, "osl": config.osl_tokens,

@@ -349,3 +349,35 @@ def test_token_counting():
     assert count_tokens("héllo", 1.0) == 6  # bytes, as slaplan's byte-level tokenizer counts
     assert count_tokens("abcdefgh", 4.0) == 2
     assert count_tokens("", 1.0) == 1
+
+
+@pytest.mark.parametrize("option, value, named", [
+    ("--speed", "inf", "--speed: Input should be a finite number"),
+    ("--speed", "1e-308", "--speed: Input should be greater than or equal to 0.001"),
+    ("--speed", "0", "--speed: Input should be greater than or equal to 0.001"),
+    ("--chars-per-token", "inf", "--chars-per-token: Input should be a finite number"),
+    ("--chars-per-token", "-1", "--chars-per-token: Input should be greater than 0"),
+    ("--mean-answer-tokens", "nan", "--mean-answer-tokens: Input should be a finite number"),
+    ("--mean-answer-tokens", "1", "--mean-answer-tokens: Input should be greater than or equal to 2"),
+    ("--max-batch", "0", "--max-batch: Input should be greater than 0"),
+    ("--ep", "0", "--ep: Input should be greater than 0"),
+    ("--tp", "-2", "--tp: Input should be greater than 0"),
+])
+def test_bad_options_are_refused_naming_them(capsys, option, value, named):
+    """Nothing is served: the option at fault is named and the exit code is 2."""
+    from api.cli import main
+
+    code = main(["emulate", "--model", MODEL, "--gpu", "a100_sxm", "--port", "1", option, value])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2
+    assert err == [f"error: {named}"]
+
+
+@pytest.mark.parametrize("port", ["0", "65536", "http"])
+def test_a_port_out_of_range_is_a_usage_error(capsys, port):
+    from api.cli import main
+
+    with pytest.raises(SystemExit) as exit_:
+        main(["emulate", "--model", MODEL, "--gpu", "a100_sxm", "--port", port])
+    assert exit_.value.code == 2
+    assert f"--port: must be a port number from 1 to 65535, got {port!r}" in capsys.readouterr().err

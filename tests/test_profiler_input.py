@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from profiler.config import Parallel, ServingConfig
+from profiler.config import MAX_STEP_TOKENS, Parallel, ServingConfig
 from profiler.errors import Infeasible, ModelError
 from profiler.estimate import estimate
 
@@ -133,6 +133,22 @@ def test_sequence_longer_than_the_kv_cache():
         estimate(config(model="meta-llama/Llama-3.1-8B", gpu="l40s", engine=Parallel(tp=1),
                         isl_tokens=2_000_000, osl_tokens=1000))
     assert err.value.field in {"isl_tokens", "engine"}
+
+
+def test_a_long_answer_that_overflows_the_kv_cache_names_osl():
+    """The prompt fits, but not the mean context (ISL + OSL/2) a sequence decodes at."""
+    with pytest.raises(ModelError) as err:
+        estimate(config(model="meta-llama/Llama-3.1-8B", gpu="h100_sxm", engine=Parallel(tp=1),
+                        isl_tokens=1024, osl_tokens=10**12))
+    assert err.value.field == "osl_tokens"
+    assert "ISL + OSL/2" in err.value.message
+
+
+def test_a_step_of_more_tokens_than_any_engine_takes_is_refused():
+    with pytest.raises(ValidationError) as err:
+        config(max_num_tokens=10**21)
+    assert error_fields(err.value) == {"max_num_tokens"}
+    assert config(max_num_tokens=MAX_STEP_TOKENS).max_num_tokens == MAX_STEP_TOKENS
 
 
 def test_unknown_precision_and_kv_dtype():

@@ -34,6 +34,18 @@ def test_bad_visibility_timeout_names_the_variable(value):
     assert repr(value) in str(info.value)
 
 
+@pytest.mark.parametrize("variable,value,says", [
+    ("SLAPLAN_DEPLOY_CHECK_SECONDS", "inf", "a finite number"),  # a check that never comes
+    ("SLAPLAN_ONLINE_MAX_MINUTES", "nan", "a finite number"),
+    ("SLAPLAN_ONLINE_EMULATOR_SPEED", "1e9", "less than or equal to 1000"),
+    ("SLAPLAN_ONLINE_EMULATOR_SPEED", "1e-9", "greater than or equal to 0.001"),
+])
+def test_endless_or_degenerate_numbers_name_the_variable(variable, value, says):
+    with pytest.raises(SettingsError) as info:
+        load_settings({variable: value})
+    assert str(info.value) == f"{variable}: Input should be {says} (got {value!r})"
+
+
 def test_override_errors_name_the_keyword():
     with pytest.raises(SettingsError, match="max_body_bytes"):
         load_settings({}, max_body_bytes=0)

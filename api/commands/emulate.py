@@ -41,8 +41,32 @@ def register(subparsers) -> None:
                         help="seeds the sampled answer lengths (same seed, request and prompt: same length)")
     parser.add_argument("--served-model-name", help="model name in requests and /v1/models (default: --model)")
     parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--port", type=port_number, required=True)
     parser.set_defaults(func=run)
+
+
+# Options whose model field has another name.
+_OPTION_OF_FIELD = {"moe_ep": "ep"}
+
+
+def port_number(text: str) -> int:
+    """An argparse type: a TCP port, 1-65535."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if not 1 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"must be a port number from 1 to 65535, got {text!r}")
+    return value
+
+
+def option_errors(exc) -> list[str]:
+    """``--option: message`` for each error of a pydantic ValidationError raised by ``build``."""
+    out = []
+    for err in exc.errors(include_input=False):
+        name = str(err["loc"][-1]) if err["loc"] else "configuration"
+        out.append(f"--{_OPTION_OF_FIELD.get(name, name).replace('_', '-')}: {err['msg']}")
+    return out
 
 
 def build(args: argparse.Namespace):
@@ -52,12 +76,9 @@ def build(args: argparse.Namespace):
     from profiler.emulator_engine import Engine
     from profiler.emulator_timing import model_timing, serving_config
 
-    if args.speed <= 0:
-        raise ValueError("--speed: must be positive")
-    if args.chars_per_token <= 0:
-        raise ValueError("--chars-per-token: must be positive")
-    if args.mean_answer_tokens < 2:
-        raise ValueError("--mean-answer-tokens: must be at least 2 (one token with text, then the end of sequence)")
+    settings = EmulatorSettings(served_model_name=args.served_model_name or args.model,
+                                chars_per_token=args.chars_per_token,
+                                mean_answer_tokens=args.mean_answer_tokens, seed=args.seed)
     parallel = Parallel(tp=args.tp, pp=args.pp, dp=args.dp, moe_ep=args.ep)
     model_name, arch = args.model, None
     if args.model.endswith(".json"):
@@ -68,9 +89,6 @@ def build(args: argparse.Namespace):
     config = serving_config(model_name, args.gpu, args.backend, parallel, args.mode, precision=args.precision,
                             kv_dtype=args.kv_dtype, max_batch=args.max_batch, max_num_tokens=args.max_num_tokens)
     timing, ranks = model_timing(config, args.mode, speed=args.speed, arch=arch)
-    settings = EmulatorSettings(served_model_name=args.served_model_name or args.model,
-                                chars_per_token=args.chars_per_token,
-                                mean_answer_tokens=args.mean_answer_tokens, seed=args.seed)
     return create_app(Engine(timing, ranks), settings), timing, ranks
 
 
@@ -85,7 +103,11 @@ def run(args: argparse.Namespace) -> int:
     except ModelError as exc:
         print(f"error: {exc.field}: {exc.message}", file=sys.stderr)
         return 2
-    except (ValidationError, ValueError, OSError) as exc:
+    except ValidationError as exc:
+        for line in option_errors(exc):
+            print(f"error: {line}", file=sys.stderr)
+        return 2
+    except (ValueError, OSError) as exc:
         print(f"error: {exc}".splitlines()[0], file=sys.stderr)
         return 2
     print(f"emulating {args.model} on {args.gpu} ({args.backend}, tp={args.tp} pp={args.pp} dp={args.dp} "
