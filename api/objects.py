@@ -6,11 +6,14 @@ import json
 import math
 import re
 import secrets
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
 from infra.resources import Resource, to_object
+
+if TYPE_CHECKING:
+    from planner.request import RefusedYAML
 
 YAML_TYPES = ("application/yaml", "application/x-yaml", "text/yaml", "application/apply-patch+yaml")
 # Matched with ``fullmatch``: ``$`` would also match before a final newline.
@@ -32,13 +35,15 @@ def parse_body(raw: bytes, content_type: str | None) -> dict[str, Any]:
 
     BadBody (the API answers 400) for text that does not parse, a body that is not an object, and
     values JSON cannot carry or that would not survive storage (see ``_check_plain``)."""
+    from planner.request import DocumentLoader, RefusedYAML
+
     ctype = (content_type or "application/json").split(";")[0].strip().lower()
     kind = "YAML" if ctype in YAML_TYPES else "JSON"
     try:
         text = raw.decode("utf-8")
-        data = yaml.load(text, Loader=_NoAliasLoader) if kind == "YAML" else json.loads(text)
-    except BadBody:
-        raise
+        data = yaml.load(text, Loader=DocumentLoader) if kind == "YAML" else json.loads(text)
+    except RefusedYAML as exc:
+        raise BadBody(_refused("the body", exc)) from None
     except (UnicodeDecodeError, json.JSONDecodeError, yaml.YAMLError) as exc:
         raise BadBody(f"the body is not valid {kind}: {type(exc).__name__}") from None
     except RecursionError:
@@ -55,29 +60,26 @@ def load_yaml_documents(text: str) -> list[Any]:
     """The non-empty YAML documents of ``text``, each checked as ``parse_body`` checks a body.
 
     Raises ``yaml.YAMLError`` for text that does not parse and BadBody for the rest."""
+    from planner.request import DocumentLoader, RefusedYAML
+
     try:
-        docs = [doc for doc in yaml.load_all(text, Loader=_NoAliasLoader) if doc is not None]
+        docs = [doc for doc in yaml.load_all(text, Loader=DocumentLoader) if doc is not None]
+    except RefusedYAML as exc:
+        raise BadBody(_refused("the text", exc)) from None
     except RecursionError:
         raise BadBody(f"the text is nested too deeply (at most {MAX_DEPTH} levels)") from None
-    except ValueError as exc:  # BadBody from the loader, or an integer or date out of range
-        raise exc if isinstance(exc, BadBody) else BadBody("a number or date in the text is out of range") from None
+    except ValueError:  # an integer or date out of range
+        raise BadBody("a number or date in the text is out of range") from None
     for doc in docs:
         _check_plain(doc, "", 1)
     return docs
 
 
-class _NoAliasLoader(yaml.SafeLoader):
-    """``yaml.SafeLoader`` refusing aliases (``*name``, also in ``<<: *name``): an alias repeats a
-    whole anchored value, so a few hundred bytes of aliases of aliases expand to gigabytes of JSON."""
-
-    def compose_node(self, parent: Any, index: Any) -> Any:
-        if self.check_event(yaml.AliasEvent):
-            mark = self.peek_event().start_mark
-            raise BadBody(
-                f"the body uses a YAML alias (line {mark.line + 1}, column {mark.column + 1}): "
-                "anchors and aliases are not supported, write the value out"
-            )
-        return super().compose_node(parent, index)
+def _refused(what: str, exc: RefusedYAML) -> str:
+    """The message for YAML that ``planner.request.DocumentLoader`` refuses (an alias, a duplicate key),
+    which the API and ``slaplan plan`` read alike."""
+    mark = exc.problem_mark
+    return f"{what}, line {mark.line + 1}, column {mark.column + 1}: {exc.problem}"
 
 
 def _check_plain(value: Any, path: str, depth: int) -> None:

@@ -50,6 +50,10 @@ Where each value comes from (first present wins):
 - v1beta1 ``overrides.dgd.metadata`` ``name``/``namespace``/``labels``/``annotations`` become
   the generated deployment's metadata; the rest of ``overrides.dgd`` is not interpreted here.
 
+GPUs per engine (``minNumGPUsPerEngine``, ``maxNumGPUsPerEngine`` and their profiler-config
+twins) are at most :data:`MAX_ENGINE_GPUS`. YAML is read by :class:`DocumentLoader`, which the
+REST API uses for bodies too: no aliases, no key given twice, no YAML 1.1 base-60 numbers.
+
 Errors are reported all at once as a :class:`RequestError` whose ``causes`` are
 ``(field_path, message)`` pairs with YAML (camelCase) names, e.g.
 ``("spec.sla.ttft", "must be greater than 0")``.
@@ -59,6 +63,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Hashable
 from typing import Annotated, Any, Literal
 
 import yaml
@@ -70,6 +75,9 @@ from planner.types import MIN_OSL, PlanRequest
 __all__ = [
     "API_VERSIONS",
     "KIND",
+    "MAX_ENGINE_GPUS",
+    "DocumentLoader",
+    "RefusedYAML",
     "RequestError",
     "load_documents",
     "parse_dgdr",
@@ -85,6 +93,9 @@ API_VERSIONS = (V1ALPHA1, V1BETA1)
 _DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 _DNS1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 _SIMPLE_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
+# GPUs one engine may span (minNumGPUsPerEngine, maxNumGPUsPerEngine): beyond any deployment run
+# today, and a search space of engine shapes still explored in seconds (it grows with the bound).
+MAX_ENGINE_GPUS = 1024
 
 
 class RequestError(ValueError):
@@ -205,8 +216,8 @@ class GPUv1alpha1(_Spec):
     """``spec.gpu`` (v1alpha1)."""
 
     type: str | None = Field(default=None, min_length=1)
-    min_num_gpus_per_engine: int | None = Field(default=None, gt=0, alias="minNumGPUsPerEngine")
-    max_num_gpus_per_engine: int | None = Field(default=None, gt=0, alias="maxNumGPUsPerEngine")
+    min_num_gpus_per_engine: int | None = Field(default=None, gt=0, le=MAX_ENGINE_GPUS, alias="minNumGPUsPerEngine")
+    max_num_gpus_per_engine: int | None = Field(default=None, gt=0, le=MAX_ENGINE_GPUS, alias="maxNumGPUsPerEngine")
     price_per_hour: float | None = Field(default=None, gt=0, description="$ per GPU-hour (slaplan)")
 
 
@@ -255,8 +266,8 @@ class _ProfileSLA(_FreeForm):
 
 
 class _ProfileHardware(_FreeForm):
-    min_num_gpus_per_engine: int | None = Field(default=None, gt=0)
-    max_num_gpus_per_engine: int | None = Field(default=None, gt=0)
+    min_num_gpus_per_engine: int | None = Field(default=None, gt=0, le=MAX_ENGINE_GPUS)
+    max_num_gpus_per_engine: int | None = Field(default=None, gt=0, le=MAX_ENGINE_GPUS)
     num_gpus_per_node: int | None = Field(default=None, gt=0)
 
 
@@ -380,6 +391,8 @@ def _message(err: dict[str, Any]) -> str:
         return f"must be greater than {_number(ctx.get('gt'))}"
     if kind == "greater_than_equal":
         return f"must be at least {_number(ctx.get('ge'))}"
+    if kind == "less_than_equal":
+        return f"must be at most {_number(ctx.get('le'))}"
     if kind == "literal_error":
         choices = re.findall(r"'([^']*)'", str(ctx.get("expected", "")))
         return "must be one of " + ", ".join(choices)
@@ -389,8 +402,10 @@ def _message(err: dict[str, Any]) -> str:
         return "must be a string"
     if kind in ("int_type", "int_parsing", "int_from_float"):
         return "must be an integer"
-    if kind in ("float_type", "float_parsing", "finite_number"):
+    if kind in ("float_type", "float_parsing"):
         return "must be a number"
+    if kind == "finite_number":
+        return "must be finite"
     if kind in ("bool_type", "bool_parsing"):
         return "must be a boolean (true or false)"
     if kind in ("dict_type", "model_type", "model_attributes_type"):
@@ -434,6 +449,54 @@ def _type_causes(doc: dict[str, Any]) -> list[tuple[str, str]]:
     return causes
 
 
+class RefusedYAML(yaml.MarkedYAMLError):
+    """YAML that parses but would not say what it seems to: ``problem`` says what, ``problem_mark``
+    where (0-based line and column)."""
+
+
+class DocumentLoader(yaml.SafeLoader):
+    """``yaml.SafeLoader`` for manifests and API bodies, which refuses (RefusedYAML):
+
+    - aliases (``*name``, also in ``<<: *name``): an alias repeats a whole anchored value, so a few
+      hundred bytes of aliases of aliases expand to gigabytes;
+    - a key given twice in one mapping: the last would silently replace the first (a second
+      ``spec:`` the whole spec);
+
+    and reads plain scalars with a colon, YAML 1.1's base-60 numbers (``isl: 1:30`` = 90), as the
+    strings YAML 1.2 (and Kubernetes) read.
+    """
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()
+            raise RefusedYAML(problem=f"a YAML alias (*{event.anchor}): anchors and aliases are not supported, "
+                                      "write the value out", problem_mark=event.start_mark)
+        return super().compose_node(parent, index)
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        first: dict[Any, yaml.Node] = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":  # ``<<``: merged keys may be overridden
+                continue
+            key = self.construct_object(key_node, deep=deep)
+            if not isinstance(key, Hashable):  # the base class refuses it
+                continue
+            if key in first:
+                raise RefusedYAML(problem=f"duplicate key {key!r} (first at line {first[key].start_mark.line + 1})",
+                                  problem_mark=key_node.start_mark)
+            first[key] = key_node
+        return super().construct_mapping(node, deep=deep)
+
+    def resolve(self, kind: type[yaml.Node], value: Any, implicit: tuple[bool, bool]) -> str:
+        tag = super().resolve(kind, value, implicit)
+        if tag in ("tag:yaml.org,2002:int", "tag:yaml.org,2002:float") and ":" in value:
+            return "tag:yaml.org,2002:str"
+        return tag
+
+
+_UNREADABLE = "nested too deeply, or holds a number or date out of range"
+
+
 def load_documents(text: str, source: str) -> list[dict[str, Any]]:
     """Read one or many DGDR documents from YAML (``---``-separated) or JSON text.
 
@@ -441,7 +504,8 @@ def load_documents(text: str, source: str) -> list[dict[str, Any]]:
     must be a mapping with ``apiVersion`` in :data:`API_VERSIONS` and ``kind``
     ``DynamoGraphDeploymentRequest``; problems of the later documents name them
     ("document 2"). ``source`` (a file name, "<stdin>", …) is only used in messages.
-    Raises :class:`RequestError`; malformed text reports its 1-based line number.
+    YAML is read with :class:`DocumentLoader` (no aliases, no duplicate keys, no base-60
+    numbers). Raises :class:`RequestError`; malformed text reports its 1-based line number.
     """
     stripped = text.lstrip()
     docs: list[Any]
@@ -451,10 +515,14 @@ def load_documents(text: str, source: str) -> list[dict[str, Any]]:
         except json.JSONDecodeError as exc:
             msg = f"invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}"
             raise RequestError([("", msg)], source=source, line=exc.lineno) from None
+        except (RecursionError, ValueError):
+            raise RequestError([("", _UNREADABLE)], source=source) from None
         docs = loaded if isinstance(loaded, list) else [loaded]
     else:
         try:
-            docs = list(yaml.safe_load_all(text))
+            docs = list(yaml.load_all(text, Loader=DocumentLoader))
+        except (RecursionError, ValueError):
+            raise RequestError([("", _UNREADABLE)], source=source) from None
         except yaml.YAMLError as exc:
             mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
             line = mark.line + 1 if mark is not None else None

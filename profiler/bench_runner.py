@@ -43,7 +43,7 @@ class RunnerSettings(BaseModel):
     tokenizer: str | None = Field(default=None, description="a local tokenizer directory (SLAPLAN_BENCH_TOKENIZER)")
     offline: bool | None = Field(default=None, description="no Hugging Face Hub; None = find out (SLAPLAN_OFFLINE, HF_HUB_OFFLINE)")
     probe_timeout_s: float = Field(default=10.0, gt=0)
-    ready_timeout_s: float = Field(default=600.0, ge=0, description="how long (s) a referenced InferenceService "
+    ready_timeout_s: float = Field(default=600.0, ge=0, allow_inf_nan=False, description="how long (s) a referenced InferenceService "
                                    "may take to become ready (SLAPLAN_BENCH_READY_TIMEOUT)")
 
 

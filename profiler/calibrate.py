@@ -10,6 +10,7 @@ whole GPU type, the parameters are refitted without it, and the errors are measu
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 from functools import lru_cache, partial
 
@@ -34,8 +35,8 @@ class Prepared:
 
     index: np.ndarray  # positions in the input
     batch: Batch
-    ttft_ms: np.ndarray
-    tpot_ms: np.ndarray
+    ttft_ms: np.ndarray  # measured mean TTFT, ms (NaN: unmeasured)
+    tpot_ms: np.ndarray  # measured mean TPOT, ms (NaN: unmeasured)
     labels: dict[str, np.ndarray]  # model family, gpu, backend, mode per row
     inferred: np.ndarray  # rows whose deployment had to be guessed (e.g. missing worker counts)
     errors: dict[int, str]  # input position -> why it cannot be predicted
@@ -89,23 +90,44 @@ def repeated_measurements(rows: list[dict], keep: list[int], inferred: list[bool
     return repeat
 
 
+def measured_ms(row: dict, key: str) -> float:
+    """The measured time ``key`` of ``row`` in ms; NaN (unmeasured) when the cell is empty, not finite or not
+    positive. Raises ``ModelError`` naming ``key`` when it is not a number."""
+    value = row.get(key)
+    if value is None or not str(value).strip():
+        return math.nan
+    try:
+        x = float(value)
+    except (TypeError, ValueError):
+        raise ModelError(key, f"not a number: {value!r}") from None
+    return x if math.isfinite(x) and x > 0 else math.nan
+
+
 def prepare_rows(rows: list[dict]) -> Prepared:
-    """Prepare every row; rows that fail are recorded in ``errors``, never raised."""
-    keep, preps, inferred, errors = [], [], [], {}
+    """Prepare every row; rows that fail are recorded in ``errors``, never raised. Measurements that are not
+    finite and positive are read as unmeasured (NaN): such rows are predicted but neither fitted nor scored."""
+    keep, preps, inferred, times, errors = [], [], [], [], {}
     for i, row in enumerate(rows):
         try:
+            pair = (measured_ms(row, "ttft_ms"), measured_ms(row, "tpot_ms"))
             prep, notes = row_prepared(row)
             preps.append(prep)
             keep.append(i)
             inferred.append(bool(notes))
+            times.append(pair)
         except (ModelError, ValueError) as exc:
             errors[i] = str(exc).splitlines()[0]
-    take = lambda key: np.array([float(rows[i].get(key) or "nan") for i in keep])  # noqa: E731
+    ttft, tpot = np.array(times, dtype=float).reshape(-1, 2).T
     labels = {k: np.array([str(rows[i].get(k)) for i in keep]) for k in ("gpu", "backend", "mode")}
     labels["family"] = np.array([family(str(rows[i].get("model"))) for i in keep])
-    return Prepared(np.array(keep, dtype=int), stack_prepared(preps) if preps else None,
-                    take("ttft_ms"), take("tpot_ms"), labels, np.array(inferred, dtype=bool), errors,
-                    repeated_measurements(rows, keep, inferred))
+    return Prepared(np.array(keep, dtype=int), stack_prepared(preps) if preps else None, ttft, tpot, labels,
+                    np.array(inferred, dtype=bool), errors, repeated_measurements(rows, keep, inferred))
+
+
+def measured_mask(data: Prepared) -> np.ndarray:
+    """Mask of ``data``'s rows with both TTFT and TPOT measured: finite and positive."""
+    both = np.stack([data.ttft_ms, data.tpot_ms])
+    return (np.isfinite(both) & (both > 0)).all(axis=0)
 
 
 def _subset(data: Prepared, mask: np.ndarray) -> Prepared:
@@ -130,8 +152,8 @@ def fit(data: Prepared, start: dict[str, float] | None = None, names: tuple[str,
     lo = np.log([PARAMS[n][1] if PARAMS[n][1] > 0 else 1e-3 for n in names])
     hi = np.log([PARAMS[n][2] for n in names])
     x0 = np.clip(np.log([max(base[n], 1e-3) for n in names]), lo + 1e-9, hi - 1e-9)
-    ok = np.isfinite(data.ttft_ms) & np.isfinite(data.tpot_ms) & ~data.inferred & ~data.repeats
-    log_ttft, log_tpot = np.log(data.ttft_ms), np.log(data.tpot_ms)
+    ok = measured_mask(data) & ~data.inferred & ~data.repeats
+    log_ttft, log_tpot = np.log(np.where(ok, data.ttft_ms, 1.0)), np.log(np.where(ok, data.tpot_ms, 1.0))
     # A weak prior toward the start (physical defaults or kernel fits; a factor of 2 costs as much as
     # PRIOR_STRENGTH × √rows log-units of error) keeps parameters the data barely constrains
     # from drifting to values that fit these rows and nothing else.

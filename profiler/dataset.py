@@ -6,7 +6,8 @@ Pure: takes rows already read (dicts of strings or numbers). Conventions of the 
   only run attention data-parallel, so it is read as dp = tp, tp = 1; one whose TP exceeds
   the GPU's scale-up (NVLink) domain runs attention TP inside the domain and DP across it
   (``domain`` is the domain size, in GPUs);
-- a ``moe_ep`` of 0 means no expert parallelism;
+- a ``moe_ep`` of 0 means no expert parallelism; one that does not divide the engine's GPUs
+  (tp × attn_dp) is an error naming the column;
 - some MoE rows spell an engine's GPU count as a product: ``tp × attn_dp`` recorded as
   ``moe_tp × moe_ep`` (both above 1) beyond one scale-up domain, or ``tp = attn_dp = n``
   with ``moe_ep = n²``. The data holds the very same measurements under the smaller
@@ -44,6 +45,8 @@ from profiler.model_catalog import resolve_model
 
 UNRECORDED_BATCH_PER_RANK = 256
 UNRECORDED_DECODE_PER_PREFILL_GPU = 2.0
+# The columns every row needs (``row_config`` has no default for them); the others are optional.
+REQUIRED_COLUMNS = ("model", "gpu", "isl", "osl", "concurrency")
 
 
 def _num(row: dict, key: str) -> float | None:
@@ -101,7 +104,8 @@ def _parallel(row: dict, prefix: str, heads: int | None, moe: bool, domain: int,
     if not moe:
         dp = 1
     if moe and (tp * dp) % ep:
-        ep = 1
+        raise ModelError(f"{prefix}moe_ep", f"{row.get(prefix + 'moe_ep')!r} does not divide the engine's "
+                                            f"{tp * dp} GPUs (tp × attn_dp)")
     return Parallel(tp=tp, pp=_int(row, f"{prefix}pp", 1, least=1), dp=dp, moe_ep=ep)
 
 

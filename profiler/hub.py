@@ -17,7 +17,8 @@ from profiler.model_catalog import model_from_config, model_names, resolve_model
 from profiler.models import Model
 
 _TRUE = {"1", "true", "yes", "on"}
-_HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*")
+# org/name; the Hub allows at most 96 characters each (huggingface_hub.utils.validate_repo_id).
+_HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]{0,95}/[A-Za-z0-9][\w.-]{0,95}")
 
 
 def _read_config(path: Path) -> dict:
@@ -30,16 +31,24 @@ def _read_config(path: Path) -> dict:
 
 
 def _local_config(name_or_path: str) -> Path | None:
-    """The config.json a local path names (the file itself or one inside a directory)."""
-    path = Path(name_or_path).expanduser()
-    if path.is_dir():
+    """The config.json a local path names (the file itself or one inside a directory); None for a
+    name that is no existing path, or cannot be one (too long, an unknown ``~user``)."""
+    path = Path(os.path.expanduser(name_or_path))
+    try:
+        is_dir, is_file = path.is_dir(), path.is_file()
+    except OSError:
+        return None
+    if is_dir:
         candidate = path / "config.json"
         if not candidate.is_file():
             raise ModelError("model", f"directory {path} holds no config.json")
         return candidate
-    if path.is_file():
-        return path
-    return None
+    return path if is_file else None
+
+
+def _shown(name: str) -> str:
+    """``name`` quoted for a message, its start only when it is long."""
+    return repr(name) if len(name) <= 100 else f"{name[:60]!r}… ({len(name)} characters)"
 
 
 def _fetch_config(repo_id: str) -> dict:
@@ -85,7 +94,7 @@ def load_model(name_or_path: str) -> tuple[Model, str]:
         pass
     repo_id = name_or_path.strip()
     if not _HUB_ID.fullmatch(repo_id):
-        raise ModelError("model", f"{name_or_path!r} is not a catalog model, a local config.json or a "
+        raise ModelError("model", f"{_shown(name_or_path)} is not a catalog model, a local config.json or a "
                                   f"Hugging Face id (org/name); known: {', '.join(model_names())}")
     model = model_from_config(_fetch_config(repo_id), repo_id)
     return model, model.native_precision

@@ -16,6 +16,7 @@ percentage errors (MdAPE) before and after, on the points fitted.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Protocol
 
@@ -39,6 +40,9 @@ LOAD_PRIOR_STRENGTH = 0.05
 MAX_EVALS = 200
 SCALE_BOUNDS = (0.05, 20.0)  # the time scale searched: 20× faster to 20× slower
 SOFT_L1_SCALE = 0.2  # log-error beyond which residuals count linearly (as in profiler.calibrate)
+# Point field -> the genai-bench result's statistic (``aggregated_metrics.stats.<name>.mean``) it is read from.
+RESULT_FIELDS = {"isl_tokens": "num_input_tokens", "osl_tokens": "num_output_tokens", "ttft_ms": "ttft",
+                 "tpot_ms": "tpot"}
 
 
 class _Frozen(BaseModel):
@@ -48,11 +52,11 @@ class _Frozen(BaseModel):
 class Point(_Frozen):
     """One measured operating point: closed-loop clients and the mean latencies they saw."""
 
-    isl_tokens: float = Field(gt=0, description="mean input tokens per request")
-    osl_tokens: float = Field(gt=0, description="mean output tokens per request")
-    concurrency: float = Field(gt=0, description="closed-loop clients, whole deployment")
-    ttft_ms: float = Field(gt=0, description="mean time to first token, ms")
-    tpot_ms: float = Field(gt=0, description="mean gap between output tokens after the first, ms")
+    isl_tokens: float = Field(gt=0, allow_inf_nan=False, description="mean input tokens per request")
+    osl_tokens: float = Field(gt=0, allow_inf_nan=False, description="mean output tokens per request")
+    concurrency: float = Field(gt=0, allow_inf_nan=False, description="closed-loop clients, whole deployment")
+    ttft_ms: float = Field(gt=0, allow_inf_nan=False, description="mean time to first token, ms")
+    tpot_ms: float = Field(gt=0, allow_inf_nan=False, description="mean gap between output tokens after the first, ms")
 
 
 class Errors(_Frozen):
@@ -142,7 +146,8 @@ def fit_scale(data: Prepared, params: dict[str, float]) -> float:
 
 def points_from_iterations(iterations: Sequence[Iteration | Point]) -> list[Point]:
     """Measured points of genai-bench iterations; iterations without a successful request are
-    skipped. Raises ``ValueError`` naming the iteration's file when a mean is missing."""
+    skipped. Raises ``ValueError`` naming the iteration's file and its field when a mean is missing, not
+    finite or not positive, or the concurrency is not positive."""
     out = []
     for it in iterations:
         if isinstance(it, Point):
@@ -152,10 +157,13 @@ def points_from_iterations(iterations: Sequence[Iteration | Point]) -> list[Poin
             continue
         values = {"isl_tokens": it.mean_input_tokens, "osl_tokens": it.mean_output_tokens,
                   "ttft_ms": it.ttft.mean_ms, "tpot_ms": it.tpot.mean_ms}
-        missing = [k for k, v in values.items() if not v or v <= 0]
+        missing = [k for k, v in values.items() if v is None or not (math.isfinite(v) and v > 0)]
         if missing:
+            found = ", ".join(f"stats.{RESULT_FIELDS[k]}.mean is {values[k]}" for k in missing)
             raise ValueError(f"{it.file}: no positive mean {', '.join(missing)} "
-                             f"(scenario {it.scenario}, concurrency {it.concurrency})")
+                             f"({found}; scenario {it.scenario}, concurrency {it.concurrency})")
+        if it.concurrency <= 0:
+            raise ValueError(f"{it.file}: concurrency {it.concurrency} is not positive (scenario {it.scenario})")
         out.append(Point(concurrency=it.concurrency, **values))
     return out
 

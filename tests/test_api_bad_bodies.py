@@ -1,6 +1,7 @@
 """Bodies and queries the API must refuse with a 4xx naming the problem, storing nothing: values
 JSON cannot carry (NaN, lone surrogates, YAML dates), parser limits (nesting, huge integers), YAML
-alias bombs, names with a trailing newline, a bad ``generateName``, and a backtracking selector."""
+alias bombs and duplicate keys, names with a trailing newline, a bad ``generateName``, and a
+backtracking selector."""
 
 from __future__ import annotations
 
@@ -235,6 +236,39 @@ def test_yaml_anchor_without_alias_is_accepted(client):
     assert created.json()["spec"]["profilingConfig"]["config"] == {"a": 1}
 
 
+# --- YAML that would silently change the request (refused by `slaplan plan` alike) -------------------
+
+
+def test_yaml_duplicate_key_is_refused_naming_key_and_lines(client):
+    """The last of two keys won: a second ``spec: {}`` replaced the whole spec."""
+    raw = YAML_HEAD % "ydup" + "spec: {}\n"
+    assert_refused(client, client.post(NS_PATH, content=raw, headers=YAML), 400, "ydup",
+                   "line 9, column 1: duplicate key 'spec' (first at line 4)")
+    nested = YAML_HEAD % "ydup" + "  profilingConfig: {config: {a: 1, b: 2, a: 3}}\n"
+    assert_refused(client, client.post(NS_PATH, content=nested, headers=YAML), 400, "ydup",
+                   "line 9, column 42: duplicate key 'a' (first at line 9)")
+
+
+def test_yaml_base60_number_is_a_string_not_a_number(client):
+    """YAML 1.1 read ``isl: 1:30`` as 90; YAML 1.2 and Kubernetes read the string it is."""
+    raw = (YAML_HEAD % "ysixty").replace("itl: 20}", "itl: 20, isl: 1:30}")
+    refused = client.post(NS_PATH, content=raw, headers=YAML)
+    assert refused.status_code == 422, refused.text
+    assert "spec.sla.isl" in causes_of(refused)
+    config = YAML_HEAD % "ysixty" + "  profilingConfig: {config: {window: 1:30}}\n"
+    created = client.post(NS_PATH, content=config, headers=YAML)
+    assert created.status_code == 201, created.text
+    assert created.json()["spec"]["profilingConfig"]["config"] == {"window": "1:30"}
+
+
+def test_absurd_engine_size_is_refused_naming_it(client):
+    """A worker planning maxNumGPUsPerEngine 1e9 would have run for hours."""
+    refused = client.post(NS_PATH, json=dgdr("hugeengine", gpu={"type": "h200_sxm", "maxNumGPUsPerEngine": 10**9}))
+    assert refused.status_code == 422, refused.text
+    assert causes_of(refused) == ["spec.gpu.maxNumGPUsPerEngine"]
+    assert client.get(f"{NS_PATH}/hugeengine").status_code == 404
+
+
 # --- names with a trailing newline -------------------------------------------------------------------
 
 
@@ -317,6 +351,7 @@ def test_long_set_selectors_still_parse():
     (".nan", "not a number JSON allows"),
     ("2024-01-01", "a date value is not allowed"),
     ("[&a [1, 2], *a]", "YAML alias"),
+    ("{a: 1, a: 2}", "duplicate key 'a'"),
 ])
 def test_the_dashboard_form_refuses_what_the_api_refuses(client, value, needle):
     # The submit form reads pasted YAML itself: it must not store what the API would refuse.

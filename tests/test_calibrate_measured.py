@@ -231,3 +231,52 @@ def test_plan_goes_on_when_calibrations_cannot_be_read(tmp_path, database):
     assert run.returncode == 0, run.stderr
     assert "note: calibrations not read from" in run.stderr and "planning with the shipped parameters" in run.stderr
     assert "calibrated" not in (tmp_path / "o" / "small.plan.json").read_text()
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--forget", "--model", MODEL, "--gpu", GPU, "--from-benchmarks", "results"],
+     "argument --from-benchmarks: not allowed with argument --forget"),
+    (["--forget", "--list-calibrations"], "argument --list-calibrations: not allowed with argument --forget"),
+    (["--list-calibrations", "--from-benchmarks", "results"],
+     "argument --from-benchmarks: not allowed with argument --list-calibrations"),
+    (["--data", "data.csv", "--from-benchmarks", "results"], "argument --from-benchmarks: not allowed with argument --data"),
+])
+def test_modes_are_mutually_exclusive(argv, message, capsys):
+    from api.cli import main
+
+    with pytest.raises(SystemExit) as exit_:
+        main(["calibrate", *argv])
+    assert exit_.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_forget_requires_the_model_and_gpu(tmp_path, capsys, monkeypatch):
+    from api.cli import main
+
+    db = tmp_path / "s.db"
+    monkeypatch.setenv("SLAPLAN_DATABASE_URL", f"sqlite:///{db}")
+    assert main(["calibrate", "--forget", "--gpu", GPU]) == 2
+    assert capsys.readouterr().err == "error: --model: required with --forget\n"
+    assert main(["calibrate", "--forget", "--model", MODEL]) == 2
+    assert capsys.readouterr().err == "error: --gpu: required with --forget\n"
+    assert not db.exists()
+
+
+@pytest.mark.parametrize("field,value", [("ttft", float("nan")), ("tpot", float("inf")), ("num_input_tokens", -3.0)])
+def test_a_result_mean_that_is_not_finite_and_positive_names_the_file_and_field(tmp_path, capsys, monkeypatch,
+                                                                                 field, value):
+    from api.cli import main
+    from tests.test_bench_results import _result
+
+    db = tmp_path / "s.db"
+    monkeypatch.setenv("SLAPLAN_DATABASE_URL", f"sqlite:///{db}")
+    folder = tmp_path / "experiment"
+    folder.mkdir()
+    name = "D200_40_text-to-text_num_concurrency_4_time_2s.json"
+    result = _result("D(200,40)", 4)
+    result["aggregated_metrics"]["stats"][field]["mean"] = value
+    (folder / name).write_text(json.dumps(result))  # json writes NaN and Infinity, as Python's reader takes them
+    assert main(["calibrate", "--from-benchmarks", str(folder), "--model", MODEL, "--gpu", GPU]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: --from-benchmarks: {folder}: {name}: no positive mean ") and err.count("\n") == 1
+    assert f"stats.{field}.mean is " in err
+    assert not db.exists()

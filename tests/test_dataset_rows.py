@@ -153,3 +153,37 @@ def test_num_gpus_is_not_read_where_the_row_spells_its_engine_as_a_product():
     # The product spelling records the product in num_gpus too: the 4-GPU engine, one replica.
     config, notes = read(tp="16", moe_tp="4", moe_ep="4", num_gpus="16")
     assert (config.engine.gpus, config.replicas) == (4, 1) and notes
+
+
+def test_an_expert_parallelism_that_does_not_divide_the_engine_names_its_column():
+    import pytest
+
+    from profiler.errors import ModelError
+
+    assert read(tp="8", moe_ep="8")[0].engine.moe_ep == 8
+    assert read(tp="8", moe_ep="0")[0].engine.moe_ep == 1  # 0: no expert parallelism
+    disagg = dict(mode="disagg", p_tp="8", d_tp="8", p_workers="1", d_workers="1")
+    for columns, column, value in ((dict(tp="8", moe_ep="99999999999"), "moe_ep", "99999999999"),
+                                   (dict(tp="8", moe_ep="1e9"), "moe_ep", "1e9"),
+                                   (dict(tp="8", moe_ep="3"), "moe_ep", "3"),
+                                   (dict(disagg, p_moe_ep="16"), "p_moe_ep", "16"),
+                                   (dict(disagg, d_moe_ep="6"), "d_moe_ep", "6")):
+        with pytest.raises(ModelError) as err:
+            read(**columns)
+        assert (err.value.field, err.value.message) == (
+            column, f"{value!r} does not divide the engine's 8 GPUs (tp × attn_dp)")
+
+
+def test_the_required_columns_are_those_a_row_cannot_do_without():
+    import pytest
+
+    from profiler.dataset import REQUIRED_COLUMNS, row_prepared
+    from profiler.errors import ModelError
+
+    row = dict(model="meta-llama/Llama-3.1-8B", gpu="h100", isl="512", osl="128", concurrency="4")
+    assert tuple(row) == REQUIRED_COLUMNS
+    row_prepared(row)  # nothing else is needed
+    for column in REQUIRED_COLUMNS:
+        with pytest.raises(ModelError) as err:
+            row_prepared({k: v for k, v in row.items() if k != column})
+        assert err.value.field == column

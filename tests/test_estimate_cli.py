@@ -148,7 +148,7 @@ def test_several_loads_give_a_table_and_a_json_sweep_matching_single_estimates(c
         assert s["estimate"]["itl_ms"] == pytest.approx(ref.itl_ms, rel=1e-12)
     assert main(["estimate", "--model", "meta-llama/Llama-3.1-70B", "--gpu", "h100", "--tp", "8",
                  "--rate", "0.5", "-2"]) == 1
-    assert "request_rate" in capsys.readouterr().err
+    assert capsys.readouterr().err == "error: --rate: Input should be greater than 0\n"
 
 
 def test_json_is_strict_when_a_queue_grows_without_bound(capsys):
@@ -168,21 +168,109 @@ def test_json_is_strict_when_a_queue_grows_without_bound(capsys):
     assert lines[3].endswith(" ms + queue wait unbounded")
 
 
-@pytest.mark.parametrize("argv,field", [
-    (["--model", "acme/Nope", "--gpu", "h100"], "model"),
-    (["--model", "meta-llama/Llama-3.1-8B", "--gpu", "tpu9"], "gpu"),
-    (["--model", "meta-llama/Llama-3.1-70B", "--gpu", "h100", "--tp", "3"], "engine.tp"),
-    (["--model", "meta-llama/Llama-3.1-70B", "--gpu", "h100", "--tp", "4", "--osl", "0"], "osl_tokens"),
-    (["--model", "meta-llama/Llama-3.1-405B", "--gpu", "h100", "--precision", "bf16"], "engine"),
-    (["--model", "meta-llama/Llama-3.1-8B", "--gpu", "h100", "--ep", "2", "--tp", "2"], "engine.moe_ep"),  # dense
-    (["--model", "meta-llama/Llama-3.1-8B", "--gpu", "h100", "--concurrency", "inf"], "concurrency"),
-    (["--model", "meta-llama/Llama-3.1-8B", "--gpu", "h100", "--rate", "nan"], "request_rate"),
+@pytest.mark.parametrize("argv,option", [
+    (["--model", "acme/Nope", "--gpu", "h100"], "--model"),
+    (["--model", "meta-llama/Llama-3.1-8B", "--gpu", "tpu9"], "--gpu"),
+    (["--model", "meta-llama/Llama-3.1-70B", "--gpu", "h100", "--tp", "3"], "--tp"),
+    (["--model", "meta-llama/Llama-3.1-405B", "--gpu", "h100", "--precision", "bf16"], "--tp/--pp/--dp/--ep"),
+    (["--model", "meta-llama/Llama-3.1-8B", "--gpu", "h100", "--ep", "2", "--tp", "2"], "--ep"),  # dense
+    (["--model", "meta-llama/Llama-3.1-8B", "--gpu", "h100", "--mode", "disagg", "--decode-tp", "2",
+      "--decode-ep", "2"], "--decode-ep"),
+    (["--model", "meta-llama/Llama-3.1-8B", "--gpu", "h100", "--isl", "2000000"], "--isl"),
+    (["--model", "meta-llama/Llama-3.1-8B", "--gpu", "h100", "--concurrency", "inf"], "--concurrency"),
+    (["--model", "meta-llama/Llama-3.1-8B", "--gpu", "h100", "--concurrency", "0"], "--concurrency"),
+    (["--model", "meta-llama/Llama-3.1-8B", "--gpu", "h100", "--rate", "nan"], "--rate"),
+    (["--model", "meta-llama/Llama-3.1-8B", "--gpu", "h100", "--spec-tokens", "99"], "--spec-tokens"),
+    (["--model", "meta-llama/Llama-3.1-8B", "--gpu", "h100", "--kv-dtype", "int3"], "--kv-dtype"),
 ])
-def test_one_configuration_errors_name_the_field(argv, field, capsys, monkeypatch):
+def test_one_configuration_errors_name_the_option(argv, option, capsys, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # an unknown org/name would otherwise be fetched
     assert main(["estimate", *argv]) == 1
-    last = capsys.readouterr().err.strip().splitlines()[-1]
-    assert last.startswith(f"error: {field}: ")
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {option}: ") and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("option", ["--tp", "--pp", "--dp", "--ep", "--replicas", "--isl", "--osl", "--max-batch",
+                                    "--max-num-tokens", "--prefill-tp", "--prefill-pp", "--prefill-dp", "--prefill-ep",
+                                    "--prefill-workers", "--decode-tp", "--decode-pp", "--decode-dp", "--decode-ep",
+                                    "--decode-workers"])
+@pytest.mark.parametrize("value", ["0", "-2"])
+def test_sizes_and_counts_must_be_positive(option, value, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["estimate", "--model", "meta-llama/Llama-3.1-8B", "--gpu", "h100", "--mode", "disagg", option, value])
+    assert exit_.value.code == 2
+    assert f"error: argument {option}: must be a positive whole number, got '{value}'" in capsys.readouterr().err
+
+
+def test_out_is_never_the_input_file(tmp_path, capsys):
+    src = tmp_path / "data" / "in.csv"
+    src.parent.mkdir()
+    write_csv(src, ["model", "gpu", "isl", "osl", "concurrency"], [["meta-llama/Llama-3.1-8B", "h100", "512", "128", "4"]])
+    before = src.read_bytes()
+    (tmp_path / "link.csv").symlink_to(src)
+    (tmp_path / "hard.csv").hardlink_to(src)
+    for out in (src, tmp_path / "link.csv", tmp_path / "hard.csv", f"{tmp_path}/data/../data/./in.csv"):
+        assert main(["estimate", "--csv", str(src), "--out", str(out)]) == 2
+        assert capsys.readouterr().err == (f"error: --out: {out} is the --csv file {src}; writing it would "
+                                           "overwrite the input\n")
+        assert src.read_bytes() == before
+    assert main(["estimate", "--csv", str(src), "--out", str(tmp_path / "out.csv")]) == 0  # another file is fine
+    assert read_csv(tmp_path / "out.csv")[1][0]["pred_error"] == ""
+
+
+@pytest.mark.parametrize("text,missing", [
+    ("meta-llama/Llama-3.1-8B,h100,512,128,4\n", "model, gpu, isl, osl, concurrency"),  # no header row
+    ("model;gpu;isl;osl;concurrency\nmeta-llama/Llama-3.1-8B;h100;512;128;4\n", "model, gpu, isl, osl, concurrency"),
+    ("MODEL,GPU,ISL,OSL,CONCURRENCY\nmeta-llama/Llama-3.1-8B,h100,512,128,4\n", "model, gpu, isl, osl, concurrency"),
+    ("gpu,isl,osl,concurrency,tp\nh100,512,128,4,1\n", "model"),
+    ("model,gpu,isl,concurrency\nmeta-llama/Llama-3.1-8B,h100,512,4\n", "osl"),
+])
+def test_a_header_without_a_column_every_row_needs_is_one_error(tmp_path, capsys, text, missing):
+    src, dst = tmp_path / "in.csv", tmp_path / "out.csv"
+    src.write_text(text)
+    assert main(["estimate", "--csv", str(src), "--out", str(dst)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: --csv: the header lacks the column(s) {missing} (") and err.count("\n") == 1
+    assert not dst.exists()
+
+
+def test_a_header_naming_a_column_twice_is_one_error(tmp_path, capsys):
+    src, dst = tmp_path / "in.csv", tmp_path / "out.csv"
+    write_csv(src, ["model", "gpu", "isl", "osl", "concurrency", "tp", "tp"],
+              [["meta-llama/Llama-3.1-8B", "h100", "512", "128", "4", "1", "2"]])
+    assert main(["estimate", "--csv", str(src), "--out", str(dst)]) == 2
+    assert capsys.readouterr().err == "error: --csv: the header names the column(s) 'tp' more than once\n"
+    assert not dst.exists()
+
+
+def test_batch_options_are_checked(tmp_path, capsys):
+    src, dst = tmp_path / "in.csv", tmp_path / "out.csv"
+    write_csv(src, ["model", "gpu", "isl", "osl", "concurrency"], [["meta-llama/Llama-3.1-8B", "h100", "512", "128", "4"]])
+    assert main(["estimate", "--csv", str(src), "--out", ""]) == 2
+    assert capsys.readouterr().err == "error: --out: empty; give a file path\n"
+    assert main(["estimate", "--csv", str(src)]) == 2
+    assert capsys.readouterr().err == "error: --csv and --out go together\n"
+    for extra in (["--model", "meta-llama/Llama-3.1-8B"], ["--json"], ["--tp", "2"], ["--concurrency", "8"]):
+        assert main(["estimate", "--csv", str(src), "--out", str(dst), *extra]) == 2
+        assert capsys.readouterr().err.startswith(f"error: {extra[0]}: sets one configuration, which --csv does not use")
+        assert not dst.exists()
+
+
+def test_an_expert_parallelism_that_does_not_divide_the_engine_is_a_row_error(tmp_path):
+    header = ["model", "gpu", "backend", "mode", "isl", "osl", "concurrency", "tp", "moe_ep", "p_tp", "p_moe_ep",
+              "d_tp", "d_moe_ep", "p_workers", "d_workers"]
+    agg = ["deepseek-ai/DeepSeek-R1", "h200", "sglang", "agg", "1024", "1024", "8", "8"]
+    disagg = ["deepseek-ai/DeepSeek-R1", "h200", "sglang", "disagg", "1024", "1024", "8", "", ""]
+    src, dst = tmp_path / "in.csv", tmp_path / "out.csv"
+    write_csv(src, header, [agg + ["8"], agg + ["99999999999"], agg + ["1e9"], agg + ["3"],
+                            disagg + ["8", "16", "8", "8", "1", "1"], disagg + ["8", "8", "8", "5", "1", "1"]])
+    assert main(["estimate", "--csv", str(src), "--out", str(dst)]) == 0
+    errors = [row["pred_error"] for row in read_csv(dst)[1]]
+    assert errors == ["", "moe_ep: '99999999999' does not divide the engine's 8 GPUs (tp × attn_dp)",
+                      "moe_ep: '1e9' does not divide the engine's 8 GPUs (tp × attn_dp)",
+                      "moe_ep: '3' does not divide the engine's 8 GPUs (tp × attn_dp)",
+                      "p_moe_ep: '16' does not divide the engine's 8 GPUs (tp × attn_dp)",
+                      "d_moe_ep: '5' does not divide the engine's 8 GPUs (tp × attn_dp)"]
 
 
 def test_local_config_json(tmp_path, capsys):

@@ -117,3 +117,99 @@ def test_calibrate_without_measurements_fails_and_keeps_the_parameters_file(tmp_
     assert main(["calibrate", "--data", str(data), "--out", str(out), "--max-evals", "1"]) == 1
     assert "--data: none of the 1 rows has ttft_ms and tpot_ms measured" in capsys.readouterr().err
     assert out.read_bytes() == before
+
+
+def _strict_json(path: Path) -> dict:
+    def refuse(constant):
+        raise ValueError(f"not strict JSON: {constant}")
+
+    return json.loads(path.read_text(), parse_constant=refuse)
+
+
+def _with_cells(subset: Path, path: Path, cells: dict[int, dict[str, str]]) -> Path:
+    """A copy of ``subset`` at ``path`` with the given cells of data rows (0 = the first) replaced."""
+    import csv
+
+    with subset.open(newline="", encoding="utf-8") as f:
+        reader = csv.DictReader(f)
+        fields, rows = reader.fieldnames, list(reader)
+    for i, values in cells.items():
+        rows[i].update(values)
+    path.parent.mkdir(exist_ok=True)
+    with path.open("w", newline="", encoding="utf-8") as f:
+        writer = csv.DictWriter(f, fieldnames=fields, lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(rows)
+    return path
+
+
+def test_measurements_that_are_not_finite_and_positive_are_unmeasured(subset, tmp_path, capsys):
+    bad = {1: {"ttft_ms": "inf"}, 2: {"tpot_ms": "1e400"}, 3: {"ttft_ms": "0"}, 4: {"tpot_ms": "-1"},
+           5: {"ttft_ms": "nan"}}
+    odd = _with_cells(subset, tmp_path / "odd" / "data.csv", bad)
+    empty = _with_cells(subset, tmp_path / "empty" / "data.csv",
+                        {i: dict.fromkeys(cells, "") for i, cells in bad.items()})
+    docs = []
+    for data in (odd, empty):
+        out = data.parent / "p.json"
+        assert main(["calibrate", "--data", str(data), "--out", str(out), "--max-evals", "3"]) == 0
+        captured = capsys.readouterr()
+        assert "Warning" not in captured.err and "nan" not in captured.out
+        assert "5 without a finite positive ttft_ms and tpot_ms" in captured.err
+        docs.append(_strict_json(out))
+    for doc in docs:
+        del doc["provenance"]["sha256"]
+    assert docs[0] == docs[1]
+
+
+def test_a_measurement_that_is_not_a_number_makes_its_row_unusable(subset, tmp_path, capsys):
+    text = _with_cells(subset, tmp_path / "text" / "data.csv", {1: {"ttft_ms": "abc"}})
+    out = tmp_path / "p.json"
+    assert main(["calibrate", "--data", str(text), "--out", str(out), "--max-evals", "3"]) == 0
+    assert "Warning" not in capsys.readouterr().err
+    assert main(["calibrate", "--data", str(subset), "--out", str(tmp_path / "q.json"), "--max-evals", "3"]) == 0
+    prov, clean = _strict_json(out)["provenance"], _strict_json(tmp_path / "q.json")["provenance"]
+    assert prov["rows_not_predictable"] == clean["rows_not_predictable"] + 1
+    assert prov["rows_used"] == clean["rows_used"] - 1
+
+    from profiler.calibrate import prepare_rows
+
+    data = prepare_rows([{"model": "meta-llama/Llama-3.1-8B", "gpu": "h100", "isl": "512", "osl": "128",
+                          "concurrency": "4", "ttft_ms": "abc", "tpot_ms": "20"}])
+    assert data.errors == {0: "ttft_ms: not a number: 'abc'"}
+
+
+@pytest.mark.parametrize("option", ["--data", "--kernels"])
+def test_a_file_that_is_not_utf8_is_a_clear_error(subset, tmp_path, capsys, option):
+    latin = tmp_path / "latin1.csv"
+    latin.write_bytes("model,gpu\nCafé,h100\n".encode("latin-1"))
+    out = tmp_path / "p.json"
+    files = {"--data": str(subset), "--kernels": None} | {option: str(latin)}
+    argv = ["calibrate", "--data", files["--data"], "--out", str(out), "--max-evals", "1"]
+    assert main(argv + (["--kernels", files["--kernels"]] if files["--kernels"] else [])) == 1
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert last.startswith(f"error: {option}: {latin} is not a UTF-8 CSV file: ")
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("value", ["0", "-5", "many"])
+def test_max_evals_must_be_positive(value, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["calibrate", "--max-evals", value])
+    assert exit_.value.code == 2
+    assert f"argument --max-evals: must be a positive whole number, got '{value}'" in capsys.readouterr().err
+
+
+def test_an_out_that_cannot_be_written_is_refused_before_fitting(subset, tmp_path, capsys):
+    (tmp_path / "folder").mkdir()
+    (tmp_path / "file").write_text("a file, not a folder\n")
+    data_before = subset.read_bytes()
+    for out, reason in ((tmp_path / "folder", f"{tmp_path / 'folder'} is a directory"),
+                        (tmp_path / "file" / "p.json", f"cannot write {tmp_path / 'file' / 'p.json'}: "),
+                        (subset, f"{subset} is the input file {subset}; writing it would overwrite it"),
+                        ("", "empty; give a file path")):
+        assert main(["calibrate", "--data", str(subset), "--out", str(out), "--max-evals", "1"]) == 1
+        err = capsys.readouterr().err
+        assert err.startswith(f"error: --out: {reason}") and err.count("\n") == 1  # before "fitting …"
+    assert subset.read_bytes() == data_before
+    assert sorted(p.name for p in tmp_path.rglob("*")) == ["file", "folder", "subset.csv"]  # no side file left

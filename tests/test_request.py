@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from planner.request import RequestError, load_documents, parse_dgdr, parse_documents
+from planner.request import MAX_ENGINE_GPUS, RequestError, load_documents, parse_dgdr, parse_documents
 
 ROOT = Path(__file__).resolve().parent.parent
 SHARED_EXAMPLES = ROOT.parent / "shared" / "examples" / "dynamo"
@@ -44,6 +44,17 @@ def _beta(**spec_overrides) -> dict:
         "metadata": {"name": "qwen", "namespace": "serving"},
         "spec": spec,
     }
+
+
+YAML_REQUEST = """apiVersion: nvidia.com/v1alpha1
+kind: DynamoGraphDeploymentRequest
+metadata:
+  name: llama
+spec:
+  modelName: meta-llama/Llama-3.1-70B-Instruct
+  sla: {ttft: 500, itl: 20, isl: 3000}
+  gpu: {type: h200_sxm}
+"""
 
 
 def _causes(obj: dict) -> list[tuple[str, str]]:
@@ -279,6 +290,30 @@ def test_gpus_per_engine_bounds():
     assert ("spec.gpu.minNumGPUsPerEngine", "must be greater than 0") in _causes(obj)
 
 
+@pytest.mark.parametrize("value", [1025, 10**9, 99999999999999999999])
+def test_gpus_per_engine_are_bounded(value):
+    """Planning time grew with the bound (maxNumGPUsPerEngine 100000 took 22 s; 1e9 never ended)."""
+    for key in ("minNumGPUsPerEngine", "maxNumGPUsPerEngine"):
+        obj = _alpha(gpu={"type": "h200_sxm", key: value}, hardware={"totalGpus": 16})
+        assert (f"spec.gpu.{key}", f"must be at most {MAX_ENGINE_GPUS}") in _causes(obj)
+    cfg = {"config": {"hardware": {"max_num_gpus_per_engine": value}}}
+    assert ("spec.profilingConfig.config.hardware.max_num_gpus_per_engine",
+            f"must be at most {MAX_ENGINE_GPUS}") in _causes(_alpha(profilingConfig=cfg))
+
+
+def test_largest_engine_bound_is_kept():
+    req = parse_dgdr(_alpha(gpu={"type": "h200_sxm", "maxNumGPUsPerEngine": MAX_ENGINE_GPUS}))
+    assert req.max_gpus_per_engine == MAX_ENGINE_GPUS
+
+
+@pytest.mark.parametrize("value", [".inf", "-.inf", ".nan"])
+def test_non_finite_targets_are_named_as_such(value):
+    text = YAML_REQUEST.replace("ttft: 500", f"ttft: {value}")
+    with pytest.raises(RequestError) as info:
+        parse_documents(text, "inf.yaml")
+    assert ("spec.sla.ttft", "must be finite") in info.value.causes
+
+
 def test_workload_load_is_exclusive_and_whole():
     assert "spec.workload" in _paths(_beta(workload={"concurrency": 8, "requestRate": 1.0}))
     assert "spec.workload.concurrency" in _paths(_beta(workload={"concurrency": 2.5}))
@@ -407,6 +442,44 @@ def test_malformed_json_gives_line_number():
     with pytest.raises(RequestError) as info:
         load_documents('{\n  "apiVersion": "nvidia.com/v1alpha1",\n  "kind": \n}\n', "bad.json")
     assert info.value.line == 4
+
+
+def _yaml_causes(text: str) -> list[tuple[str, str]]:
+    with pytest.raises(RequestError) as info:
+        parse_documents(text, "r.yaml")
+    return info.value.causes
+
+
+def test_duplicate_keys_are_refused_naming_key_and_lines():
+    """The last of two keys won: a second ``spec: {}`` replaced the whole spec."""
+    assert _yaml_causes(YAML_REQUEST + "spec: {}\n") == [
+        ("", "invalid YAML at line 9, column 1: duplicate key 'spec' (first at line 5)")]
+    nested = YAML_REQUEST.replace("isl: 3000}", "isl: 3000, ttft: 1}")
+    assert _yaml_causes(nested) == [("", "invalid YAML at line 7, column 40: duplicate key 'ttft' (first at line 7)")]
+
+
+def test_merge_keys_may_still_be_overridden():
+    (req,) = parse_documents(YAML_REQUEST.replace("sla: {", "sla: {<<: {itl: 99}, "), "merge.yaml")
+    assert req.itl_ms == 20
+
+
+def test_base60_numbers_are_strings_not_numbers():
+    """YAML 1.1 read ``isl: 1:30`` as 90; YAML 1.2 and Kubernetes read a string."""
+    assert _yaml_causes(YAML_REQUEST.replace("isl: 3000", "isl: 1:30")) == [("spec.sla.isl", "must be an integer")]
+    labelled = YAML_REQUEST + "  deploymentOverrides: {labels: {window: 12:30}}\n"
+    (req,) = parse_documents(labelled, "labels.yaml")
+    assert req.labels == {"window": "12:30"}
+
+
+def test_yaml_aliases_are_refused():
+    text = YAML_REQUEST.replace("ttft: 500", "ttft: &t 500").replace("itl: 20", "itl: *t")
+    ((field, message),) = _yaml_causes(text)
+    assert field == "" and message.startswith("invalid YAML at line 7, column 28: a YAML alias (*t)")
+
+
+@pytest.mark.parametrize("text", ["a: " + "[" * 5000 + "]" * 5000, "[" * 5000 + "]" * 5000, "n: " + "9" * 5000])
+def test_unreadable_nesting_and_numbers_are_request_errors(text):
+    assert _yaml_causes(text) == [("", "nested too deeply, or holds a number or date out of range")]
 
 
 # ----------------------------------------------------------------------------- shipped examples

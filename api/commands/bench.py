@@ -21,7 +21,7 @@ def register(subparsers) -> None:
     parser.add_argument("job", metavar="JOB.yaml", help="a BenchmarkJob manifest (YAML or JSON)")
     parser.add_argument("--tokenizer", metavar="DIR", help="a local tokenizer directory (default: the model's, "
                         "or slaplan's byte-level tokenizer when offline)")
-    parser.add_argument("--endpoint", metavar="URL", help="benchmark this base URL instead of the job's endpoint")
+    parser.add_argument("--endpoint", metavar="URL", type=endpoint_url, help="benchmark this base URL instead of the job's endpoint")
     parser.add_argument("--root", metavar="DIR", help="where file:// and pvc:// locations live (default: "
                         "$SLAPLAN_BENCH_ROOT or ./bench-results)")
     parser.add_argument("--offline", action="store_true", help="do not use the Hugging Face Hub")
@@ -36,14 +36,76 @@ def register(subparsers) -> None:
     parser.set_defaults(func=run)
 
 
+# RunnerSettings field -> (the option that sets it, its attribute, the variable it falls back to).
+_SOURCES = {"ready_timeout_s": ("--ready-timeout", "ready_timeout", "SLAPLAN_BENCH_READY_TIMEOUT"),
+            "tokenizer": ("--tokenizer", "tokenizer", "SLAPLAN_BENCH_TOKENIZER"),
+            "local_root": ("--root", "root", "SLAPLAN_BENCH_ROOT"),
+            "genai_bench": ("--genai-bench", "genai_bench", "SLAPLAN_GENAI_BENCH")}
+
+
+def _source(field: str, args: argparse.Namespace) -> str:
+    """Where a runner setting's bad value came from: its option when given, else its variable."""
+    if field not in _SOURCES:
+        return field
+    option, attribute, variable = _SOURCES[field]
+    return option if getattr(args, attribute, None) is not None else variable
+
+
+def endpoint_url(text: str) -> str:
+    """An argparse type: an http(s) base URL with a host."""
+    import httpx
+
+    try:
+        url = httpx.URL(text)
+    except (httpx.InvalidURL, TypeError) as exc:
+        raise argparse.ArgumentTypeError(f"not a URL ({exc}): {text!r}") from exc
+    if url.scheme not in ("http", "https") or not url.host:
+        raise argparse.ArgumentTypeError(f"must be an http:// or https:// URL with a host, got {text!r}")
+    return text
+
+
+def manifest_causes(obj: dict) -> list[tuple[str, str]]:
+    """What makes ``obj`` not a BenchmarkJob manifest: (field, message) pairs (its spec aside)."""
+    from reprlib import repr as short
+
+    from api.objects import is_subdomain
+    from planner.benchmarkjob import API_VERSION, KIND
+
+    causes = [(key, f"must be {want!r}, got {short(obj.get(key))}")
+              for key, want in (("apiVersion", API_VERSION), ("kind", KIND)) if obj.get(key) != want]
+    metadata = obj.get("metadata", {})
+    if not isinstance(metadata, dict):
+        causes.append(("metadata", "must be a mapping"))
+    elif "name" in metadata and not (isinstance(metadata["name"], str) and is_subdomain(metadata["name"])):
+        causes.append(("metadata.name", f"must be a lowercase DNS name (RFC 1123), got {short(metadata['name'])}"))
+    return causes
+
+
 def load_job(path: str) -> dict:
-    """The manifest at ``path`` as a dict (the first document of a YAML stream)."""
+    """The manifest at ``path`` as a dict (the first document of a YAML stream), read as ``slaplan
+    plan`` reads manifests: at most MAX_MANIFEST_BYTES of UTF-8, no aliases or duplicate keys.
+    Raises ValueError saying why it cannot be read (OSError when the file cannot be opened)."""
     import yaml
 
-    with open(path, encoding="utf-8") as f:
-        docs = [d for d in yaml.safe_load_all(f) if d is not None]
+    from api.commands.plan import MAX_MANIFEST_BYTES
+    from planner.request import DocumentLoader
+
+    with open(path, "rb") as f:
+        data = f.read(MAX_MANIFEST_BYTES + 1)
+    if len(data) > MAX_MANIFEST_BYTES:
+        raise ValueError(f"larger than {MAX_MANIFEST_BYTES // 2**20} MiB: not a BenchmarkJob manifest")
+    try:
+        docs = [d for d in yaml.load_all(data.decode("utf-8"), Loader=DocumentLoader) if d is not None]
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"not UTF-8 text (byte {exc.start + 1})") from None
+    except yaml.MarkedYAMLError as exc:  # a syntax error, an alias or a key given twice
+        mark = exc.problem_mark
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
+        raise ValueError(f"not a valid manifest: {where}{exc.problem}") from None
+    except (yaml.YAMLError, RecursionError):
+        raise ValueError("not a valid manifest: not YAML, or nested too deeply") from None
     if not docs or not isinstance(docs[0], dict):
-        raise ValueError(f"{path} holds no object")
+        raise ValueError("holds no object")
     return docs[0]
 
 
@@ -67,25 +129,25 @@ def _resolver(args: argparse.Namespace, timeout_s: float, say):
 def run(args: argparse.Namespace) -> int:
     from pydantic import ValidationError
 
-    from planner.benchmarkjob import KIND, BenchmarkJobError, parse_benchmarkjob
+    from planner.benchmarkjob import BenchmarkJobError, parse_benchmarkjob
     from profiler.bench_results import status_metrics
     from profiler.bench_runner import run_benchmarkjob, runner_settings, summary
 
     try:
         obj = load_job(args.job)
-    except (OSError, ValueError) as exc:
+    except OSError as exc:
+        print(f"error: {args.job}: cannot read: {exc.strerror or exc}", file=sys.stderr)
+        return 2
+    except ValueError as exc:
         print(f"error: {args.job}: {exc}", file=sys.stderr)
         return 2
-    except Exception as exc:  # a YAML syntax error
-        print(f"error: {args.job}: not valid YAML: {exc}".splitlines()[0], file=sys.stderr)
-        return 2
-    if obj.get("kind", KIND) != KIND:
-        print(f"error: kind: expected {KIND}, got {obj.get('kind')!r}", file=sys.stderr)
-        return 2
+    causes = manifest_causes(obj)
     try:
         spec = parse_benchmarkjob(obj)
     except BenchmarkJobError as exc:
-        for field, message in exc.causes:
+        causes += exc.causes
+    if causes:
+        for field, message in causes:
             print(f"error: {field}: {message}", file=sys.stderr)
         return 2
     name = str((obj.get("metadata") or {}).get("name") or "benchmark")
@@ -94,7 +156,8 @@ def run(args: argparse.Namespace) -> int:
                                    offline=True if args.offline else None, ready_timeout_s=args.ready_timeout)
     except ValidationError as exc:
         for error in exc.errors(include_input=False):
-            print(f"error: {'.'.join(map(str, error['loc']))}: {error['msg']}", file=sys.stderr)
+            field = str(error["loc"][-1]) if error["loc"] else "settings"
+            print(f"error: {_source(field, args)}: {error['msg']}", file=sys.stderr)
         return 2
     say = lambda msg: print(msg, file=sys.stderr, flush=True)  # noqa: E731
     outcome = run_benchmarkjob(spec, name=name, settings=settings, endpoint=args.endpoint,

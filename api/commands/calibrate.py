@@ -10,11 +10,17 @@ efficiencies are first fitted to kernel measurements (per-layer linear-op times,
 provenance records that file and the values it gave. With ``--cv`` the fit
 is also judged by grouped cross-validation (whole model families, then whole GPU types held
 out), which is the number to trust; the in-sample error is only a sanity check.
+
+A measured time that is empty, not finite or not positive is unmeasured (that row is not fitted
+or scored); one that is not a number makes its row unusable, like any bad cell. ``--out`` is
+checked before the fit (not a directory nor an input file, somewhere a file can be written) and
+written as strict JSON through a side file moved into place: a failed run leaves it as it was.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import hashlib
 import json
@@ -32,20 +38,24 @@ GROUPS = ("mode", "backend", "gpu", "family")
 
 def register(subparsers) -> None:
     parser = subparsers.add_parser(
-        "calibrate", help="refit the performance model's parameters from measured data (writes params.json)")
-    parser.add_argument("--data", metavar="CSV",
-                        help=f"measured serving data (default: ../shared/data/{DATA_NAME} next to the repository "
-                             "or the working directory)")
+        "calibrate", help="refit the performance model's parameters from measured data (writes params.json)",
+        description="One of: refit the shipped parameters from measured serving data (--data, the default); "
+                    "fit one deployment from genai-bench results (--from-benchmarks); --list-calibrations; --forget.")
+    modes = parser.add_mutually_exclusive_group()
+    modes.add_argument("--data", metavar="CSV",
+                       help=f"measured serving data (default: ../shared/data/{DATA_NAME} next to the repository "
+                            "or the working directory)")
     parser.add_argument("--kernels", metavar="CSV",
                         help=f"GEMM kernel measurements the shape efficiencies are first fitted to (default: "
                              f"{KERNELS_NAME} beside the data; none there: the physical defaults)")
     parser.add_argument("--out", metavar="PATH", help="where to write (default: the package's profiler/data/params.json)")
     parser.add_argument("--date", help="a date to record in the provenance (omitted by default, for determinism)")
-    parser.add_argument("--max-evals", type=int, default=400, help="model evaluations the fit may spend (default 400)")
+    parser.add_argument("--max-evals", type=calibrate_measured.positive, default=400,
+                        help="model evaluations the fit may spend (default 400)")
     parser.add_argument("--cv", action="store_true",
                         help="also run grouped cross-validation and print its error table (slow: one fit per group)")
     add_workers_argument(parser)
-    calibrate_measured.add_arguments(parser)
+    calibrate_measured.add_arguments(parser, modes)
     parser.set_defaults(func=run)
 
 
@@ -81,15 +91,21 @@ def default_params_path() -> Path:
 
 
 def read_rows(path: Path) -> list[dict]:
-    with path.open(newline="", encoding="utf-8-sig") as f:
-        return list(csv.DictReader(f))
+    """The rows of the CSV file ``path``. Raises OSError when it cannot be read, ValueError naming it when
+    it is not UTF-8 CSV text."""
+    try:
+        with path.open(newline="", encoding="utf-8-sig") as f:
+            return list(csv.DictReader(f))
+    except (UnicodeDecodeError, csv.Error) as exc:
+        raise ValueError(f"{path} is not a UTF-8 CSV file: {exc}") from None
 
 
 def read_kernels(data_path: Path, given: str | None) -> tuple[list[dict] | None, dict | None]:
     """Kernel measurement rows (``--kernels``, else the file beside the data) and their
     provenance; (None, None) when there is no such file and none was asked for.
 
-    Raises OSError naming the file when one was asked for and cannot be read.
+    Raises OSError naming the file when one was asked for and cannot be read, ValueError naming it when
+    it is not UTF-8 CSV text.
     """
     path = Path(given) if given else data_path.parent / KERNELS_NAME
     if not given and not path.is_file():
@@ -102,8 +118,7 @@ def read_kernels(data_path: Path, given: str | None) -> tuple[list[dict] | None,
 def run(args: argparse.Namespace) -> int:
     if args.from_benchmarks or args.list_calibrations or args.forget:
         return calibrate_measured.run(args)
-    from profiler.calibrate import fit, kernel_prior, prepare_rows
-    from profiler.errors import ModelError
+    from profiler.calibrate import fit, kernel_prior, measured_mask, prepare_rows
     from profiler.params import PARAMS, shipped_params
 
     path = Path(args.data) if args.data else default_data_path()
@@ -111,17 +126,30 @@ def run(args: argparse.Namespace) -> int:
         print(f"error: --data: no {DATA_NAME} found in ../shared/data next to the repository or the working "
               "directory; pass --data CSV", file=sys.stderr)
         return 1
+    if args.out is not None and not args.out.strip():
+        print("error: --out: empty; give a file path", file=sys.stderr)
+        return 1
+    out = Path(args.out) if args.out else default_params_path()
+    kernels_path = Path(args.kernels) if args.kernels else path.parent / KERNELS_NAME
+    problem = unwritable(out, (path, kernels_path))
+    if problem:
+        print(f"error: --out: {problem}", file=sys.stderr)
+        return 1
     try:
         raw = path.read_bytes()
         rows = read_rows(path)
     except OSError as exc:
         print(f"error: --data: cannot read {path}: {exc.strerror or exc}", file=sys.stderr)
         return 1
+    except ValueError as exc:
+        print(f"error: --data: {exc}", file=sys.stderr)
+        return 1
     data = prepare_rows(rows)
     if data.batch is None:
         print(f"error: --data: none of the {len(rows)} rows can be predicted", file=sys.stderr)
         return 1
-    measured = (data.ttft_ms > 0) & (data.tpot_ms > 0) & ~data.repeats
+    distinct = ~data.repeats
+    measured = measured_mask(data) & distinct
     used = int((measured & ~data.inferred).sum())  # rows whose deployment was guessed are not fitted
     if used == 0:
         print(f"error: --data: none of the {len(rows)} rows has ttft_ms and tpot_ms measured on a recorded "
@@ -129,6 +157,7 @@ def run(args: argparse.Namespace) -> int:
         return 1
     print(f"fitting {len(PARAMS)} parameters on {used} of {len(rows)} rows ({len(data.errors)} not predictable, "
           f"{int(data.repeats.sum())} repeating another row's measurement, "
+          f"{int((distinct & ~measured).sum())} without a finite positive ttft_ms and tpot_ms, "
           f"{int(measured.sum()) - used} with an inferred deployment)", file=sys.stderr)
     try:
         kernel_rows, kernels = read_kernels(path, args.kernels)
@@ -136,7 +165,7 @@ def run(args: argparse.Namespace) -> int:
     except OSError as exc:
         print(f"error: --kernels: cannot read {exc.filename}: {exc.strerror or exc}", file=sys.stderr)
         return 1
-    except ModelError as exc:
+    except ValueError as exc:  # not a CSV, or a bad value (ModelError)
         print(f"error: --kernels: {exc}", file=sys.stderr)
         return 1
     if kernels:
@@ -159,41 +188,82 @@ def run(args: argparse.Namespace) -> int:
     }
     if args.date:
         provenance["date"] = args.date
-    out = Path(args.out) if args.out else default_params_path()
-    out.parent.mkdir(parents=True, exist_ok=True)
-    partial = out.with_name(out.name + ".partial")  # replaced in one step: a failed write leaves the old file
-    partial.write_text(json.dumps({"params": params, "provenance": provenance}, indent=2, sort_keys=True) + "\n",
-                       encoding="utf-8")
-    partial.replace(out)
+    try:
+        write_json(out, {"params": params, "provenance": provenance})
+    except OSError as exc:
+        print(f"error: --out: cannot write {out}: {exc.strerror or exc}", file=sys.stderr)
+        return 1
     shipped_params.cache_clear()
     loss = provenance["fit_loss_in_sample"]
-    print(f"wrote {out}: in-sample median abs error TTFT {loss['ttft_median_ape_pct']}%, "
-          f"TPOT {loss['tpot_median_ape_pct']}% (not a measure of accuracy; use --cv)")
+    print(f"wrote {out}: in-sample median abs error TTFT {_percent(loss['ttft_median_ape_pct'])}, "
+          f"TPOT {_percent(loss['tpot_median_ape_pct'])} (not a measure of accuracy; use --cv)")
     if args.cv:
         preds = run_cross_validation(data, prior, workers=args.workers)
         print(cv_table(data, preds))
     return 0
 
 
+def _side_file(out: Path) -> Path:
+    """Where ``out`` is written before it is moved into place in one step."""
+    return out.with_name(out.name + ".partial")
+
+
+def unwritable(out: Path, inputs: tuple[Path, ...]) -> str | None:
+    """Why the parameters cannot be written to ``out`` (a directory, one of the ``inputs``, a place where no
+    file can be created), or None. Creates ``out``'s missing parent directories; leaves no file behind."""
+    if out.is_dir():
+        return f"{out} is a directory"
+    for path in inputs:
+        if out.exists() and path.exists() and os.path.samefile(out, path):
+            return f"{out} is the input file {path}; writing it would overwrite it"
+    side = _side_file(out)
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        side.touch()
+    except OSError as exc:
+        return f"cannot write {out}: {exc.strerror or exc}"
+    side.unlink()
+    return None
+
+
+def write_json(out: Path, doc: dict) -> None:
+    """Write ``doc`` to ``out`` as strict JSON (sorted keys; NaN and infinity refused) through a side file
+    moved into place in one step: a failed write leaves ``out`` as it was, and no side file. Raises OSError."""
+    text = json.dumps(doc, indent=2, sort_keys=True, allow_nan=False) + "\n"
+    side = _side_file(out)
+    try:
+        side.write_text(text, encoding="utf-8")
+        side.replace(out)
+    except OSError:
+        with contextlib.suppress(OSError):
+            side.unlink()
+        raise
+
+
+def _percent(value: float | None) -> str:
+    return "n/a" if value is None else f"{value}%"
+
+
 def _round(x: float) -> float:
     return float(f"{x:.6g}")
 
 
-def in_sample_loss(data, params: dict[str, float]) -> dict[str, float]:
-    """Errors on the distinct measurements: median absolute % error of TTFT and TPOT, median |log error|."""
+def in_sample_loss(data, params: dict[str, float]) -> dict[str, float | None]:
+    """Errors on the distinct measurements: median absolute % error of TTFT and TPOT, median |log error|
+    (None when no measured row has a finite prediction)."""
     import numpy as np
 
-    from profiler.calibrate import ape
+    from profiler.calibrate import ape, measured_mask
     from profiler.estimate import evaluate
 
     out = evaluate(data.batch, params)
-    ok = ((data.ttft_ms > 0) & (data.tpot_ms > 0) & np.isfinite(out["ttft_ms"]) & np.isfinite(out["itl_ms"])
-          & ~data.repeats)
+    ok = measured_mask(data) & np.isfinite(out["ttft_ms"]) & np.isfinite(out["itl_ms"]) & ~data.repeats
     logs = np.concatenate([np.log(out["ttft_ms"][ok] / data.ttft_ms[ok]), np.log(out["itl_ms"][ok] / data.tpot_ms[ok])])
+    median = lambda x, digits: round(float(np.median(x)), digits) if ok.any() else None  # noqa: E731
     return {
-        "ttft_median_ape_pct": round(float(np.median(ape(out["ttft_ms"][ok], data.ttft_ms[ok]))), 2),
-        "tpot_median_ape_pct": round(float(np.median(ape(out["itl_ms"][ok], data.tpot_ms[ok]))), 2),
-        "median_abs_log_error": round(float(np.median(np.abs(logs))), 4),
+        "ttft_median_ape_pct": median(ape(out["ttft_ms"][ok], data.ttft_ms[ok]), 2),
+        "tpot_median_ape_pct": median(ape(out["itl_ms"][ok], data.tpot_ms[ok]), 2),
+        "median_abs_log_error": median(np.abs(logs), 4),
     }
 
 
@@ -206,9 +276,9 @@ def error_rows(data, ttft_pred, tpot_pred) -> list[tuple]:
     """
     import numpy as np
 
-    from profiler.calibrate import ape
+    from profiler.calibrate import ape, measured_mask
 
-    ok = ((data.ttft_ms > 0) & (data.tpot_ms > 0) & np.isfinite(ttft_pred) & np.isfinite(tpot_pred)
+    ok = (measured_mask(data) & np.isfinite(ttft_pred) & np.isfinite(tpot_pred)
           & (ttft_pred > 0) & (tpot_pred > 0) & ~data.repeats)
 
     def stats(mask):

@@ -7,7 +7,8 @@ A PATH is a genai-bench experiment folder, a folder of experiment folders (a Ben
 output location), or a BenchmarkJob manifest whose local ``outputLocation`` holds its results
 (its newest run). Everything is read and checked before anything is stored. Exit codes: 0
 stored, 2 invalid input (nothing stored). ``--list-calibrations`` prints what is stored;
-``--forget --model M --gpu G [--backend B]`` deletes one (exit 1 when there was none).
+``--forget --model M --gpu G [--backend B]`` deletes one (exit 1 when there was none). These
+three modes and ``--data`` exclude each other.
 """
 
 from __future__ import annotations
@@ -37,9 +38,11 @@ def positive(text: str) -> int:
     return value
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
+def add_arguments(parser: argparse.ArgumentParser, modes) -> None:
+    """This module's options; ``--from-benchmarks``, ``--list-calibrations`` and ``--forget`` go in ``modes``,
+    the mutually exclusive group of ``slaplan calibrate``'s modes."""
     group = parser.add_argument_group("calibration from measurements of one deployment")
-    group.add_argument("--from-benchmarks", nargs="+", metavar="PATH",
+    modes.add_argument("--from-benchmarks", nargs="+", metavar="PATH",
                        help="genai-bench result folders, or BenchmarkJob manifests whose outputLocation holds results")
     group.add_argument("--model", help="the deployment's model (catalog name or Hugging Face id)")
     group.add_argument("--gpu", help="its GPU type, e.g. h100_sxm")
@@ -58,8 +61,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--kv-dtype", help="KV cache: bf16 | fp8 | fp4")
     group.add_argument("--max-batch", type=positive, help="running sequences per engine (default: what KV memory allows)")
     group.add_argument("--max-num-tokens", type=positive, help="tokens per step of each attention-DP rank (prefill chunk)")
-    group.add_argument("--list-calibrations", action="store_true", help="print the stored calibrations")
-    group.add_argument("--forget", action="store_true",
+    modes.add_argument("--list-calibrations", action="store_true", help="print the stored calibrations")
+    modes.add_argument("--forget", action="store_true",
                        help="delete the stored calibration of --model, --gpu and --backend")
     group.add_argument("--root", metavar="DIR", help="where a manifest's file:// and pvc:// locations live "
                        "(default: $SLAPLAN_BENCH_ROOT or ./bench-results)")
@@ -165,19 +168,24 @@ def check_model(folder: Path, model: str) -> None:
         raise InputError(f"--model: {model!r} does not match {folder}, which measured {served!r}")
 
 
-def measured_iterations(folders: list[Path], model: str):
-    """Every successful iteration of ``folders`` (checked against ``model``)."""
+def measured_points(folders: list[Path], model: str):
+    """The measured points (``profiler.measured.Point``) of every successful iteration of ``folders``
+    (checked against ``model``). Raises ``InputError`` naming the folder, file and field of a bad mean."""
     from profiler.bench_runner import read_results
+    from profiler.measured import points_from_iterations
 
-    iterations = []
+    points = []
     for folder in folders:
         check_model(folder, model)
         results, _failed = read_results(folder)
         ok = [r for r in results if r.successes > 0]
         if not ok:
             raise InputError(f"--from-benchmarks: {folder} has no iteration with a successful request")
-        iterations += ok
-    return iterations
+        try:
+            points += points_from_iterations(ok)
+        except ValueError as exc:
+            raise InputError(f"--from-benchmarks: {folder}: {exc}") from None
+    return points
 
 
 @contextmanager
@@ -212,8 +220,7 @@ def run(args: argparse.Namespace) -> int:
         config = deployment(args)
         key = calibration_key(config.model, config.gpu, config.backend)
         folders = experiment_folders(args.from_benchmarks, args.root)
-        iterations = measured_iterations(folders, config.model)
-        fit = fit_deployment(config, iterations)
+        fit = fit_deployment(config, measured_points(folders, config.model))
     except ModelError as exc:
         print(f"error: --{exc.field.replace('_', '-')}: {exc.message}", file=sys.stderr)
         return 2
@@ -251,8 +258,12 @@ def forget(args: argparse.Namespace) -> int:
     from profiler.errors import ModelError
     from profiler.measured import calibration_key
 
+    for option, value in (("--model", args.model), ("--gpu", args.gpu)):
+        if not value:
+            print(f"error: {option}: required with --forget", file=sys.stderr)
+            return 2
     try:
-        key = calibration_key(args.model or "", args.gpu or "", args.backend)
+        key = calibration_key(args.model, args.gpu, args.backend)
     except ModelError as exc:
         print(f"error: --{exc.field}: {exc.message}", file=sys.stderr)
         return 2

@@ -4,8 +4,10 @@ Two forms:
 - ``--csv IN --out OUT``: every row of IN (the columns of the measured calibration data;
   extra columns ignored, measured columns optional) is copied to OUT, in order, with
   ``pred_ttft_ms``, ``pred_tpot_ms``, ``pred_output_tok_s_per_gpu`` and ``pred_error``
-  (empty, or why that row cannot be predicted). A bad row never stops the batch. Rows are
-  prepared one by one and then solved together in one vectorized call.
+  (empty, or why that row cannot be predicted). A bad row never stops the batch; a bad file
+  does, before anything is written (exit 2): a header without a column every row needs or
+  naming one twice, or OUT being IN. Rows are prepared one by one and then solved together
+  in one vectorized call.
 - ``--model M --gpu G ...``: one configuration, printed as a readable summary or ``--json``.
 """
 
@@ -15,6 +17,7 @@ import argparse
 import csv
 import json
 import math
+import os
 import sys
 
 PRED_COLUMNS = ("pred_ttft_ms", "pred_tpot_ms", "pred_output_tok_s_per_gpu", "pred_error")
@@ -28,9 +31,13 @@ _FLAGS = {
     "isl_tokens": "--isl", "osl_tokens": "--osl", "concurrency": "--concurrency", "request_rate": "--rate",
     "spec_tokens": "--spec-tokens", "spec_acceptance": "--spec-acceptance",
 }
+# Parallel field -> the option's suffix (``--tp``, ``--prefill-ep``, ...).
+_DIMS = {"tp": "tp", "pp": "pp", "dp": "dp", "moe_ep": "ep"}
 
 
 def register(subparsers) -> None:
+    from api.commands.calibrate_measured import positive
+
     parser = subparsers.add_parser(
         "estimate", help="predict TTFT, ITL and throughput of one configuration, or of every row of a CSV",
         description="Offline performance model. Either --csv IN --out OUT (batch), or one configuration "
@@ -39,68 +46,101 @@ def register(subparsers) -> None:
     batch.add_argument("--csv", metavar="IN.csv", help="rows with the calibration data's columns")
     batch.add_argument("--out", metavar="OUT.csv", help="where to write the rows with predictions ('-' = stdout)")
     one = parser.add_argument_group("one configuration")
-    one.add_argument("--model", help="Hugging Face id or catalog name, or a path to a config.json")
-    one.add_argument("--gpu", help="GPU type, e.g. h100_sxm, b200, gb200")
-    one.add_argument("--backend", default="vllm", choices=("vllm", "sglang", "trtllm"))
-    one.add_argument("--precision", help="weights: bf16 | fp8 | fp4 | int4 (default: implied by the model)")
-    one.add_argument("--kv-dtype", help="KV cache: bf16 | fp8 | fp4 (default: fp8 for fp8/fp4 weights)")
-    one.add_argument("--mode", default="agg", choices=("agg", "disagg"))
-    one.add_argument("--tp", type=int, default=1, help="tensor parallelism per engine")
-    one.add_argument("--pp", type=int, default=1, help="pipeline parallelism per engine")
-    one.add_argument("--dp", type=int, default=1, help="attention data-parallelism per engine (MoE)")
-    one.add_argument("--ep", type=int, default=1, help="expert parallelism per engine (MoE)")
-    one.add_argument("--replicas", type=int, default=1, help="aggregated engines")
+    single = [
+        one.add_argument("--model", help="Hugging Face id or catalog name, or a path to a config.json"),
+        one.add_argument("--gpu", help="GPU type, e.g. h100_sxm, b200, gb200"),
+        one.add_argument("--backend", default="vllm", choices=("vllm", "sglang", "trtllm")),
+        one.add_argument("--precision", help="weights: bf16 | fp8 | fp4 | int4 (default: implied by the model)"),
+        one.add_argument("--kv-dtype", help="KV cache: bf16 | fp8 | fp4 (default: fp8 for fp8/fp4 weights)"),
+        one.add_argument("--mode", default="agg", choices=("agg", "disagg")),
+        one.add_argument("--tp", type=positive, default=1, help="tensor parallelism per engine"),
+        one.add_argument("--pp", type=positive, default=1, help="pipeline parallelism per engine"),
+        one.add_argument("--dp", type=positive, default=1, help="attention data-parallelism per engine (MoE)"),
+        one.add_argument("--ep", type=positive, default=1, help="expert parallelism per engine (MoE)"),
+        one.add_argument("--replicas", type=positive, default=1, help="aggregated engines"),
+    ]
     for role in ("prefill", "decode"):
-        for dim in ("tp", "pp", "dp", "ep"):
-            one.add_argument(f"--{role}-{dim}", type=int, help=f"{role} engines' {dim} (default: --{dim})")
-        one.add_argument(f"--{role}-workers", type=int, default=1, help=f"{role} engines (disagg)")
-    one.add_argument("--max-batch", type=int, help="running sequences per engine (default: what KV memory allows)")
-    one.add_argument("--max-num-tokens", type=int, help="prefill chunk, tokens per step of each attention-DP rank")
-    one.add_argument("--spec-tokens", type=int, default=0,
-                     help="speculative decoding: tokens drafted per decode step (MTP, EAGLE; default 0 = off)")
-    one.add_argument("--spec-acceptance", type=float,
-                     help="speculative decoding: chance each drafted token is accepted (default 0.7)")
-    one.add_argument("--isl", type=int, default=4000, help="input tokens per request (default 4000)")
-    one.add_argument("--osl", type=int, default=1000, help="output tokens per request (default 1000)")
+        single += [one.add_argument(f"--{role}-{dim}", type=positive, help=f"{role} engines' {dim} (default: --{dim})")
+                   for dim in ("tp", "pp", "dp", "ep")]
+        single.append(one.add_argument(f"--{role}-workers", type=positive, default=1, help=f"{role} engines (disagg)"))
+    single += [
+        one.add_argument("--max-batch", type=positive,
+                         help="running sequences per engine (default: what KV memory allows)"),
+        one.add_argument("--max-num-tokens", type=positive,
+                         help="prefill chunk, tokens per step of each attention-DP rank"),
+        one.add_argument("--spec-tokens", type=int, default=0,
+                         help="speculative decoding: tokens drafted per decode step (MTP, EAGLE; default 0 = off)"),
+        one.add_argument("--spec-acceptance", type=float,
+                         help="speculative decoding: chance each drafted token is accepted (default 0.7)"),
+        one.add_argument("--isl", type=positive, default=4000, help="input tokens per request (default 4000)"),
+        one.add_argument("--osl", type=positive, default=1000, help="output tokens per request (default 1000)"),
+    ]
     load = one.add_mutually_exclusive_group()
-    load.add_argument("--concurrency", type=float, nargs="+", metavar="C",
-                      help="closed-loop clients across the deployment (default 1); several: a table, one row each")
-    load.add_argument("--rate", type=float, nargs="+", metavar="R",
-                      help="Poisson request rate across the deployment (req/s); several: a table, one row each")
-    one.add_argument("--json", action="store_true", help="print the estimate as JSON")
-    parser.set_defaults(func=run)
+    single += [
+        load.add_argument("--concurrency", type=float, nargs="+", metavar="C",
+                          help="closed-loop clients across the deployment (default 1); several: a table, one row each"),
+        load.add_argument("--rate", type=float, nargs="+", metavar="R",
+                          help="Poisson request rate across the deployment (req/s); several: a table, one row each"),
+        one.add_argument("--json", action="store_true", help="print the estimate as JSON"),
+    ]
+    parser.set_defaults(func=run, single_options=tuple(single))
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.csv or args.out:
-        if not (args.csv and args.out):
-            print("error: --csv and --out go together", file=sys.stderr)
-            return 2
-        return _run_csv(args.csv, args.out)
+    if args.csv is not None or args.out is not None:
+        return _run_batch(args)
     if not args.model or not args.gpu:
         print("error: give --csv IN --out OUT, or --model and --gpu (see slaplan estimate --help)", file=sys.stderr)
         return 2
     return _run_one(args)
 
 
+def _run_batch(args: argparse.Namespace) -> int:
+    """``--csv IN --out OUT`` after checking the options: exit 2 when they are incomplete, empty or mixed
+    with one configuration's options."""
+    for option, value in (("--csv", args.csv), ("--out", args.out)):
+        if value is not None and not value.strip():
+            print(f"error: {option}: empty; give a file path", file=sys.stderr)
+            return 2
+    if args.csv is None or args.out is None:
+        print("error: --csv and --out go together", file=sys.stderr)
+        return 2
+    mixed = [a.option_strings[0] for a in args.single_options if getattr(args, a.dest) != a.default]
+    if mixed:
+        print(f"error: {mixed[0]}: sets one configuration, which --csv does not use (every row is its own "
+              "configuration); give one or the other", file=sys.stderr)
+        return 2
+    return _run_csv(args.csv, args.out)
+
+
 # --- batch --------------------------------------------------------------------------------
 
 
-def _reason(exc: Exception) -> str:
-    """One line saying why a row or configuration cannot be predicted: ``field: message``."""
+def _causes(exc: Exception) -> list[tuple[str, str]]:
+    """(field, message) pairs saying why a row or configuration cannot be predicted."""
     from pydantic import ValidationError
 
     from profiler.errors import ModelError
 
     if isinstance(exc, ModelError):
-        return f"{exc.field}: {exc.message}"
+        return [(exc.field, exc.message)]
     if isinstance(exc, ValidationError):
-        parts = []
-        for err in exc.errors():
-            field = ".".join(str(x) for x in err["loc"]) or "config"
-            parts.append(f"{field}: {err['msg']}")
-        return "; ".join(parts)
-    return f"{type(exc).__name__}: {exc}".splitlines()[0]
+        return [(".".join(str(x) for x in err["loc"]) or "config", err["msg"]) for err in exc.errors()]
+    return [(type(exc).__name__, (str(exc).splitlines() or [""])[0])]
+
+
+def _reason(exc: Exception) -> str:
+    """One line saying why a row cannot be predicted: ``field: message`` (fields are the CSV's or ServingConfig's)."""
+    return "; ".join(f"{field}: {message}" for field, message in _causes(exc))
+
+
+def _option(field: str) -> str:
+    """The option that sets ServingConfig ``field``: ``engine.tp`` → ``--tp``, ``decode.moe_ep`` → ``--decode-ep``,
+    ``isl_tokens`` → ``--isl`` (the field itself when no option sets it)."""
+    role, _, dim = field.partition(".")
+    if role in ("engine", "prefill", "decode") and dim in _DIMS:
+        return f"--{'' if role == 'engine' else role + '-'}{_DIMS[dim]}"
+    return _FLAGS.get(role, field)
 
 
 def _fmt(x: float) -> str:
@@ -145,6 +185,8 @@ def _missing(field: str) -> Exception:
 
 
 def _run_csv(src: str, dst: str) -> int:
+    """Predict every row of ``src`` into ``dst``: exit 0 written, 1 a file cannot be read or written, 2 invalid
+    input (not a CSV, a header without a column every row needs or with one twice, ``dst`` being ``src``)."""
     try:
         with open(src, newline="", encoding="utf-8-sig") as f:
             reader = csv.DictReader(f)
@@ -155,10 +197,11 @@ def _run_csv(src: str, dst: str) -> int:
         return 1
     except (csv.Error, UnicodeDecodeError) as exc:
         print(f"error: --csv: {src} is not a readable CSV: {exc}", file=sys.stderr)
-        return 1
-    if not header:
-        print(f"error: --csv: {src} has no header row", file=sys.stderr)
-        return 1
+        return 2
+    problem = _header_problem(header) or (None if dst == "-" else _same_file(src, dst))
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
+        return 2
     preds = predict_rows(rows)
     fields = header + [c for c in PRED_COLUMNS if c not in header]
     try:
@@ -174,6 +217,31 @@ def _run_csv(src: str, dst: str) -> int:
     where = "stdout" if dst == "-" else dst
     print(f"{len(rows)} rows: {len(rows) - failed} predicted, {failed} with pred_error; wrote {where}", file=sys.stderr)
     return 0
+
+
+def _header_problem(header: list[str]) -> str | None:
+    """Why the CSV ``header`` cannot be read row by row (no column every row needs, a column named twice), or None."""
+    from profiler.dataset import REQUIRED_COLUMNS
+
+    if not header:
+        return "--csv: the file is empty (no header row)"
+    twice = sorted({name for name in header if header.count(name) > 1})
+    if twice:
+        return f"--csv: the header names the column(s) {', '.join(map(repr, twice))} more than once"
+    missing = [name for name in REQUIRED_COLUMNS if name not in header]
+    if missing:
+        return (f"--csv: the header lacks the column(s) {', '.join(missing)} (every row needs "
+                f"{', '.join(REQUIRED_COLUMNS)}; the first line must name the columns, comma-separated)")
+    return None
+
+
+def _same_file(src: str, dst: str) -> str | None:
+    """An error when ``dst`` is ``src`` (by any path, link or hard link), which writing would overwrite."""
+    try:
+        same = os.path.samefile(src, dst)
+    except OSError:  # dst does not exist yet (or cannot be examined: opening it will say why)
+        return None
+    return f"--out: {dst} is the --csv file {src}; writing it would overwrite the input" if same else None
 
 
 def _write(stream, fields: list[str], rows: list[dict], preds: list[dict[str, str]]) -> None:
@@ -217,10 +285,8 @@ def _run_one(args: argparse.Namespace) -> int:
         configs = [_config(args, args.model, args.precision or implied, x) for x in loads]
         results = [estimate(config, model=model) for config in configs]
     except (ModelError, ValidationError) as exc:
-        reason = _reason(exc)
-        field = reason.split(":", 1)[0]
-        flag = _FLAGS.get(field.split(".", 1)[0])
-        print(f"error: {reason}" + (f"  ({flag})" if flag and flag != f"--{field}" else ""), file=sys.stderr)
+        print("error: " + "; ".join(f"{_option(field)}: {message}" for field, message in _causes(exc)),
+              file=sys.stderr)
         return 1
     if len(configs) > 1:
         if args.json:

@@ -2,14 +2,20 @@
 
 Plans every DGDR in the files, prints the best candidates and the chosen plan, and writes
 per request ``DIR/<name>.dgd.yaml`` (or ``.dgd.json``), ``DIR/<name>.plan.json`` and, with
-``--target``, ``DIR/<name>.<target>.yaml``. All input is validated before anything is
-planned or written, and each file is written whole (temporary file, then rename).
-Exit codes: 0 every plan feasible, 2 any infeasible, 1 invalid input.
+``--target``, ``DIR/<name>.<target>.yaml`` (a name longer than MAX_STEM characters is shortened
+to its start and a hash of the whole: ``file_stem``). Input files are UTF-8, at most
+MAX_MANIFEST_BYTES each. Input and options are all validated before anything is planned; the
+files are written once every request is planned, each to a temporary file beside it, then all
+renamed into place. Exit codes: 0 every plan feasible, 2 any infeasible, 1 invalid input or
+options, or an output file that cannot be written (named; no file is left half-written).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import errno
+import hashlib
 import json
 import os
 import sys
@@ -23,25 +29,83 @@ from api.commands.estimate import parts_text
 from planner.types import PlanRequest, PlanResult
 
 TARGETS = ("dynamo", "ome", "kthena", "kubeai")
+MAX_MANIFEST_BYTES = 1024 * 1024  # bytes of one input file: more is not a manifest (the API's body limit too)
+MAX_STEM = 200  # characters of a name in file names: with ".kthena.yaml" and the temporary
+#                 file's affixes, well within the 255 bytes a file name may have
+
+
+class InputError(ValueError):
+    """An input file that cannot be read as manifests (the message does not name the file)."""
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("plan", help="plan DynamoGraphDeploymentRequests offline",
                        description="Find the cheapest deployment that meets each DGDR's SLA.")
-    p.add_argument("files", nargs="+", metavar="FILE", help="DGDR YAML or JSON files ('-' for stdin)")
+    p.add_argument("files", nargs="+", metavar="FILE",
+                   help=f"DGDR YAML or JSON files, UTF-8, at most {MAX_MANIFEST_BYTES // 2**20} MiB each "
+                        "('-' for stdin)")
     p.add_argument("--out", default="out", help="output directory (default: ./out)")
     p.add_argument("--format", choices=("yaml", "json"), default="yaml", help="format of the DGD file")
     p.add_argument("--api-version", choices=("v1alpha1", "v1beta1"), default="v1alpha1", help="DGD API version")
     p.add_argument("--target", action="append", choices=(*TARGETS, "all"),
                    help="also write manifests for this system (repeatable; 'all' for every one)")
-    p.add_argument("--workers", type=int, default=0, help="parallel planner processes (default: by file count)")
-    p.add_argument("--top", type=int, default=5, help="candidates to show per request")
+    p.add_argument("--workers", type=int, default=None,
+                   help="planner processes in parallel, 1 up to the CPU count (more are not started; "
+                        "default: one per CPU for 4 requests or more, else 1)")
+    p.add_argument("--top", type=int, default=5, help="candidates to show per request, at least 1 (default: 5)")
     p.add_argument("--quiet", action="store_true", help="print only errors and the summary line")
     p.set_defaults(func=run)
 
 
 def _read(path: str) -> str:
-    return sys.stdin.read() if path == "-" else Path(path).read_text()
+    """The text of an input file ('-': stdin), read up to MAX_MANIFEST_BYTES; InputError when it
+    cannot be read, is larger or is not UTF-8."""
+    try:
+        if path == "-":
+            data = sys.stdin.buffer.read(MAX_MANIFEST_BYTES + 1)
+        else:
+            with open(path, "rb") as fh:
+                data = fh.read(MAX_MANIFEST_BYTES + 1)
+    except OSError as exc:
+        raise InputError(f"cannot read: {exc.strerror or exc}") from None
+    if len(data) > MAX_MANIFEST_BYTES:
+        raise InputError(f"larger than {MAX_MANIFEST_BYTES // 2**20} MiB: not a DGDR manifest")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"not UTF-8 text (byte {exc.start + 1}): a DGDR manifest is YAML or JSON") from None
+
+
+def file_stem(name: str) -> str:
+    """How a request's files are named (``<stem>.plan.json``, …): its name, or for a name longer than
+    MAX_STEM characters, its first MAX_STEM - 9 and 8 hex digits of the whole name's SHA-256."""
+    if len(name) <= MAX_STEM:
+        return name
+    return f"{name[:MAX_STEM - 9]}-{hashlib.sha256(name.encode()).hexdigest()[:8]}"
+
+
+def _option_errors(args: argparse.Namespace) -> list[str]:
+    """What is wrong with the options that need no file system to check."""
+    errors = []
+    if not args.out:
+        errors.append("--out: must name a directory (use . for the working directory)")
+    if args.top < 1:
+        errors.append(f"--top: must be at least 1 (got {args.top})")
+    if args.workers is not None and args.workers < 1:
+        errors.append(f"--workers: must be at least 1 (got {args.workers})")
+    return errors
+
+
+def _out_dir(out: str) -> str | None:
+    """Make the output directory ``out`` (and its parents); None, or the one-line error naming --out."""
+    try:
+        Path(out).mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        reason = "exists and is not a directory" if isinstance(exc, FileExistsError) else exc.strerror or exc
+        return f"--out {out}: cannot be the output directory: {reason}"
+    if not os.access(out, os.W_OK | os.X_OK):
+        return f"--out {out}: cannot be the output directory: not writable"
+    return None
 
 
 def _validate(files: list[str], models: dict) -> tuple[list[PlanRequest], list[str]]:
@@ -54,23 +118,33 @@ def _validate(files: list[str], models: dict) -> tuple[list[PlanRequest], list[s
 
     requests, errors = [], []
     for path in files:
+        source = "<stdin>" if path == "-" else path
         try:
-            found = parse_documents(_read(path), path)
+            found = parse_documents(_read(path), source)
         except RequestError as exc:
-            errors += [f"{path}: {field}: {msg}" for field, msg in exc.causes] or [f"{path}: {exc}"]
+            errors += [f"{source}: {field + ': ' if field else ''}{msg}" for field, msg in exc.causes] or [str(exc)]
             continue
-        except OSError as exc:
-            errors.append(f"{path}: cannot read: {exc.strerror or exc}")
+        except InputError as exc:
+            errors.append(f"{source}: {exc}")
             continue
         for req in found:
             try:
                 models[req.model] = load_model(req.model)
             except ModelError as exc:
-                errors.append(f"{path}: {req.name}: spec.modelName (v1beta1: spec.model): {exc.message}")
+                errors.append(f"{source}: {req.name}: spec.modelName (v1beta1: spec.model): {exc.message}")
         requests += found
-    names = [r.name for r in requests]
-    errors += [f"metadata.name: {n!r} appears more than once" for n in sorted({n for n in names if names.count(n) > 1})]
-    return requests, errors
+    return requests, errors + _clashes([r.name for r in requests])
+
+
+def _clashes(names: list[str]) -> list[str]:
+    """A request name given twice, or names whose files would have the same name (see file_stem)."""
+    by_stem: dict[str, set[str]] = {}
+    for name in names:
+        by_stem.setdefault(file_stem(name), set()).add(name)
+    errors = [f"metadata.name: {n!r} appears more than once" for n in sorted(set(names)) if names.count(n) > 1]
+    errors += [f"metadata.name: {' and '.join(map(repr, sorted(same)))} would write the same files ({stem}.*)"
+               for stem, same in sorted(by_stem.items()) if len(same) > 1]
+    return errors
 
 
 def _plan_one(job) -> PlanResult:
@@ -95,11 +169,29 @@ def _calibrations(requests: list[PlanRequest]) -> dict[tuple[str, str, str], obj
     return found
 
 
-def _write(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    with os.fdopen(fd, "w") as fh:
-        fh.write(text)
-    os.replace(tmp, path)
+def _write_all(files: list[tuple[Path, str]]) -> str | None:
+    """Write every (path, text): each to a temporary file beside it, then all renamed into place,
+    so no file is half-written, and one that cannot be written (no space, a directory in the way)
+    leaves every file as it was. None, or the one-line error naming the path that could not be written
+    (temporary files are removed)."""
+    staged: list[tuple[str, Path]] = []
+    path = None
+    try:
+        for path, text in files:
+            if path.is_dir():  # found now, before any file is replaced, rather than by os.replace
+                raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR))
+            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+            staged.append((tmp, path))
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                fh.write(text)
+        for tmp, path in staged:
+            os.replace(tmp, path)
+    except OSError as exc:
+        for tmp, _ in staged:
+            with contextlib.suppress(OSError):  # already renamed into place
+                os.unlink(tmp)
+        return f"cannot write {path}: {exc.strerror or exc}"
+    return None
 
 
 def _dump(obj, fmt: str) -> str:
@@ -187,19 +279,54 @@ def _progress(done: int, total: int) -> None:
             print(file=sys.stderr)
 
 
-def run(args: argparse.Namespace) -> int:
+def _outputs(results: list[PlanResult], args: argparse.Namespace, targets: list[str],
+             out: Path) -> list[tuple[Path, str]]:
+    """(path, text) of every file to write, printing each request's table (unless --quiet) and notes."""
     from planner.report import plan_document
 
+    files = []
+    for res in results:
+        name, stem = res.request.name, file_stem(res.request.name)
+        doc = plan_document(res)
+        if res.feasible:
+            manifests, notes = _manifests(res, targets, args.api_version)
+            doc["notes"] = notes
+            ext = "json" if args.format == "json" else "yaml"
+            files.append((out / f"{stem}.dgd.{ext}", _dump(manifests.pop("dynamo"), args.format)))
+            files += [(out / f"{stem}.{target}.yaml", _dump(obj, "yaml")) for target, obj in manifests.items()]
+            for note in notes:
+                print(f"note: {name}: {note}", file=sys.stderr)
+        files.append((out / f"{stem}.plan.json", json.dumps(doc, indent=2) + "\n"))
+        if not args.quiet:
+            print(table(res, args.top) + "\n")
+    return files
+
+
+def _workers(asked: int | None, requests: int) -> int:
+    """Planner processes for ``requests`` requests: ``asked`` (default: one per CPU from 4 requests
+    on, else 1), but never more than the CPUs or the requests."""
+    cpus = os.cpu_count() or 1
+    return min(asked or (cpus if requests >= 4 else 1), cpus, requests)
+
+
+def _fail(errors: list[str]) -> int:
+    for e in errors:
+        print(f"error: {e}", file=sys.stderr)
+    return 1
+
+
+def run(args: argparse.Namespace) -> int:
     models: dict = {}
     requests, errors = _validate(args.files, models)
+    errors = _option_errors(args) + errors
+    if not errors and (problem := _out_dir(args.out)):
+        errors.append(problem)
     if errors:
-        for e in errors:
-            print(f"error: {e}", file=sys.stderr)
-        return 1
+        return _fail(errors)
     targets = list(TARGETS) if args.target and "all" in args.target else sorted(set(args.target or []))
     calibrations = _calibrations(requests)
     jobs = [(r, models[r.model], calibrations.get((r.model, r.gpu, r.backend))) for r in requests]
-    workers = args.workers or (min(os.cpu_count() or 1, len(requests)) if len(requests) >= 4 else 1)
+    workers = _workers(args.workers, len(requests))
     results: list[PlanResult] = []
     if workers > 1:
         with ProcessPoolExecutor(max_workers=workers) as pool:
@@ -211,24 +338,9 @@ def run(args: argparse.Namespace) -> int:
             results.append(_plan_one(job))
             _progress(i, len(requests))
     out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    infeasible = 0
-    for res in results:
-        name = res.request.name
-        doc = plan_document(res)
-        if res.feasible:
-            manifests, notes = _manifests(res, targets, args.api_version)
-            doc["notes"] = notes
-            ext = "json" if args.format == "json" else "yaml"
-            _write(out / f"{name}.dgd.{ext}", _dump(manifests.pop("dynamo"), args.format))
-            for target, obj in manifests.items():
-                _write(out / f"{name}.{target}.yaml", _dump(obj, "yaml"))
-            for note in notes:
-                print(f"note: {name}: {note}", file=sys.stderr)
-        else:
-            infeasible += 1
-        _write(out / f"{name}.plan.json", json.dumps(doc, indent=2) + "\n")
-        if not args.quiet:
-            print(table(res, args.top) + "\n")
+    problem = _write_all(_outputs(results, args, targets, out))
+    if problem:
+        return _fail([problem])
+    infeasible = sum(not res.feasible for res in results)
     print(f"{len(results)} planned, {len(results) - infeasible} feasible, {infeasible} infeasible; written to {out}/")
     return 2 if infeasible else 0
