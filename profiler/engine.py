@@ -97,11 +97,14 @@ def _alltoall_bytes_tok(model: Model, ep: int, domain: int, precision: str) -> t
     to other nodes, when its ``experts_per_token`` experts are spread evenly over ``ep`` GPUs.
 
     Inside a node every expert copy goes over NVLink; across nodes a token crosses once per node
-    that holds any of its experts (and fans out there), as expert-parallel kernels do.
+    that holds any of its experts (and fans out there), as expert-parallel kernels do. Links are
+    full duplex, so what a GPU sends and what it receives take one direction each: a copy costs
+    its bytes once. Quantized models dispatch in fp8 and combine in bf16 (the mean of the two is
+    charged to each all-to-all); bf16 models move bf16 both ways.
     """
     if ep <= 1:
         return 0.0, 0.0
-    per_copy = model.hidden_size * (1.0 if precision in ("fp8", "fp4") else ACT_BYTES) * 2
+    per_copy = model.hidden_size * ((1.0 + ACT_BYTES) / 2 if precision in ("fp8", "fp4") else ACT_BYTES)
     k = model.experts_per_token
     local = min(ep, domain)
     nodes = math.ceil(ep / local)

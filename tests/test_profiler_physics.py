@@ -185,7 +185,10 @@ def test_expert_all_to_all_crosses_nodes_once_per_node_reached():
                                       engine=Parallel(tp=1, dp=16, moe_ep=16), isl_tokens=1000, osl_tokens=100,
                                       concurrency=16)).decode
     assert one_node["alltoall_remote_bytes_tok"] == 0 and one_node["alltoall_bytes_tok"] > 0
-    per_copy = 7168 * 1.0 * 2  # hidden size, fp8 bytes, dispatch and combine
+    # Each MoE layer runs two all-to-alls, dispatch (fp8, 1 byte an element) and combine (bf16, 2):
+    # each is charged their mean, a copy's bytes once (links are full duplex).
+    assert two_nodes["alltoalls"] == 2 * 58  # DeepSeek-V3's 58 MoE layers
+    per_copy = 7168 * (1.0 + 2.0) / 2
     assert two_nodes["alltoall_remote_bytes_tok"] == pytest.approx(per_copy * (1 - 0.5**8))
     assert two_nodes["alltoall_bytes_tok"] == pytest.approx(per_copy * 8 * 7 / 16)
     # The engine spans nodes but its TP group (1 GPU here; 4 below) does not: all-reduces stay on NVLink.
