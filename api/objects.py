@@ -35,15 +35,17 @@ def parse_body(raw: bytes, content_type: str | None) -> dict[str, Any]:
 
     BadBody (the API answers 400) for text that does not parse, a body that is not an object, and
     values JSON cannot carry or that would not survive storage (see ``_check_plain``)."""
-    from planner.request import DocumentLoader, RefusedYAML
+    from planner.request import DocumentLoader, DuplicateKey, RefusedYAML, loads_json
 
     ctype = (content_type or "application/json").split(";")[0].strip().lower()
     kind = "YAML" if ctype in YAML_TYPES else "JSON"
     try:
         text = raw.decode("utf-8")
-        data = yaml.load(text, Loader=DocumentLoader) if kind == "YAML" else json.loads(text)
+        data = yaml.load(text, Loader=DocumentLoader) if kind == "YAML" else loads_json(text)
     except RefusedYAML as exc:
         raise BadBody(_refused("the body", exc)) from None
+    except DuplicateKey as exc:
+        raise BadBody(f"the body: {exc}") from None
     except (UnicodeDecodeError, json.JSONDecodeError, yaml.YAMLError) as exc:
         raise BadBody(f"the body is not valid {kind}: {type(exc).__name__}") from None
     except RecursionError:

@@ -449,6 +449,25 @@ def _type_causes(doc: dict[str, Any]) -> list[tuple[str, str]]:
     return causes
 
 
+class DuplicateKey(ValueError):
+    """A JSON object that names a key twice: the last would silently replace the first."""
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise DuplicateKey(f"duplicate key {key!r}")
+        out[key] = value
+    return out
+
+
+def loads_json(text: str) -> Any:
+    """``json.loads`` refusing an object with a key given twice (DuplicateKey), as
+    :class:`DocumentLoader` refuses it in YAML."""
+    return json.loads(text, object_pairs_hook=_unique_keys)
+
+
 class RefusedYAML(yaml.MarkedYAMLError):
     """YAML that parses but would not say what it seems to: ``problem`` says what, ``problem_mark``
     where (0-based line and column)."""
@@ -511,10 +530,12 @@ def load_documents(text: str, source: str) -> list[dict[str, Any]]:
     docs: list[Any]
     if stripped.startswith(("{", "[")):
         try:
-            loaded = json.loads(text)
+            loaded = loads_json(text)
         except json.JSONDecodeError as exc:
             msg = f"invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}"
             raise RequestError([("", msg)], source=source, line=exc.lineno) from None
+        except DuplicateKey as exc:
+            raise RequestError([("", f"invalid JSON: {exc}")], source=source) from None
         except (RecursionError, ValueError):
             raise RequestError([("", _UNREADABLE)], source=source) from None
         docs = loaded if isinstance(loaded, list) else [loaded]

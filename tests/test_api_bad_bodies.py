@@ -249,6 +249,13 @@ def test_yaml_duplicate_key_is_refused_naming_key_and_lines(client):
                    "line 9, column 42: duplicate key 'a' (first at line 9)")
 
 
+def test_json_duplicate_key_is_refused(client):
+    text = json.dumps(dgdr("jdup")).replace('"spec": {', '"spec": {"gpu": {"type": "h100_sxm"}, ', 1)
+    assert text.count('"gpu"') == 2
+    assert_refused(client, client.post(NS_PATH, content=text, headers={"Content-Type": "application/json"}),
+                   400, "jdup", "the body: duplicate key 'gpu'")
+
+
 def test_yaml_base60_number_is_a_string_not_a_number(client):
     """YAML 1.1 read ``isl: 1:30`` as 90; YAML 1.2 and Kubernetes read the string it is."""
     raw = (YAML_HEAD % "ysixty").replace("itl: 20}", "itl: 20, isl: 1:30}")

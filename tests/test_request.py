@@ -458,6 +458,13 @@ def test_duplicate_keys_are_refused_naming_key_and_lines():
     assert _yaml_causes(nested) == [("", "invalid YAML at line 7, column 40: duplicate key 'ttft' (first at line 7)")]
 
 
+def test_duplicate_keys_are_refused_in_json_too():
+    text = '{"apiVersion": "nvidia.com/v1alpha1", "kind": "DynamoGraphDeploymentRequest", "spec": {"a": 1, "a": 2}}'
+    with pytest.raises(RequestError) as info:
+        load_documents(text, "dup.json")
+    assert info.value.causes == [("", "invalid JSON: duplicate key 'a'")]
+
+
 def test_merge_keys_may_still_be_overridden():
     (req,) = parse_documents(YAML_REQUEST.replace("sla: {", "sla: {<<: {itl: 99}, "), "merge.yaml")
     assert req.itl_ms == 20
