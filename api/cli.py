@@ -7,7 +7,8 @@ import importlib
 import sys
 
 # Each module defines ``register(subparsers)``, which adds its sub-command and sets
-# ``func(args) -> int`` as the parser default.
+# ``func(args) -> int`` as the parser default (and ``parser``, its own parser, when its usage
+# errors are not argparse's).
 COMMANDS = ("plan", "estimate", "calibrate", "serve", "worker", "migrate", "apply", "bench", "emulate")
 
 
@@ -22,7 +23,10 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     from infra.settings import SettingsError
 
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
+    if extra:  # reported by the sub-command's parser, which knows its own usage and exit code
+        getattr(args, "parser", parser).error(f"unrecognized arguments: {' '.join(extra)}")
     try:
         return args.func(args)
     except SettingsError as exc:

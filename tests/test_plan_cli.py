@@ -238,6 +238,20 @@ def test_top_and_workers_must_be_positive(tmp_path, capsys, option, value):
     assert not (tmp_path / "o").exists()
 
 
+@pytest.mark.parametrize("argv, says", [
+    (["--top", "x"], "argument --top: invalid int value: 'x'"),
+    (["--bogus"], "unrecognized arguments: --bogus"),
+    (["--format", "toml"], "argument --format: invalid choice: 'toml'"),  # the choices' quoting varies by Python
+])
+def test_usage_errors_exit_1_not_the_infeasible_2(tmp_path, capsys, argv, says):
+    path = _write(tmp_path, "usage")
+    with pytest.raises(SystemExit) as exit_:
+        main(["plan", str(path), "--out", str(tmp_path / "o"), *argv])
+    assert exit_.value.code == 1
+    assert capsys.readouterr().err.splitlines()[-1].startswith(f"slaplan plan: error: {says}")
+    assert not (tmp_path / "o").exists()
+
+
 def test_top_shows_that_many_candidates(tmp_path, capsys):
     path = _write(tmp_path, "top")
     assert main(["plan", str(path), "--out", str(tmp_path / "o"), "--top", "2"]) == 0

@@ -21,7 +21,9 @@ import os
 import sys
 import tempfile
 from concurrent.futures import ProcessPoolExecutor
+from functools import partial
 from pathlib import Path
+from typing import NoReturn
 
 import yaml
 
@@ -54,7 +56,15 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "default: one per CPU for 4 requests or more, else 1)")
     p.add_argument("--top", type=int, default=5, help="candidates to show per request, at least 1 (default: 5)")
     p.add_argument("--quiet", action="store_true", help="print only errors and the summary line")
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, parser=p)
+    p.error = partial(_usage_error, p)
+
+
+def _usage_error(parser: argparse.ArgumentParser, message: str) -> NoReturn:
+    """argparse's usage error, with exit code 1 (invalid input) instead of its 2, which ``plan``
+    gives to infeasible requests."""
+    parser.print_usage(sys.stderr)
+    parser.exit(1, f"{parser.prog}: error: {message}\n")
 
 
 def _read(path: str) -> str:
