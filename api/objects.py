@@ -58,6 +58,19 @@ def parse_body(raw: bytes, content_type: str | None) -> dict[str, Any]:
     return data
 
 
+class PlainDumper(yaml.SafeDumper):
+    """``yaml.SafeDumper`` that writes every value out, never an anchor and alias for a value met
+    twice: what slaplan writes, the loader that reads manifests and bodies (no aliases) reads back."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
+
+
+def manifests_yaml(objects: list[Any], **options: Any) -> str:
+    """``objects`` as a YAML stream, one document each, keys in their order (``options``: yaml.dump's)."""
+    return yaml.dump_all(objects, Dumper=PlainDumper, sort_keys=False, **options)
+
+
 def load_yaml_documents(text: str) -> list[Any]:
     """The non-empty YAML documents of ``text``, each checked as ``parse_body`` checks a body.
 

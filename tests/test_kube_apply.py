@@ -183,6 +183,8 @@ def test_cli_errors_are_clear(cluster_fake, plan_out, tmp_path, capsys):
     (b"", "holds no Kubernetes object"),
     (b"a: " + b"[" * 5000 + b"]" * 5000 + b"\n", "nested too deeply"),
     (b"a: " + b"9" * 5000 + b"\n", "number out of range"),
+    (b"kind: A\nkind: B\n", "at line 2, column 1: duplicate key 'kind' (first at line 1)"),
+    (b"a: &x [1]\nb: *x\n", "at line 2, column 4: a YAML alias (*x)"),
 ])
 def test_unusable_manifest_files_are_one_line_errors(cluster_fake, tmp_path, capsys, content, needle):
     from api.cli import main
@@ -193,6 +195,16 @@ def test_unusable_manifest_files_are_one_line_errors(cluster_fake, tmp_path, cap
     assert main(["apply", str(path), "--kubeconfig", str(kubeconfig)]) == 1
     err = capsys.readouterr().err
     assert f"error: {path}: " in err and needle in err
+
+
+def test_what_plan_writes_holds_no_aliases_for_apply_to_refuse():
+    """A value met twice in a rendered object is written out twice, never as an anchor and alias."""
+    from api.objects import load_yaml_documents, manifests_yaml
+
+    shared = {"app": "x"}
+    text = manifests_yaml([{"metadata": {"labels": shared}, "spec": {"selector": shared}}])
+    assert "&" not in text and "*" not in text
+    assert load_yaml_documents(text) == [{"metadata": {"labels": {"app": "x"}}, "spec": {"selector": {"app": "x"}}}]
 
 
 def test_a_kubeconfig_that_is_not_yaml_is_a_clear_error(plan_out, tmp_path, capsys):

@@ -51,10 +51,18 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _documents(text: str, source: str) -> list[dict[str, Any]]:
+    """The objects of a manifest file, read as ``slaplan plan`` reads DGDRs (no aliases, no key
+    given twice: ``planner.request.DocumentLoader``); raises InputError."""
+    from planner.request import DocumentLoader
+
     try:
-        docs = [d for d in yaml.safe_load_all(text) if d is not None]
+        docs = [d for d in yaml.load_all(text, Loader=DocumentLoader) if d is not None]
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        raise InputError(f"{source}: not valid YAML or JSON{where}: {exc.problem}") from None
     except yaml.YAMLError as exc:
-        raise InputError(f"{source}: not valid YAML or JSON: {exc}") from None
+        raise InputError(f"{source}: not valid YAML or JSON: {exc}".splitlines()[0]) from None
     except (RecursionError, ValueError):  # nested beyond reason, or an integer of thousands of digits
         raise InputError(f"{source}: not a manifest: nested too deeply or holds a number out of range") from None
     if not docs:

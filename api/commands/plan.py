@@ -25,9 +25,8 @@ from functools import partial
 from pathlib import Path
 from typing import NoReturn
 
-import yaml
-
 from api.commands.estimate import parts_text
+from api.objects import manifests_yaml
 from planner.types import PlanRequest, PlanResult
 
 TARGETS = ("dynamo", "ome", "kthena", "kubeai")
@@ -207,7 +206,7 @@ def _write_all(files: list[tuple[Path, str]]) -> str | None:
 def _dump(obj, fmt: str) -> str:
     if fmt == "json":
         return json.dumps(obj, indent=2) + "\n"
-    return yaml.safe_dump_all(obj, sort_keys=False) if isinstance(obj, list) else yaml.safe_dump(obj, sort_keys=False)
+    return manifests_yaml(obj if isinstance(obj, list) else [obj])
 
 
 def _manifests(result: PlanResult, targets: list[str], api_version: str) -> tuple[dict[str, object], list[str]]:

@@ -10,8 +10,7 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-import yaml
-
+from api.objects import manifests_yaml
 from infra.resources import Resource, to_object
 
 TARGETS = ("dynamo", "ome", "kthena", "kubeai")
@@ -69,7 +68,7 @@ def plan_from_doc(doc: dict[str, Any]):
 
 
 def _dump(objects: list[dict[str, Any]]) -> str:
-    return yaml.safe_dump_all(objects, sort_keys=False, default_flow_style=False, width=120)
+    return manifests_yaml(objects, default_flow_style=False, width=120)
 
 
 def render_target(resource: Resource, doc: dict[str, Any] | None, target: str) -> Rendered:

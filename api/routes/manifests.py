@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import yaml
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse, Response
 
@@ -21,6 +20,7 @@ from api import errors
 from api.deps import SessionDep
 from api.errors import ApiError
 from api.kinds import DGDR
+from api.objects import manifests_yaml
 from api.routes.resources import load_resource
 from infra import resources as repo
 
@@ -82,5 +82,5 @@ def manifests(
     items, notes = _rendered(session, resource, target, dynamoVersion, kthenaGroup)
     headers = {"Warning": ", ".join(f'299 - "{n}"' for n in notes)} if notes else None
     if "yaml" in (request.headers.get("accept") or ""):
-        return Response(yaml.safe_dump_all(items, sort_keys=False), media_type="application/yaml", headers=headers)
+        return Response(manifests_yaml(items), media_type="application/yaml", headers=headers)
     return JSONResponse({"apiVersion": "v1", "kind": "List", "metadata": {}, "items": items}, headers=headers)
