@@ -152,5 +152,5 @@ def load_settings(env: Mapping[str, str] | None = None, **overrides: object) -> 
             field = str(error["loc"][0]) if error["loc"] else ""
             name = field if field in overrides else fields.get(field, field)
             got = "" if field in UNECHOED else f" (got {values.get(field)!r})"
-            problems.append(f"{name}: {error['msg']}{got}")
+            problems.append(f"{name}: {error['msg'].removeprefix('Value error, ')}{got}")
         raise SettingsError("; ".join(problems)) from None

@@ -190,6 +190,11 @@ def test_one_configuration_errors_name_the_option(argv, option, capsys, monkeypa
     assert err.startswith(f"error: {option}: ") and err.count("\n") == 1
 
 
+def test_a_validator_message_reads_without_pydantics_prefix(capsys):
+    assert main(["estimate", "--model", "meta-llama/Llama-3.1-8B", "--gpu", "h100", "--spec-acceptance", "0.5"]) == 1
+    assert capsys.readouterr().err == "error: --spec-acceptance: needs spec_tokens > 0 (tokens drafted per step)\n"
+
+
 @pytest.mark.parametrize("option", ["--tp", "--pp", "--dp", "--ep", "--replicas", "--isl", "--osl", "--max-batch",
                                     "--max-num-tokens", "--prefill-tp", "--prefill-pp", "--prefill-dp", "--prefill-ep",
                                     "--prefill-workers", "--decode-tp", "--decode-pp", "--decode-dp", "--decode-ep",

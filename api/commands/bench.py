@@ -157,7 +157,7 @@ def run(args: argparse.Namespace) -> int:
     except ValidationError as exc:
         for error in exc.errors(include_input=False):
             field = str(error["loc"][-1]) if error["loc"] else "settings"
-            print(f"error: {_source(field, args)}: {error['msg']}", file=sys.stderr)
+            print(f"error: {_source(field, args)}: {error['msg'].removeprefix('Value error, ')}", file=sys.stderr)
         return 2
     say = lambda msg: print(msg, file=sys.stderr, flush=True)  # noqa: E731
     outcome = run_benchmarkjob(spec, name=name, settings=settings, endpoint=args.endpoint,

@@ -226,7 +226,8 @@ def run(args: argparse.Namespace) -> int:
         return 2
     except ValidationError as exc:
         for e in exc.errors():
-            print(f"error: --{'.'.join(map(str, e['loc'])).replace('_', '-')}: {e['msg']}", file=sys.stderr)
+            message = e["msg"].removeprefix("Value error, ")
+            print(f"error: --{'.'.join(map(str, e['loc'])).replace('_', '-')}: {message}", file=sys.stderr)
         return 2
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -65,7 +65,8 @@ def option_errors(exc) -> list[str]:
     out = []
     for err in exc.errors(include_input=False):
         name = str(err["loc"][-1]) if err["loc"] else "configuration"
-        out.append(f"--{_OPTION_OF_FIELD.get(name, name).replace('_', '-')}: {err['msg']}")
+        message = err["msg"].removeprefix("Value error, ")
+        out.append(f"--{_OPTION_OF_FIELD.get(name, name).replace('_', '-')}: {message}")
     return out
 
 

@@ -125,7 +125,8 @@ def _causes(exc: Exception) -> list[tuple[str, str]]:
     if isinstance(exc, ModelError):
         return [(exc.field, exc.message)]
     if isinstance(exc, ValidationError):
-        return [(".".join(str(x) for x in err["loc"]) or "config", err["msg"]) for err in exc.errors()]
+        return [(".".join(str(x) for x in err["loc"]) or "config", err["msg"].removeprefix("Value error, "))
+                for err in exc.errors()]
     return [(type(exc).__name__, (str(exc).splitlines() or [""])[0])]
 
 
