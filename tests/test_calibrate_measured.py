@@ -249,6 +249,24 @@ def test_modes_are_mutually_exclusive(argv, message, capsys):
     assert exit_.value.code == 2 and message in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("argv, message", [
+    (["--list-calibrations", "--out", "x.json"], "--out: not used by --list-calibrations"),
+    (["--forget", "--model", "m", "--gpu", "g", "--tp", "2"], "--tp: not used by --forget"),
+    (["--data", "d.csv", "--model", "m"], "--model: not used by --data"),
+    (["--model", "m"], "--model: not used by --data"),  # --data is the default mode
+    (["--from-benchmarks", "r", "--model", "m", "--gpu", "g", "--cv"], "--cv: not used by --from-benchmarks"),
+])
+def test_an_option_of_another_mode_is_refused_not_ignored(tmp_path, capsys, monkeypatch, argv, message):
+    from api.cli import main
+
+    db = tmp_path / "s.db"
+    monkeypatch.setenv("SLAPLAN_DATABASE_URL", f"sqlite:///{db}")
+    monkeypatch.chdir(tmp_path)
+    assert main(["calibrate", *argv]) == 2
+    assert capsys.readouterr().err == f"error: {message}\n"
+    assert list(tmp_path.iterdir()) == []  # nothing read, fitted or stored
+
+
 def test_forget_requires_the_model_and_gpu(tmp_path, capsys, monkeypatch):
     from api.cli import main
 

@@ -45,22 +45,26 @@ def register(subparsers) -> None:
     modes.add_argument("--data", metavar="CSV",
                        help=f"measured serving data (default: ../shared/data/{DATA_NAME} next to the repository "
                             "or the working directory)")
-    parser.add_argument("--kernels", metavar="CSV",
-                        help=f"GEMM kernel measurements the shape efficiencies are first fitted to (default: "
-                             f"{KERNELS_NAME} beside the data; none there: the physical defaults)")
-    parser.add_argument("--out", metavar="PATH", help="where to write (default: the package's profiler/data/params.json)")
-    parser.add_argument("--date", help="a date to record in the provenance (omitted by default, for determinism)")
-    parser.add_argument("--max-evals", type=calibrate_measured.positive, default=400,
-                        help="model evaluations the fit may spend (default 400)")
-    parser.add_argument("--cv", action="store_true",
-                        help="also run grouped cross-validation and print its error table (slow: one fit per group)")
-    add_workers_argument(parser)
-    calibrate_measured.add_arguments(parser, modes)
-    parser.set_defaults(func=run)
+    data_options = [
+        parser.add_argument("--kernels", metavar="CSV",
+                            help=f"GEMM kernel measurements the shape efficiencies are first fitted to (default: "
+                                 f"{KERNELS_NAME} beside the data; none there: the physical defaults)"),
+        parser.add_argument("--out", metavar="PATH",
+                            help="where to write (default: the package's profiler/data/params.json)"),
+        parser.add_argument("--date", help="a date to record in the provenance (omitted by default, for determinism)"),
+        parser.add_argument("--max-evals", type=calibrate_measured.positive, default=400,
+                            help="model evaluations the fit may spend (default 400)"),
+        parser.add_argument("--cv", action="store_true",
+                            help="also run grouped cross-validation and print its error table (slow: one fit per group)"),
+        add_workers_argument(parser)]
+    deployment_options = calibrate_measured.add_arguments(parser, modes)
+    key_options = [a for a in deployment_options if a.dest in ("model", "gpu", "backend")]
+    parser.set_defaults(func=run, mode_options={"--data": data_options, "--from-benchmarks": deployment_options,
+                                                "--list-calibrations": [], "--forget": key_options})
 
 
-def add_workers_argument(parser) -> None:
-    parser.add_argument("--workers", type=calibrate_measured.positive, default=os.cpu_count() or 1,
+def add_workers_argument(parser) -> argparse.Action:
+    return parser.add_argument("--workers", type=calibrate_measured.positive, default=os.cpu_count() or 1,
                         help="parallel cross-validation processes, one fold each at a time (default: the CPU count)")
 
 
@@ -115,7 +119,22 @@ def read_kernels(data_path: Path, given: str | None) -> tuple[list[dict] | None,
     return rows, {"data": path.name, "sha256": hashlib.sha256(raw).hexdigest(), "rows": len(rows)}
 
 
+def stray_option(args: argparse.Namespace) -> str | None:
+    """Why an option given does not fit the chosen mode (``mode_options``: each mode's own options), or None."""
+    mode = ("--from-benchmarks" if args.from_benchmarks else "--list-calibrations" if args.list_calibrations
+            else "--forget" if args.forget else "--data")
+    used = {id(action) for action in args.mode_options[mode]}
+    for action in (a for options in args.mode_options.values() for a in options):
+        if id(action) not in used and getattr(args, action.dest) != action.default:
+            return f"{action.option_strings[0]}: not used by {mode}"
+    return None
+
+
 def run(args: argparse.Namespace) -> int:
+    stray = stray_option(args)
+    if stray:
+        print(f"error: {stray}", file=sys.stderr)
+        return 2
     if args.from_benchmarks or args.list_calibrations or args.forget:
         return calibrate_measured.run(args)
     from profiler.calibrate import fit, kernel_prior, measured_mask, prepare_rows

@@ -38,34 +38,41 @@ def positive(text: str) -> int:
     return value
 
 
-def add_arguments(parser: argparse.ArgumentParser, modes) -> None:
+def add_arguments(parser: argparse.ArgumentParser, modes) -> list[argparse.Action]:
     """This module's options; ``--from-benchmarks``, ``--list-calibrations`` and ``--forget`` go in ``modes``,
-    the mutually exclusive group of ``slaplan calibrate``'s modes."""
+    the mutually exclusive group of ``slaplan calibrate``'s modes. Returns the options that describe the
+    deployment (what ``--from-benchmarks`` reads)."""
     group = parser.add_argument_group("calibration from measurements of one deployment")
+    options: list[argparse.Action] = []
+
+    def add(*names: str, **kwargs) -> None:
+        options.append(group.add_argument(*names, **kwargs))
+
     modes.add_argument("--from-benchmarks", nargs="+", metavar="PATH",
                        help="genai-bench result folders, or BenchmarkJob manifests whose outputLocation holds results")
-    group.add_argument("--model", help="the deployment's model (catalog name or Hugging Face id)")
-    group.add_argument("--gpu", help="its GPU type, e.g. h100_sxm")
-    group.add_argument("--backend", default="vllm", choices=("vllm", "sglang", "trtllm"))
-    group.add_argument("--mode", default="agg", choices=("agg", "disagg"))
-    group.add_argument("--tp", type=positive, default=1, help="tensor parallelism of each engine")
-    group.add_argument("--pp", type=positive, default=1, help="pipeline parallelism")
-    group.add_argument("--dp", type=positive, default=1, help="attention data-parallelism")
-    group.add_argument("--ep", type=positive, default=1, help="expert parallelism (MoE)")
-    group.add_argument("--replicas", type=positive, default=1, help="aggregated engines behind the endpoint")
-    group.add_argument("--prefill-tp", type=positive, help="disagg: prefill engine TP (default --tp)")
-    group.add_argument("--decode-tp", type=positive, help="disagg: decode engine TP (default --tp)")
-    group.add_argument("--prefill-workers", type=positive, default=1, help="disagg: prefill engines")
-    group.add_argument("--decode-workers", type=positive, default=1, help="disagg: decode engines")
-    group.add_argument("--precision", help="weights: bf16 | fp8 | fp4 | int4 (default: implied by the model)")
-    group.add_argument("--kv-dtype", help="KV cache: bf16 | fp8 | fp4")
-    group.add_argument("--max-batch", type=positive, help="running sequences per engine (default: what KV memory allows)")
-    group.add_argument("--max-num-tokens", type=positive, help="tokens per step of each attention-DP rank (prefill chunk)")
+    add("--model", help="the deployment's model (catalog name or Hugging Face id)")
+    add("--gpu", help="its GPU type, e.g. h100_sxm")
+    add("--backend", default="vllm", choices=("vllm", "sglang", "trtllm"))
+    add("--mode", default="agg", choices=("agg", "disagg"))
+    add("--tp", type=positive, default=1, help="tensor parallelism of each engine")
+    add("--pp", type=positive, default=1, help="pipeline parallelism")
+    add("--dp", type=positive, default=1, help="attention data-parallelism")
+    add("--ep", type=positive, default=1, help="expert parallelism (MoE)")
+    add("--replicas", type=positive, default=1, help="aggregated engines behind the endpoint")
+    add("--prefill-tp", type=positive, help="disagg: prefill engine TP (default --tp)")
+    add("--decode-tp", type=positive, help="disagg: decode engine TP (default --tp)")
+    add("--prefill-workers", type=positive, default=1, help="disagg: prefill engines")
+    add("--decode-workers", type=positive, default=1, help="disagg: decode engines")
+    add("--precision", help="weights: bf16 | fp8 | fp4 | int4 (default: implied by the model)")
+    add("--kv-dtype", help="KV cache: bf16 | fp8 | fp4")
+    add("--max-batch", type=positive, help="running sequences per engine (default: what KV memory allows)")
+    add("--max-num-tokens", type=positive, help="tokens per step of each attention-DP rank (prefill chunk)")
     modes.add_argument("--list-calibrations", action="store_true", help="print the stored calibrations")
     modes.add_argument("--forget", action="store_true",
                        help="delete the stored calibration of --model, --gpu and --backend")
-    group.add_argument("--root", metavar="DIR", help="where a manifest's file:// and pvc:// locations live "
-                       "(default: $SLAPLAN_BENCH_ROOT or ./bench-results)")
+    add("--root", metavar="DIR", help="where a manifest's file:// and pvc:// locations live "
+        "(default: $SLAPLAN_BENCH_ROOT or ./bench-results)")
+    return options
 
 
 def deployment(args: argparse.Namespace):
