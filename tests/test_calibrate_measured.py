@@ -267,6 +267,16 @@ def test_an_option_of_another_mode_is_refused_not_ignored(tmp_path, capsys, monk
     assert list(tmp_path.iterdir()) == []  # nothing read, fitted or stored
 
 
+@pytest.mark.parametrize("value", ["notadate", "2026-13-01", "26/11/2026"])
+def test_the_provenance_date_must_be_a_date(capsys, value):
+    from api.cli import main
+
+    with pytest.raises(SystemExit) as exit_:
+        main(["calibrate", "--date", value])
+    assert exit_.value.code == 2
+    assert f"argument --date: must be a date written YYYY-MM-DD, got {value!r}" in capsys.readouterr().err
+
+
 def test_forget_requires_the_model_and_gpu(tmp_path, capsys, monkeypatch):
     from api.cli import main
 

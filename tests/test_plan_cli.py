@@ -252,6 +252,15 @@ def test_usage_errors_exit_1_not_the_infeasible_2(tmp_path, capsys, argv, says):
     assert not (tmp_path / "o").exists()
 
 
+def test_written_files_get_the_permissions_of_any_new_file(tmp_path, capsys):
+    """Written through temporary files, which are private (0600): the files are not."""
+    path = _write(tmp_path, "perms")
+    assert main(["plan", str(path), "--out", str(tmp_path / "o"), "--quiet"]) == 0
+    (tmp_path / "o" / "reference").write_text("")
+    expected = (tmp_path / "o" / "reference").stat().st_mode & 0o777
+    assert {p.stat().st_mode & 0o777 for p in (tmp_path / "o").glob("perms.*")} == {expected}
+
+
 def test_top_shows_that_many_candidates(tmp_path, capsys):
     path = _write(tmp_path, "top")
     assert main(["plan", str(path), "--out", str(tmp_path / "o"), "--top", "2"]) == 0

@@ -51,7 +51,8 @@ def register(subparsers) -> None:
                                  f"{KERNELS_NAME} beside the data; none there: the physical defaults)"),
         parser.add_argument("--out", metavar="PATH",
                             help="where to write (default: the package's profiler/data/params.json)"),
-        parser.add_argument("--date", help="a date to record in the provenance (omitted by default, for determinism)"),
+        parser.add_argument("--date", type=iso_date,
+                            help="a date (YYYY-MM-DD) to record in the provenance (omitted by default, for determinism)"),
         parser.add_argument("--max-evals", type=calibrate_measured.positive, default=400,
                             help="model evaluations the fit may spend (default 400)"),
         parser.add_argument("--cv", action="store_true",
@@ -61,6 +62,16 @@ def register(subparsers) -> None:
     key_options = [a for a in deployment_options if a.dest in ("model", "gpu", "backend")]
     parser.set_defaults(func=run, mode_options={"--data": data_options, "--from-benchmarks": deployment_options,
                                                 "--list-calibrations": [], "--forget": key_options})
+
+
+def iso_date(text: str) -> str:
+    """An argparse type: a calendar date written YYYY-MM-DD."""
+    import datetime
+
+    try:
+        return datetime.date.fromisoformat(text).isoformat()
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a date written YYYY-MM-DD, got {text!r}") from None
 
 
 def add_workers_argument(parser) -> argparse.Action:

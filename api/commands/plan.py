@@ -178,6 +178,13 @@ def _calibrations(requests: list[PlanRequest]) -> dict[tuple[str, str, str], obj
     return found
 
 
+def _new_file_mode() -> int:
+    """The permissions ``open`` gives a new file under this process's umask (mkstemp's are 0600)."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
 def _write_all(files: list[tuple[Path, str]]) -> str | None:
     """Write every (path, text): each to a temporary file beside it, then all renamed into place,
     so no file is half-written, and one that cannot be written (no space, a directory in the way)
@@ -185,12 +192,14 @@ def _write_all(files: list[tuple[Path, str]]) -> str | None:
     (temporary files are removed)."""
     staged: list[tuple[str, Path]] = []
     path = None
+    mode = _new_file_mode()
     try:
         for path, text in files:
             if path.is_dir():  # found now, before any file is replaced, rather than by os.replace
                 raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR))
             fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
             staged.append((tmp, path))
+            os.fchmod(fd, mode)
             with os.fdopen(fd, "w", encoding="utf-8") as fh:
                 fh.write(text)
         for tmp, path in staged:
