@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from sqlalchemy.exc import DBAPIError, OperationalError
 from starlette.exceptions import HTTPException as StarletteHTTPException
+
+log = logging.getLogger(__name__)
+READ_ONLY_SQLSTATE = "25006"  # PostgreSQL: read_only_sql_transaction (a standby, or a read-only database)
 
 _REASONS = {
     400: "BadRequest",
@@ -107,6 +112,19 @@ def invalid(kind: str, group: str, name: str, causes: list[tuple[str, str]]) -> 
     )
 
 
+def database_problem(exc: DBAPIError) -> str | None:
+    """What a 503 says about a database error the service recognises (one that cannot be written,
+    or cannot be used at the moment); None for any other. The driver's own words stay out: they
+    may name hosts and users."""
+    orig = exc.orig
+    sqlite_read_only = getattr(orig, "sqlite_errorname", "").startswith("SQLITE_READONLY")
+    if sqlite_read_only or getattr(orig, "sqlstate", None) == READ_ONLY_SQLSTATE:
+        return "the database cannot be written (it is read-only); try again when it is writable"
+    if isinstance(exc, OperationalError):
+        return "the database cannot be used at the moment; try again later"
+    return None
+
+
 def install_error_handlers(app: FastAPI) -> None:
     """Every error the app returns, ours or the framework's, is a ``Status``."""
 
@@ -124,6 +142,14 @@ def install_error_handlers(app: FastAPI) -> None:
         ]
         return status_response(400, "the request is malformed", details={"causes": causes})
 
+    async def database_error(request: Request, exc: DBAPIError):
+        message = database_problem(exc)
+        if message is None:
+            raise exc  # not one we recognise: the server's own 500, with the traceback in its log
+        log.warning("%s %s: %s (%s: %s)", request.method, request.url.path, message, type(exc.orig).__name__, exc.orig)
+        return status_response(503, message)
+
     app.add_exception_handler(ApiError, api_error)
+    app.add_exception_handler(DBAPIError, database_error)
     app.add_exception_handler(StarletteHTTPException, http_error)
     app.add_exception_handler(RequestValidationError, validation_error)

@@ -42,14 +42,14 @@ class Settings(BaseModel):
     )
     kubeconfig: str | None = Field(default=None, description="kubeconfig path (None: $KUBECONFIG or ~/.kube/config)")
     kube_context: str | None = Field(default=None, description="kubeconfig context (None: its current context)")
-    deploy_check_seconds: float = Field(default=15.0, gt=0, description="how often an applied deployment is checked")
+    deploy_check_seconds: float = Field(default=15.0, ge=0.1, description="how often an applied deployment is checked")
     allow_unauthenticated_apply: bool = Field(
         default=False,
         description="accept autoApply with a cluster configured and no api_token (anyone reaching the API could deploy)",
     )
     broker_visibility_timeout_s: float = Field(
         default=3600.0,
-        gt=0,
+        ge=1,
         description="Redis broker: seconds a task taken by a worker may stay unacknowledged before Redis hands it "
         "to another worker; longer than the longest task (tasks are acknowledged when they finish)",
     )
@@ -90,6 +90,18 @@ class Settings(BaseModel):
         if url.drivername not in DATABASE_DRIVERS:
             raise ValueError(f"unsupported database driver {url.drivername!r}: use one of {', '.join(DATABASE_DRIVERS)}")
         return value
+
+    @field_validator("api_token")
+    @classmethod
+    def _token(cls, value: SecretStr | None) -> SecretStr | None:
+        """The token without surrounding whitespace (a Secret made from a file ends in a newline);
+        one that is nothing but whitespace is refused."""
+        if value is None:
+            return None
+        token = value.get_secret_value().strip()
+        if not token:
+            raise ValueError("must not be empty or only whitespace")
+        return SecretStr(token)
 
     @field_validator("broker_url")
     @classmethod

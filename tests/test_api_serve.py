@@ -65,3 +65,131 @@ def test_serve_embedded_and_restart(tmp_path):
         assert [i["metadata"]["uid"] for i in again["items"]] == [created["metadata"]["uid"]]
     finally:
         stop(proc)
+
+
+# --- a database serve cannot use is refused at start; one it cannot write is a 503 ---------------------------
+
+def _clean_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SLAPLAN_")}
+    return {**env, "PYTHONPATH": str(ROOT), **extra}
+
+
+def _cli(workdir: Path, command: str, *argv: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """``slaplan COMMAND ARGV`` in ``workdir`` (a serve that starts instead of refusing times out)."""
+    return subprocess.run([*SLAPLAN, command, *argv], cwd=workdir, env=env or _clean_env(), capture_output=True,
+                          text=True, timeout=60)
+
+
+def _set_version(db: Path, revision: str) -> None:
+    import sqlite3
+
+    with sqlite3.connect(db) as connection:
+        connection.execute("UPDATE slaplan_alembic_version SET version_num = ?", (revision,))
+
+
+NOT_MIGRATED = "slaplan: invalid setting: SLAPLAN_DATABASE_URL: the database is not migrated: run `slaplan migrate`"
+NEWER = ("slaplan: invalid setting: SLAPLAN_DATABASE_URL: the database is at revision '0009_future', which this "
+         "slaplan does not know: it was written by a newer slaplan (or is not a slaplan database)")
+
+
+def test_serve_no_migrate_refuses_an_unmigrated_database(tmp_path):
+    # It once started, and every request was a plain-text 500 "no such table".
+    serve = ("--no-migrate", "--port", str(free_port()), "--log-level", "warning")
+    done = _cli(tmp_path, "serve", *serve)
+    assert (done.returncode, done.stderr.strip().splitlines()) == (2, [NOT_MIGRATED])
+    assert _cli(tmp_path, "migrate", "--revision", "0002_calibrations").returncode == 0
+    done = _cli(tmp_path, "serve", *serve)
+    assert done.returncode == 2 and done.stderr.strip().splitlines() == [
+        "slaplan: invalid setting: SLAPLAN_DATABASE_URL: the database is at revision 0002_calibrations, "
+        "not the newest (0003_resource_events): run `slaplan migrate`"], done.stderr
+
+
+def test_serve_refuses_a_database_of_a_newer_slaplan(tmp_path):
+    assert _cli(tmp_path, "migrate").returncode == 0
+    _set_version(tmp_path / "slaplan.db", "0009_future")
+    for no_migrate in ((), ("--no-migrate",)):
+        done = _cli(tmp_path, "serve", *no_migrate, "--port", str(free_port()), "--log-level", "warning")
+        assert (done.returncode, done.stderr.strip().splitlines()) == (2, [NEWER])
+
+
+def test_serve_logs_at_trace_level(tmp_path):
+    port = free_port()
+    proc = subprocess.Popen([*SLAPLAN, "serve", "--port", str(port), "--log-level", "trace"], cwd=tmp_path,
+                            env=_clean_env(), stdin=subprocess.DEVNULL, stdout=(tmp_path / "serve.log").open("a"),
+                            stderr=subprocess.STDOUT)
+    try:
+        wait_ready(proc, f"http://127.0.0.1:{port}/readyz", tmp_path / "serve.log")
+    finally:
+        stop(proc)
+    assert "TRACE" in (tmp_path / "serve.log").read_text()  # uvicorn's own trace lines
+
+
+def test_a_read_only_sqlite_database_answers_writes_with_a_503(tmp_path):
+    import httpx
+
+    from procs import start_serve
+
+    db = tmp_path / "ro.db"
+    assert _cli(tmp_path, "migrate", env=_clean_env(SLAPLAN_DATABASE_URL=f"sqlite:///{db}")).returncode == 0
+    url, procs = start_serve(tmp_path, {"SLAPLAN_DATABASE_URL": f"sqlite:///file:{db}?mode=ro&uri=true"})
+    try:
+        jobs = f"{url}/apis/ome.io/v1beta1/namespaces/default/benchmarkjobs"
+        created = httpx.post(jobs, json=BENCH, timeout=10)
+        assert created.status_code == 503, created.text
+        assert created.json() == {
+            "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "code": 503,
+            "reason": "ServiceUnavailable",
+            "message": "the database cannot be written (it is read-only); try again when it is writable"}
+        assert httpx.get(jobs, timeout=10).json()["items"] == []  # reading still works
+    finally:
+        for proc in procs:
+            stop(proc)
+    assert "attempt to write a readonly database" in (tmp_path / "serve.log").read_text()  # the cause, in the log
+
+
+BNS = "/apis/ome.io/v1beta1/namespaces/default/benchmarkjobs"
+
+
+def _test_client(settings):
+    from fastapi.testclient import TestClient
+
+    from api.app import create_app
+    from infra import migrate
+
+    migrate.upgrade(settings)
+    app = create_app(settings)
+    app.state.enqueue = lambda _kind, _uid: None
+    return app, TestClient(app)
+
+
+def test_a_read_only_postgresql_database_answers_writes_with_a_503(pg_url):
+    # A hot standby, or a database set read-only: PostgreSQL's read_only_sql_transaction.
+    from sqlalchemy import create_engine, text
+
+    from infra.settings import load_settings
+
+    app, client = _test_client(load_settings({}, database_url=pg_url))
+    admin = create_engine(pg_url, isolation_level="AUTOCOMMIT")
+    try:
+        with admin.connect() as connection:
+            connection.execute(text(f'ALTER DATABASE "{pg_url.rsplit("/", 1)[1]}" SET default_transaction_read_only = on'))
+        app.state.engine.dispose()  # new sessions start read-only
+        created = client.post(BNS, json=BENCH)
+        assert created.status_code == 503 and "cannot be written (it is read-only)" in created.json()["message"]
+        assert "postgres" not in created.text  # nothing of the driver's message (hosts, users)
+        assert client.get(BNS).status_code == 200
+    finally:
+        app.state.engine.dispose()
+        admin.dispose()
+
+
+def test_a_token_from_a_file_with_a_trailing_newline_still_authorises(tmp_path):
+    from infra.settings import load_settings
+
+    settings = load_settings({"SLAPLAN_API_TOKEN": "s3cret\n"}, database_url=f"sqlite:///{tmp_path / 't.db'}")
+    app, client = _test_client(settings)
+    try:
+        assert client.post(BNS, json=BENCH).status_code == 401
+        assert client.post(BNS, json=BENCH, headers={"authorization": "Bearer s3cret"}).status_code == 201
+    finally:
+        app.state.engine.dispose()

@@ -380,4 +380,4 @@ def test_a_port_out_of_range_is_a_usage_error(capsys, port):
     with pytest.raises(SystemExit) as exit_:
         main(["emulate", "--model", MODEL, "--gpu", "a100_sxm", "--port", port])
     assert exit_.value.code == 2
-    assert f"--port: must be a port number from 1 to 65535, got {port!r}" in capsys.readouterr().err
+    assert f"--port: must be a TCP port from 1 to 65535, got {port!r}" in capsys.readouterr().err

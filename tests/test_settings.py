@@ -114,3 +114,36 @@ def test_an_unreachable_database_is_one_line_naming_the_variable(tmp_path):
     done = subprocess.run([*SLAPLAN, "migrate"], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=60)
     assert done.returncode == 2
     assert "cannot use the database (SLAPLAN_DATABASE_URL)" in done.stderr and "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize("value", ["s3cret\n", "  s3cret\r\n", "\ts3cret"])
+def test_the_token_loses_surrounding_whitespace(value):
+    # A Secret made from a file ends in a newline; the server strips the token it receives, so an
+    # unstripped configured token refused every write.
+    assert load_settings({"SLAPLAN_API_TOKEN": value}).api_token.get_secret_value() == "s3cret"
+
+
+@pytest.mark.parametrize("env,overrides", [({"SLAPLAN_API_TOKEN": "\n"}, {}), ({"SLAPLAN_API_TOKEN": " \t "}, {}),
+                                           ({}, {"api_token": ""})])
+def test_a_token_of_only_whitespace_is_refused(env, overrides):
+    with pytest.raises(SettingsError) as info:
+        load_settings(env, **overrides)
+    name = "api_token" if overrides else "SLAPLAN_API_TOKEN"
+    assert str(info.value) == f"{name}: must not be empty or only whitespace"
+
+
+@pytest.mark.parametrize("variable,value,least", [
+    ("SLAPLAN_BROKER_VISIBILITY_TIMEOUT", "1e-300", "1"),  # Redis would hand every task to another worker at once
+    ("SLAPLAN_BROKER_VISIBILITY_TIMEOUT", "0.5", "1"),
+    ("SLAPLAN_DEPLOY_CHECK_SECONDS", "1e-300", "0.1"),  # checks the cluster without pause
+    ("SLAPLAN_DEPLOY_CHECK_SECONDS", "0.05", "0.1"),
+])
+def test_tiny_intervals_are_refused(variable, value, least):
+    with pytest.raises(SettingsError) as info:
+        load_settings({variable: value})
+    assert str(info.value) == f"{variable}: Input should be greater than or equal to {least} (got {value!r})"
+
+
+def test_the_smallest_intervals_are_accepted():
+    settings = load_settings({"SLAPLAN_BROKER_VISIBILITY_TIMEOUT": "1", "SLAPLAN_DEPLOY_CHECK_SECONDS": "0.1"})
+    assert (settings.broker_visibility_timeout_s, settings.deploy_check_seconds) == (1, 0.1)

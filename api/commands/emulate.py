@@ -12,6 +12,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from api.commands.serve import port
+
 
 def register(subparsers) -> None:
     parser = subparsers.add_parser(
@@ -41,23 +43,12 @@ def register(subparsers) -> None:
                         help="seeds the sampled answer lengths (same seed, request and prompt: same length)")
     parser.add_argument("--served-model-name", help="model name in requests and /v1/models (default: --model)")
     parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=port_number, required=True)
+    parser.add_argument("--port", type=port, required=True)
     parser.set_defaults(func=run)
 
 
 # Options whose model field has another name.
 _OPTION_OF_FIELD = {"moe_ep": "ep"}
-
-
-def port_number(text: str) -> int:
-    """An argparse type: a TCP port, 1-65535."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if not 1 <= value <= 65535:
-        raise argparse.ArgumentTypeError(f"must be a port number from 1 to 65535, got {text!r}")
-    return value
 
 
 def option_errors(exc) -> list[str]:

@@ -1,17 +1,40 @@
-"""``slaplan migrate``: bring the database schema up to date (or down to a revision)."""
+"""``slaplan migrate``: bring the database schema up to date (or down to a revision).
+
+Exit codes: 0 migrated (or already at the revision asked for), 2 on invalid input: an unknown
+or empty revision, ``--revision`` below the database's or ``--down`` above it, or a database at
+a revision this slaplan does not know.
+"""
 
 from __future__ import annotations
 
 import argparse
+import sys
 
 
 def register(subparsers) -> None:
     parser = subparsers.add_parser(
         "migrate", help="migrate the database (SLAPLAN_DATABASE_URL) to the newest schema"
     )
-    parser.add_argument("--revision", default="head", help="target revision when upgrading (default: head)")
-    parser.add_argument("--down", metavar="REVISION", help="downgrade to REVISION instead ('base' = empty)")
+    target = parser.add_mutually_exclusive_group()
+    target.add_argument("--revision", type=revision_type("head"), default="head",
+                        help="target revision when upgrading (default: head)")
+    target.add_argument("--down", metavar="REVISION", type=revision_type("base"),
+                        help="downgrade to REVISION instead ('base' = empty)")
     parser.set_defaults(func=run)
+
+
+def revision_type(keyword: str):
+    """An argparse type: ``keyword`` (head or base) or a revision this slaplan knows."""
+
+    def revision(text: str) -> str:
+        from infra.migrate import RevisionError, known_target
+
+        try:
+            return known_target(text, keyword)
+        except RevisionError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    return revision
 
 
 def run(args: argparse.Namespace) -> int:
@@ -20,10 +43,15 @@ def run(args: argparse.Namespace) -> int:
     from infra.settings import load_settings
 
     settings = load_settings()
-    if args.down:
-        migrate.downgrade(settings, args.down)
-    else:
-        migrate.upgrade(settings, args.revision)
+    option, revision = ("--down", args.down) if args.down is not None else ("--revision", args.revision)
+    try:
+        if args.down is not None:
+            migrate.downgrade(settings, revision)
+        else:
+            migrate.upgrade(settings, revision)
+    except migrate.RevisionError as exc:
+        print(f"slaplan migrate: {option} {revision}: {exc}", file=sys.stderr)
+        return 2
     engine = make_engine(settings)
     try:
         print(f"database at revision {migrate.current_revision(engine) or 'base'}")

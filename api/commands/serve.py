@@ -7,12 +7,15 @@ import logging
 import threading
 from datetime import UTC, datetime, timedelta
 
+from api.commands.calibrate_measured import positive
+
 log = logging.getLogger(__name__)
 
 SWEEP_EVERY_S = 60.0
 STALE_AFTER = timedelta(minutes=10)
 WATCH_HISTORY = timedelta(minutes=15)  # how far back a watch may resume (older: 410 Expired)
 GRACEFUL_SHUTDOWN_S = 5  # open watches are cut after this on shutdown
+LOG_LEVELS = ("critical", "error", "warning", "info", "debug", "trace")  # uvicorn's
 
 
 def register(subparsers) -> None:
@@ -20,19 +23,32 @@ def register(subparsers) -> None:
         "serve", help="serve the API (and, with no SLAPLAN_BROKER_URL, a worker in the same process)"
     )
     parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=8080)
-    parser.add_argument("--concurrency", type=int, default=2, help="tasks the embedded worker runs at once")
+    parser.add_argument("--port", type=port, default=8080, help="TCP port, 1-65535 (default: 8080)")
+    parser.add_argument("--concurrency", type=positive, default=2, help="tasks the embedded worker runs at once (≥ 1)")
     parser.add_argument(
         "--worker", choices=("auto", "yes", "no"), default="auto",
         help="run a worker in this process: auto = only when no broker is configured",
     )
-    parser.add_argument("--no-migrate", action="store_true", help="do not migrate the database at start")
-    parser.add_argument("--log-level", default="info")
+    parser.add_argument("--no-migrate", action="store_true",
+                        help="do not migrate the database at start (it must be migrated already)")
+    parser.add_argument("--log-level", type=str.lower, choices=LOG_LEVELS, default="info")
     parser.set_defaults(func=run)
+
+
+def port(text: str) -> int:
+    """An argparse type: a TCP port to listen on, 1-65535."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if not 1 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"must be a TCP port from 1 to 65535, got {text!r}")
+    return value
 
 
 def run(args: argparse.Namespace) -> int:
     import uvicorn
+    from uvicorn.config import LOG_LEVELS as LEVEL_NUMBERS
 
     from api.app import create_app
     from infra import events, migrate
@@ -43,9 +59,11 @@ def run(args: argparse.Namespace) -> int:
     from workers.recovery import requeue_unfinished
     from workers.deploy import requeue_tracking
 
-    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(level=LEVEL_NUMBERS[args.log_level], format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     settings = load_settings()
-    if not args.no_migrate:
+    if args.no_migrate:
+        migrate.require_current(settings)
+    else:
         migrate.upgrade(settings)
     celery = make_celery(settings)
     app = create_app(settings, celery=celery)
@@ -78,7 +96,7 @@ def run(args: argparse.Namespace) -> int:
     sweeper.start()
     try:
         uvicorn.run(
-            app, host=args.host, port=args.port, log_level=args.log_level.lower(),
+            app, host=args.host, port=args.port, log_level=args.log_level,
             timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
         )
     finally:

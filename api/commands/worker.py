@@ -6,20 +6,39 @@ import argparse
 import os
 import sys
 
+from api.commands.calibrate_measured import positive
+
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL", "FATAL")  # Celery's
+
 
 def register(subparsers) -> None:
     parser = subparsers.add_parser("worker", help="run a worker for the plan and bench queues (needs SLAPLAN_BROKER_URL)")
-    parser.add_argument("--queues", default="plan,bench", help="comma-separated queues to consume (default: plan,bench)")
-    parser.add_argument("--concurrency", type=int, default=None, help="tasks run at once (default: the number of CPUs)")
+    parser.add_argument("--queues", type=queue_list, default="plan,bench",
+                        help="comma-separated queues to consume (default: plan,bench)")
+    parser.add_argument("--concurrency", type=positive, default=None,
+                        help="tasks run at once, ≥ 1 (default: the number of CPUs)")
     parser.add_argument("--pool", default="prefork", choices=("prefork", "threads", "solo"), help="execution pool")
-    parser.add_argument("--loglevel", default="INFO")
+    parser.add_argument("--loglevel", type=str.upper, choices=LOG_LEVELS, default="INFO")
     parser.add_argument("--hostname", default=None, help="worker node name (default: slaplan-<pid>@<host>)")
     parser.set_defaults(func=run)
 
 
+def queue_list(text: str) -> list[str]:
+    """An argparse type: comma-separated names of queues slaplan has, at least one."""
+    from workers.celery_app import QUEUES
+
+    queues = [q.strip() for q in text.split(",") if q.strip()]
+    if not queues:
+        raise argparse.ArgumentTypeError(f"no queue given; known: {', '.join(QUEUES)}")
+    unknown = sorted(set(queues) - set(QUEUES))
+    if unknown:
+        raise argparse.ArgumentTypeError(f"unknown queue(s) {', '.join(unknown)}; known: {', '.join(QUEUES)}")
+    return queues
+
+
 def run(args: argparse.Namespace) -> int:
     from infra.settings import load_settings
-    from workers.celery_app import QUEUES, make_celery
+    from workers.celery_app import make_celery
 
     settings = load_settings()
     if settings.embedded:
@@ -29,15 +48,10 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    queues = [q.strip() for q in args.queues.split(",") if q.strip()]
-    unknown = sorted(set(queues) - set(QUEUES))
-    if unknown or not queues:
-        print(f"unknown queue(s) {unknown}; known: {', '.join(QUEUES)}", file=sys.stderr)
-        return 2
-    argv = ["worker", "--queues", ",".join(queues), "--pool", args.pool, "--loglevel", args.loglevel]
+    argv = ["worker", "--queues", ",".join(args.queues), "--pool", args.pool, "--loglevel", args.loglevel]
     # Celery expands %h (host) in a node name but has no key for the process id: insert it here.
     argv += ["--hostname", args.hostname or f"slaplan-{os.getpid()}@%h", "--without-gossip", "--without-mingle"]
-    if args.concurrency:
+    if args.concurrency is not None:
         argv += ["--concurrency", str(args.concurrency)]
     make_celery(settings).worker_main(argv)
     return 0
