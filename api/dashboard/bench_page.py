@@ -5,12 +5,13 @@ files."""
 from __future__ import annotations
 
 from datetime import datetime
+from pathlib import Path
 from urllib.parse import quote
 
 from api.dashboard.bench_results import Results, Run, by_scenario, read_results
 from api.dashboard.charts import Rule, Series, chart, figure
 from api.dashboard.html import age, dl, h, iso, num, page, q, state_badge
-from api.dashboard.summaries import bench_summary
+from api.dashboard.summaries import bench_summary, state_of
 from api.report_files import files_url, report_files, results_folder
 from infra.resources import Resource
 from workers.lifecycle import BENCH_UNFINISHED
@@ -40,7 +41,7 @@ def _spec_section(resource: Resource) -> str:
 
 def _status_section(resource: Resource, results: Results) -> str:
     st = resource.status
-    state = st.get("state") or "Pending"
+    state = state_of(resource)
     if state == "Failed":
         tone, sentence = "bad", f"Failed: {st.get('failureMessage') or results.message or 'no reason given'}"
     elif state == "Completed":
@@ -118,7 +119,7 @@ def _table(scenario: str, runs: list[Run], sla: dict[str, float]) -> str:
 
 def _reports(resource: Resource, results: Results) -> str:
     items = []
-    folder = results_folder(resource.status)
+    folder = _local_folder(resource)
     for label, where in results.reports:
         if where.startswith(("http://", "https://")):
             items.append(f'<li><a href="{h(where)}">{h(label)}</a></li>')
@@ -141,6 +142,15 @@ def _reports(resource: Resource, results: Results) -> str:
     return f'<section aria-labelledby="rep-h"><h2 id="rep-h">Report files</h2><ul>{"".join(items)}</ul></section>'
 
 
+def _local_folder(resource: Resource) -> Path | None:
+    """The job's local genai-bench folder, or None (as well for a ``resultsLocation`` that is no
+    usable path: too long for the file system, or holding a NUL)."""
+    try:
+        return results_folder(resource.status)
+    except (OSError, ValueError):
+        return None
+
+
 def _api_path(resource: Resource) -> str:
     return f"/apis/{resource.group}/{resource.version}/namespaces/{q(resource.namespace)}/{resource.plural}/{q(resource.name)}"
 
@@ -151,7 +161,7 @@ def _size(n: int) -> str:
 
 def render_bench(resource: Resource, now: datetime) -> str:
     results = read_results(resource.status, resource.annotations)
-    state = resource.status.get("state") or "Pending"
+    state = state_of(resource)
     active = state in BENCH_UNFINISHED
     sections = []
     if results.runs:

@@ -74,7 +74,7 @@ def _stat_s(stats: dict[str, Any], name: str, field: str = "mean") -> float | No
 def run_from(d: dict[str, Any], scenario: str = "") -> Run | None:
     agg = d.get("aggregated_metrics") if isinstance(d.get("aggregated_metrics"), dict) else None
     if agg is not None:
-        stats = agg.get("stats") or {}
+        stats = agg.get("stats") if isinstance(agg.get("stats"), dict) else {}
         errors = _pick(agg, "error_rate")
         return Run(
             scenario=str(agg.get("scenario") or scenario or "default"),
@@ -153,7 +153,7 @@ def read_results(status: dict[str, Any], annotations: dict[str, str] | None = No
                 try:
                     doc = json.loads(text)
                     break
-                except ValueError:
+                except (ValueError, RecursionError):  # not JSON, or nested beyond what the parser follows
                     pass
             if text and not message:
                 message = text

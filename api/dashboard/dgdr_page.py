@@ -6,10 +6,11 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from api.dashboard.documents import CONDITIONS, conform
 from api.dashboard.html import age, dl, h, iso, num, page, q, state_badge
 from api.dashboard.online_view import online_section
 from api.dashboard.plan_view import assumptions_section, candidates_section, chosen_section, pareto_section, shape
-from api.dashboard.summaries import dgdr_summary
+from api.dashboard.summaries import dgdr_summary, results_reference, state_of
 from api.dashboard.targets import TARGET_LABELS, TARGETS, render_target
 from infra.resources import Resource
 from workers.lifecycle import DGDR_UNFINISHED
@@ -38,13 +39,17 @@ def step_outcome(cond: dict[str, Any]) -> tuple[str, str]:
     return "bad", "✗ Failed"
 
 
+def conditions(resource: Resource) -> list[dict[str, str]]:
+    """The status conditions, each with its string fields only (a part of another type is left out)."""
+    return conform(resource.status.get("conditions"), CONDITIONS) or []
+
+
 def headline(resource: Resource, doc: dict[str, Any] | None) -> tuple[str, str]:
-    """(tone, sentence) saying where the request stands."""
-    status = resource.status
-    state = status.get("state") or "Pending"
-    conditions = status.get("conditions") or []
+    """(tone, sentence) saying where the request stands; ``doc`` is the conformed results document."""
+    state = state_of(resource)
+    steps = conditions(resource)
     if state == "Failed":
-        failed = next((c for c in conditions if step_outcome(c)[0] == "bad"), None)
+        failed = next((c for c in steps if step_outcome(c)[0] == "bad"), None)
         if failed is None:
             return "bad", "The request failed."
         step = STEP_NAMES.get(failed.get("type"), failed.get("type"))
@@ -52,14 +57,15 @@ def headline(resource: Resource, doc: dict[str, Any] | None) -> tuple[str, str]:
     if state == "Pending":
         return "wait", "Waiting for a worker to pick this request up."
     if state == "Profiling":
-        running = next((c for c in conditions if c.get("type") == "Profiling"), {})
+        running = next((c for c in steps if c.get("type") == "Profiling"), {})
         return "busy", f"Profiling: {running.get('message') or 'searching for the cheapest configuration that meets the SLA'}…"
     if state == "Deploying":
         return "busy", "Applying the deployment and waiting for it to become ready…"
     if state == "Ready":
         chosen = (doc or {}).get("chosen")
-        what = f" The planner chose {shape(chosen)} on {chosen.get('totalGpus')} {chosen.get('gpu')} GPUs." if chosen else ""
-        deploy = next((c for c in conditions if c.get("type") == "DeploymentReady"), None)
+        what = (f" The planner chose {shape(chosen)} on {num(chosen.get('totalGpus'), 0)} {chosen.get('gpu') or ''} GPUs."
+                if chosen else "")
+        deploy = next((c for c in steps if c.get("type") == "DeploymentReady"), None)
         extra = f" {deploy['message'][0].upper()}{deploy['message'][1:]}." if deploy and deploy.get("status") != "True" and deploy.get("message") else ""
         return "ok", f"Ready.{what}{extra}"
     return "muted", f"State: {state}."
@@ -67,7 +73,7 @@ def headline(resource: Resource, doc: dict[str, Any] | None) -> tuple[str, str]:
 
 def _conditions_table(resource: Resource) -> str:
     rows = []
-    for c in resource.status.get("conditions") or []:
+    for c in conditions(resource):
         tone, words = step_outcome(c)
         when = c.get("lastTransitionTime") or ""
         rows.append(
@@ -155,7 +161,7 @@ def render_dgdr(resource: Resource, now: datetime, *, feasible_only: bool = Fals
     """The page; ``feasible_only`` keeps only the feasible candidates in the table."""
     s = dgdr_summary(resource)
     doc = s["results"]
-    state = resource.status.get("state") or "Pending"
+    state = state_of(resource)
     active = state in DGDR_UNFINISHED
     tone, sentence = headline(resource, doc)
     api = f"/apis/{resource.group}/{resource.version}/namespaces/{q(resource.namespace)}/{resource.plural}/{q(resource.name)}"
@@ -172,8 +178,8 @@ def render_dgdr(resource: Resource, now: datetime, *, feasible_only: bool = Fals
         if doc.get("online"):
             parts.append(online_section(doc["online"]))
         parts.append(assumptions_section(doc))
-    elif isinstance(resource.status.get("profilingResults"), str) and resource.status["profilingResults"]:
-        parts.append(f'<p class="notice notice-muted">Profiling results are stored elsewhere: {h(resource.status["profilingResults"])}</p>')
+    elif reference := results_reference(resource):
+        parts.append(f'<p class="notice notice-muted">Profiling results are stored elsewhere: {h(reference)}</p>')
     elif active:
         parts.append('<p class="empty">The plan, the Pareto chart and the manifests appear here when profiling finishes.</p>')
     body = f"""<nav class="crumbs" aria-label="Breadcrumb"><a href="/">Requests</a> › DGDR</nav>

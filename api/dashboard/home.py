@@ -6,7 +6,7 @@ from datetime import datetime
 from typing import Any, NamedTuple
 
 from api.dashboard.html import age, h, iso, page, q, state_badge
-from api.dashboard.summaries import bench_summary, dgdr_summary, sla_text
+from api.dashboard.summaries import bench_summary, dgdr_summary, sla_text, state_of
 from infra.resources import Resource
 from workers.lifecycle import BENCH_UNFINISHED, DGDR_UNFINISHED
 
@@ -47,12 +47,12 @@ def rows(dgdrs: list[Resource], jobs: list[Resource]) -> list[Row]:
     out: list[Row] = []
     for r in dgdrs:
         s = dgdr_summary(r)
-        state = r.status.get("state") or "Pending"
+        state = state_of(r)
         out.append(Row("dgdr", r, state, state in DGDR_UNFINISHED, s["model"] or "", s["gpu"] or "",
                        sla_text(s["ttft_ms"], s["itl_ms"]), s["gpus"], dgdr_href(r)))
     for r in jobs:
         s = bench_summary(r)
-        state = r.status.get("state") or "Pending"
+        state = state_of(r)
         out.append(Row("benchmarkjob", r, state, state in BENCH_UNFINISHED, s["model"] or s["target"], s["gpu"] or "",
                        "", s["gpus"], bench_href(r)))
     out.sort(key=lambda row: row.resource.created_at, reverse=True)

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from api.dashboard.charts import Rule, Series, chart, figure
+from api.dashboard.documents import candidate
 from api.dashboard.html import dl, h, num
 
 
@@ -203,7 +204,7 @@ def pareto_section(doc: dict[str, Any]) -> str:
 def candidate_rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
     """Every evaluated candidate as a plan-like dict with ``pareto`` and ``chosen`` marks, chosen
     first, then the Pareto ones, then feasible ones by GPUs. Results stored before the planner kept
-    every candidate give only their Pareto set."""
+    every candidate give only their Pareto set. ``doc`` is conformed (``summaries.results``)."""
     table = doc.get("candidates") or {}
     columns, rows = table.get("columns") or [], table.get("rows") or []
     if not rows:
@@ -213,12 +214,7 @@ def candidate_rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
              "chosen": bool(chosen) and plan.get("engines") == chosen.get("engines") and plan.get("mode") == chosen.get("mode")}
             for plan in doc.get("pareto") or []
         ]
-    out = []
-    for row in rows:
-        cells = dict(zip(columns, row))
-        engines = [dict(zip(("role", "replicas", "tp", "pp", "dp", "ep"), e)) for e in cells.get("engines") or []]
-        predicted = {k: cells.get(k) for k in ("ttftMs", "itlMs", "tokPerSecPerUser", "outputTokPerSecPerGpu", "requestsPerSec")}
-        out.append({**cells, "engines": engines, "predicted": predicted})
+    out = [candidate(dict(zip(columns, row))) for row in rows]
     return sorted(out, key=lambda c: (not c.get("chosen"), not c.get("pareto"), c.get("feasible") is False, c.get("totalGpus") or 0))
 
 

@@ -61,7 +61,7 @@ def field_line(text: str, field: str) -> int | None:
     YAML ``text``, or of its deepest ancestor present (a missing field points at its parent)."""
     try:
         node = yaml.compose(text)
-    except yaml.YAMLError:
+    except (yaml.YAMLError, RecursionError):  # not YAML, or nested beyond what the parser follows
         return None
     if node is None:
         return None
@@ -115,7 +115,7 @@ def target_of(obj: dict[str, Any]):
         if kind.kind == kind_name and kind.group == group and version in kind.versions:
             return (kind, group, version), None
     served = "; ".join(f"{k.kind} ({', '.join(k.group + '/' + v for v in k.versions)})" for k in SERVED)
-    field = "kind" if kind_name not in {k.kind for k in SERVED} else "apiVersion"
+    field = "apiVersion" if any(k.kind == kind_name for k in SERVED) else "kind"  # kind may be any JSON value
     return None, {"message": f"This dashboard accepts {served}.", "causes": [
         {"field": field, "message": f"Unsupported value: {obj.get(field)!r}", "line": None}]}
 

@@ -142,11 +142,11 @@ def _refused(code: int, doc: dict[str, Any]) -> JSONResponse:
 
 @router.get("/ui/static/{filename}")
 def static(filename: str) -> Response:
+    """One of the dashboard's own static files; 404 for any other name (only names listed in the
+    package's static folder reach the file system)."""
     suffix = filename[filename.rfind("."):] if "." in filename else ""
-    if "/" in filename or suffix not in STATIC_TYPES:
+    folder = package_files.files("api.dashboard").joinpath("static")
+    found = next((f for f in folder.iterdir() if f.name == filename and f.is_file()), None)
+    if found is None or suffix not in STATIC_TYPES:
         return PlainTextResponse("not found", status_code=404)
-    try:
-        body = package_files.files("api.dashboard").joinpath("static", filename).read_bytes()
-    except (FileNotFoundError, IsADirectoryError):
-        return PlainTextResponse("not found", status_code=404)
-    return Response(body, media_type=STATIC_TYPES[suffix], headers={"Cache-Control": "public, max-age=3600"})
+    return Response(found.read_bytes(), media_type=STATIC_TYPES[suffix], headers={"Cache-Control": "public, max-age=3600"})

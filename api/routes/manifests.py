@@ -6,7 +6,8 @@ multi-document YAML (``Accept: application/yaml``). ``dynamo`` is the stored
 ``dynamoVersion``) are rendered from the request planned again, which is deterministic. A
 target that cannot express the plan (KubeAI and disaggregation) gets the best aggregated plan,
 said in a ``Warning`` header as the API server says it. 404 when the DGDR does not exist, 409
-while it is not planned yet or when planning failed.
+while it is not planned yet, when planning failed, or when the stored DynamoGraphDeployment asked
+for is not a Kubernetes object (any client may write the status).
 """
 
 from __future__ import annotations
@@ -40,10 +41,23 @@ def _load_planned(session, version: str, namespace: str, name: str) -> repo.Reso
     return found
 
 
+def _stored_version(stored: Any) -> str | None:
+    """The API version (``v1alpha1``) of the stored DynamoGraphDeployment, or None when it is not
+    a Kubernetes object: an object with ``apiVersion`` and ``kind`` strings."""
+    if not isinstance(stored, dict) or not isinstance(stored.get("kind"), str):
+        return None
+    api_version = stored.get("apiVersion")
+    return api_version.split("/")[-1] if isinstance(api_version, str) and api_version else None
+
+
 def _rendered(session, resource: repo.Resource, target: str, dynamo_version: str | None,
               kthena_group: str) -> tuple[list[dict[str, Any]], list[str]]:
     stored = resource.status["generatedDeployment"]
-    if target == "dynamo" and dynamo_version in (None, stored.get("apiVersion", "").split("/")[-1]):
+    stored_version = _stored_version(stored)
+    if target == "dynamo" and dynamo_version is None and stored_version is None:
+        raise errors.conflict(DGDR.plural, resource.name, DGDR.group, "the stored plan cannot be rendered: "
+                              "status.generatedDeployment is not an object with apiVersion and kind strings")
+    if target == "dynamo" and dynamo_version in (None, stored_version):
         return [stored], []
     from infra.calibrations import find_calibration
     from planner import plan

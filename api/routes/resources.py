@@ -8,6 +8,7 @@ way to change ``status``; the main resource ignores status in bodies.
 from __future__ import annotations
 
 import logging
+import re
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
@@ -91,13 +92,35 @@ class ListQuery:
         self.label_selector = labelSelector
         self.field_selector = fieldSelector
         self.watch = watch
-        self.resource_version = resourceVersion
+        self.resource_version = _query_version(resourceVersion)
         self.timeout_s = timeoutSeconds
         self.bookmarks = allowWatchBookmarks
         self.send_initial = sendInitialEvents
 
 
 ListQueryDep = Annotated[ListQuery, Depends()]
+
+_DIGITS = re.compile(r"[0-9]{1,19}")  # int() would also take " 1", "1_0" and "１"
+MAX_VERSION = 2**63 - 1  # resource versions are 64-bit SQL integers
+
+
+def _parse_version(text: str) -> int | None:
+    """``text`` as a resource version: plain ASCII digits within the 64-bit range, else None."""
+    if not _DIGITS.fullmatch(text) or int(text) > MAX_VERSION:
+        return None
+    return int(text)
+
+
+def _query_version(value: str | None) -> int | None:
+    """The ``resourceVersion`` query parameter of a list or watch (None when absent or empty); 400
+    naming it unless it is a resource version, as kube-apiserver answers."""
+    if value in (None, ""):
+        return None
+    version = _parse_version(value)
+    if version is None:
+        raise _bad_field("resourceVersion", f'resourceVersion "{value}" is not a valid resource version: '
+                                            "it must be a decimal number below 2^63")
+    return version
 
 
 def _list(request: Request, session: Session, kind: ServedKind, version: str, namespace: str | None, query: ListQuery):
@@ -125,12 +148,7 @@ def _list(request: Request, session: Session, kind: ServedKind, version: str, na
 
 
 def _watch_request(kind: ServedKind, version: str, namespace: str | None, selector, fields, query: ListQuery) -> WatchRequest:
-    try:
-        start = int(query.resource_version) if query.resource_version not in (None, "") else None
-    except ValueError:
-        raise ApiError(400, f'resourceVersion "{query.resource_version}" is not a valid resource version') from None
-    if start is not None and start < 0:
-        raise ApiError(400, f'resourceVersion "{query.resource_version}" is not a valid resource version')
+    start = query.resource_version  # None or 0: from now, with the current objects first
     return WatchRequest(
         group=kind.group,
         plural=kind.plural,
@@ -415,15 +433,14 @@ def _check_metadata(kind: ServedKind, name: str, body: dict[str, Any], *, requir
 
 
 def _given_version(body: dict[str, Any]) -> int | None:
-    """The resourceVersion the body names (-1 for one that is not a number), or None."""
+    """The resourceVersion the body names (-1 for one that is not a resource version, see
+    ``_parse_version``), or None."""
     metadata = body.get("metadata")
     value = metadata.get("resourceVersion") if isinstance(metadata, dict) else None
     if value in (None, ""):
         return None
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        return -1  # never matches: a conflict, as for any stale version
+    version = _parse_version(str(value))
+    return -1 if version is None else version  # -1 never matches: a conflict, as for any stale version
 
 
 def _present(kind: ServedKind, version: str, resource: repo.Resource) -> dict[str, Any]:
