@@ -19,6 +19,8 @@ DATABASE_DRIVERS = ("sqlite", "sqlite+pysqlite", "postgresql+psycopg")  # the dr
 BROKER_SCHEMES = frozenset({"redis", "rediss", "amqp", "amqps"})
 UNECHOED = ("api_token", "database_url", "broker_url")  # may hold secrets: errors do not repeat them
 DEFAULT_MAX_BODY_BYTES = 1024 * 1024
+# What SLAPLAN_ONLINE_ENGINE_COMMAND may name, filled in for each engine it starts.
+ENGINE_COMMAND_FIELDS = ("model", "gpu", "backend", "tp", "pp", "dp", "ep", "max_batch", "max_num_tokens", "host", "port")
 
 
 class Settings(BaseModel):
@@ -70,7 +72,7 @@ class Settings(BaseModel):
         "is the operator's service, reachable from inside the cluster",
     )
     online_max_trials: int = Field(default=8, gt=0, description="candidates measured per online DGDR, unless it says")
-    online_max_minutes: float = Field(default=240.0, gt=0, description="wall time of one online DGDR, unless it says")
+    online_max_minutes: float = Field(default=240.0, ge=1, description="wall time of one online DGDR, unless it says")
     online_heartbeat_seconds: int = Field(
         default=60, gt=0, description="a running trial's heartbeat; one silent for twice this is failed and retried"
     )
@@ -112,10 +114,36 @@ class Settings(BaseModel):
             return value
         raise ValueError(f"not a broker URL: expected {', '.join(s + '://…' for s in sorted(BROKER_SCHEMES))}")
 
+    @field_validator("online_engine_command")
+    @classmethod
+    def _engine_command(cls, value: str | None) -> str | None:
+        """A command template naming only the fields a local engine is started with."""
+        return value if value is None else _template(value, ENGINE_COMMAND_FIELDS)
+
+    @field_validator("online_frontend_url")
+    @classmethod
+    def _frontend_url(cls, value: str) -> str:
+        """A URL template naming only a candidate deployment's ``{name}`` and ``{namespace}``."""
+        return _template(value, ("name", "namespace"))
+
     @property
     def embedded(self) -> bool:
         """True when no broker is configured: API and worker share one process."""
         return self.broker_url is None
+
+
+def _template(value: str, fields: tuple[str, ...]) -> str:
+    """``value`` when it is a ``str.format`` template whose fields are all among ``fields``."""
+    from string import Formatter
+
+    try:
+        used = [name for _, name, _, _ in Formatter().parse(value) if name is not None]
+    except ValueError as exc:
+        raise ValueError(f"not a template ({exc}); write a literal brace as {{{{ or }}}}") from None
+    unknown = [name for name in used if name not in fields]
+    if unknown:
+        raise ValueError(f"unknown field {{{unknown[0]}}}: the template may use {', '.join('{' + f + '}' for f in fields)}")
+    return value
 
 
 class SettingsError(ValueError):

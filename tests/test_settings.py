@@ -37,6 +37,7 @@ def test_bad_visibility_timeout_names_the_variable(value):
 @pytest.mark.parametrize("variable,value,says", [
     ("SLAPLAN_DEPLOY_CHECK_SECONDS", "inf", "a finite number"),  # a check that never comes
     ("SLAPLAN_ONLINE_MAX_MINUTES", "nan", "a finite number"),
+    ("SLAPLAN_ONLINE_MAX_MINUTES", "1e-300", "greater than or equal to 1"),
     ("SLAPLAN_ONLINE_EMULATOR_SPEED", "1e9", "less than or equal to 1000"),
     ("SLAPLAN_ONLINE_EMULATOR_SPEED", "1e-9", "greater than or equal to 0.001"),
 ])
@@ -44,6 +45,27 @@ def test_endless_or_degenerate_numbers_name_the_variable(variable, value, says):
     with pytest.raises(SettingsError) as info:
         load_settings({variable: value})
     assert str(info.value) == f"{variable}: Input should be {says} (got {value!r})"
+
+
+@pytest.mark.parametrize("variable, value, says", [
+    ("SLAPLAN_ONLINE_ENGINE_COMMAND", "llama-server --port {port} {nope}", "unknown field {nope}: the template may use "
+     "{model}, {gpu}, {backend}, {tp}, {pp}, {dp}, {ep}, {max_batch}, {max_num_tokens}, {host}, {port}"),
+    ("SLAPLAN_ONLINE_ENGINE_COMMAND", "serve {} --port {port}", "unknown field {}: the template may use"),
+    ("SLAPLAN_ONLINE_FRONTEND_URL", "http://{name}.{ns}:8000", "unknown field {ns}: the template may use {name}, {namespace}"),
+    ("SLAPLAN_ONLINE_FRONTEND_URL", "http://{name", "not a template (expected '}' before end of string); write a literal "
+     "brace as {{ or }}"),
+])
+def test_templates_are_checked_when_read_not_when_first_used(variable, value, says):
+    """A bad template used to fail only when an online DGDR started an engine, without naming the variable."""
+    with pytest.raises(SettingsError) as info:
+        load_settings({variable: value})
+    assert str(info.value).startswith(f"{variable}: {says}")
+
+
+def test_templates_naming_known_fields_are_accepted():
+    settings = load_settings({"SLAPLAN_ONLINE_ENGINE_COMMAND": "vllm serve {model} --port {port} -tp {tp} --x {{y}}",
+                              "SLAPLAN_ONLINE_FRONTEND_URL": "http://{name}-frontend.{namespace}:8000"})
+    assert settings.online_engine_command == "vllm serve {model} --port {port} -tp {tp} --x {{y}}"
 
 
 def test_override_errors_name_the_keyword():
