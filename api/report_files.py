@@ -23,12 +23,16 @@ def files_url(version: str, namespace: str, name: str) -> str:
 
 
 def results_folder(status: dict[str, Any]) -> Path | None:
-    """The job's local genai-bench folder, or None (not run, remote, or not a genai-bench folder)."""
+    """The job's local genai-bench folder, or None (not run, remote, not a genai-bench folder, or a
+    ``resultsLocation`` that is no usable path: too long for the file system, or holding a NUL)."""
     where = status.get("resultsLocation")
     if not isinstance(where, str) or not where.startswith("/"):
         return None
-    folder = Path(where).resolve()
-    return folder if (folder / METADATA_FILE).is_file() else None
+    try:
+        folder = Path(where).resolve()
+        return folder if (folder / METADATA_FILE).is_file() else None
+    except (OSError, ValueError):
+        return None
 
 
 def report_files(folder: Path) -> list[tuple[str, int]]:
@@ -44,8 +48,12 @@ def report_files(folder: Path) -> list[tuple[str, int]]:
 
 
 def inside(folder: Path, rel: str) -> Path | None:
-    """``folder/rel`` when it is a regular file inside ``folder`` once resolved, else None."""
+    """``folder/rel`` when it is a regular file inside ``folder`` once resolved, else None (as well
+    for a name too long for the file system)."""
     if not rel or rel.startswith("/") or "\\" in rel or "\x00" in rel:
         return None
-    path = (folder / rel).resolve()
-    return path if path.is_relative_to(folder) and path.is_file() else None
+    try:
+        path = (folder / rel).resolve()
+        return path if path.is_relative_to(folder) and path.is_file() else None
+    except OSError:
+        return None

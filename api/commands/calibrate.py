@@ -29,7 +29,7 @@ import sys
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-from api.commands import calibrate_measured
+from api.commands import arguments, calibrate_measured
 
 DATA_NAME = "measured_serving_calibration.csv"
 KERNELS_NAME = "vidur_linear_ops_measured.csv"
@@ -53,7 +53,7 @@ def register(subparsers) -> None:
                             help="where to write (default: the package's profiler/data/params.json)"),
         parser.add_argument("--date", type=iso_date,
                             help="a date (YYYY-MM-DD) to record in the provenance (omitted by default, for determinism)"),
-        parser.add_argument("--max-evals", type=calibrate_measured.positive, default=400,
+        parser.add_argument("--max-evals", type=arguments.positive, default=400,
                             help="model evaluations the fit may spend (default 400)"),
         parser.add_argument("--cv", action="store_true",
                             help="also run grouped cross-validation and print its error table (slow: one fit per group)"),
@@ -75,7 +75,7 @@ def iso_date(text: str) -> str:
 
 
 def add_workers_argument(parser) -> argparse.Action:
-    return parser.add_argument("--workers", type=calibrate_measured.positive, default=os.cpu_count() or 1,
+    return parser.add_argument("--workers", type=arguments.positive, default=os.cpu_count() or 1,
                         help="parallel cross-validation processes, one fold each at a time (default: the CPU count)")
 
 
@@ -135,10 +135,9 @@ def stray_option(args: argparse.Namespace) -> str | None:
     mode = ("--from-benchmarks" if args.from_benchmarks else "--list-calibrations" if args.list_calibrations
             else "--forget" if args.forget else "--data")
     used = {id(action) for action in args.mode_options[mode]}
-    for action in (a for options in args.mode_options.values() for a in options):
-        if id(action) not in used and getattr(args, action.dest) != action.default:
-            return f"{action.option_strings[0]}: not used by {mode}"
-    return None
+    others = [a for options in args.mode_options.values() for a in options if id(a) not in used]
+    stray = arguments.given(args, others)
+    return f"{stray[0]}: not used by {mode}" if stray else None
 
 
 def run(args: argparse.Namespace) -> int:

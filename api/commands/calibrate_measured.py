@@ -20,22 +20,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from api.commands.arguments import positive
+
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
 
 
 class InputError(ValueError):
     """Input the calibration cannot use; the message starts with the option or path at fault."""
-
-
-def positive(text: str) -> int:
-    """An argparse type: a whole number above zero."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be a positive whole number, got {text!r}")
-    return value
 
 
 def add_arguments(parser: argparse.ArgumentParser, modes) -> list[argparse.Action]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from api.commands.serve import port
+from api.commands.arguments import port
 
 
 def register(subparsers) -> None:

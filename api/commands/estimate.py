@@ -36,7 +36,7 @@ _DIMS = {"tp": "tp", "pp": "pp", "dp": "dp", "moe_ep": "ep"}
 
 
 def register(subparsers) -> None:
-    from api.commands.calibrate_measured import positive
+    from api.commands.arguments import positive
 
     parser = subparsers.add_parser(
         "estimate", help="predict TTFT, ITL and throughput of one configuration, or of every row of a CSV",
@@ -98,6 +98,8 @@ def run(args: argparse.Namespace) -> int:
 def _run_batch(args: argparse.Namespace) -> int:
     """``--csv IN --out OUT`` after checking the options: exit 2 when they are incomplete, empty or mixed
     with one configuration's options."""
+    from api.commands.arguments import given
+
     for option, value in (("--csv", args.csv), ("--out", args.out)):
         if value is not None and not value.strip():
             print(f"error: {option}: empty; give a file path", file=sys.stderr)
@@ -105,7 +107,7 @@ def _run_batch(args: argparse.Namespace) -> int:
     if args.csv is None or args.out is None:
         print("error: --csv and --out go together", file=sys.stderr)
         return 2
-    mixed = [a.option_strings[0] for a in args.single_options if getattr(args, a.dest) != a.default]
+    mixed = given(args, args.single_options)
     if mixed:
         print(f"error: {mixed[0]}: sets one configuration, which --csv does not use (every row is its own "
               "configuration); give one or the other", file=sys.stderr)

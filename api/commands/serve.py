@@ -7,7 +7,7 @@ import logging
 import threading
 from datetime import UTC, datetime, timedelta
 
-from api.commands.calibrate_measured import positive
+from api.commands.arguments import port, positive
 
 log = logging.getLogger(__name__)
 
@@ -33,17 +33,6 @@ def register(subparsers) -> None:
                         help="do not migrate the database at start (it must be migrated already)")
     parser.add_argument("--log-level", type=str.lower, choices=LOG_LEVELS, default="info")
     parser.set_defaults(func=run)
-
-
-def port(text: str) -> int:
-    """An argparse type: a TCP port to listen on, 1-65535."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if not 1 <= value <= 65535:
-        raise argparse.ArgumentTypeError(f"must be a TCP port from 1 to 65535, got {text!r}")
-    return value
 
 
 def run(args: argparse.Namespace) -> int:

@@ -6,7 +6,7 @@ import argparse
 import os
 import sys
 
-from api.commands.calibrate_measured import positive
+from api.commands.arguments import positive
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL", "FATAL")  # Celery's
 

@@ -5,7 +5,6 @@ files."""
 from __future__ import annotations
 
 from datetime import datetime
-from pathlib import Path
 from urllib.parse import quote
 
 from api.dashboard.bench_results import Results, Run, by_scenario, read_results
@@ -119,7 +118,7 @@ def _table(scenario: str, runs: list[Run], sla: dict[str, float]) -> str:
 
 def _reports(resource: Resource, results: Results) -> str:
     items = []
-    folder = _local_folder(resource)
+    folder = results_folder(resource.status)
     for label, where in results.reports:
         if where.startswith(("http://", "https://")):
             items.append(f'<li><a href="{h(where)}">{h(label)}</a></li>')
@@ -140,15 +139,6 @@ def _reports(resource: Resource, results: Results) -> str:
     if not items:
         return ""
     return f'<section aria-labelledby="rep-h"><h2 id="rep-h">Report files</h2><ul>{"".join(items)}</ul></section>'
-
-
-def _local_folder(resource: Resource) -> Path | None:
-    """The job's local genai-bench folder, or None (as well for a ``resultsLocation`` that is no
-    usable path: too long for the file system, or holding a NUL)."""
-    try:
-        return results_folder(resource.status)
-    except (OSError, ValueError):
-        return None
 
 
 def _api_path(resource: Resource) -> str:

@@ -8,7 +8,6 @@ results or the file do not exist (yet).
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from fastapi import APIRouter
@@ -31,23 +30,6 @@ def _no_results(name: str, why: str) -> ApiError:
                     details={"name": name, "group": BENCHMARKJOB.group, "kind": BENCHMARKJOB.plural})
 
 
-def _folder(status: dict[str, Any]) -> Path | None:
-    """The job's local genai-bench folder, or None (as well for a ``resultsLocation`` that is no
-    usable path: too long for the file system, or holding a NUL)."""
-    try:
-        return results_folder(status)
-    except (OSError, ValueError):
-        return None
-
-
-def _file(folder: Path, path: str) -> Path | None:
-    """The file ``path`` inside ``folder``, or None (as well for a name too long for the file system)."""
-    try:
-        return inside(folder, path)
-    except OSError:
-        return None
-
-
 @router.get(JOB + "/results", summary="Measured metrics of a BenchmarkJob, and genai-bench's files")
 def results(version: str, namespace: str, name: str, session: SessionDep) -> dict[str, Any]:
     job = load_resource(session, BENCHMARKJOB.group, version, BENCHMARKJOB.plural, namespace, name)
@@ -55,7 +37,7 @@ def results(version: str, namespace: str, name: str, session: SessionDep) -> dic
     measured = status.get("results")
     if not isinstance(measured, list) or not measured:
         raise _no_results(name, f"not measured yet (state {status.get('state') or 'Pending'})")
-    folder = _folder(status)
+    folder = results_folder(status)
     url = files_url(version, namespace, name)
     files = [{"path": rel, "bytes": size, "url": f"{url}/{rel}"} for rel, size in report_files(folder)] if folder else []
     return {
@@ -69,10 +51,10 @@ def results(version: str, namespace: str, name: str, session: SessionDep) -> dic
 @router.get(JOB + "/results/files/{path:path}", summary="One of genai-bench's result files of a BenchmarkJob")
 def result_file(version: str, namespace: str, name: str, path: str, session: SessionDep) -> FileResponse:
     job = load_resource(session, BENCHMARKJOB.group, version, BENCHMARKJOB.plural, namespace, name)
-    folder = _folder(job.status)
+    folder = results_folder(job.status)
     if folder is None:
         raise _no_results(name, "no local genai-bench folder")
-    found = _file(folder, path)
+    found = inside(folder, path)
     if found is None:
         raise ApiError(404, f'{BENCHMARKJOB.plural}.{BENCHMARKJOB.group} "{name}" has no result file {path!r}',
                        details={"name": name, "group": BENCHMARKJOB.group, "kind": BENCHMARKJOB.plural})
