@@ -6,7 +6,6 @@ from typing import Literal
 
 from profiler.config import Backend, Parallel, ServingConfig
 from profiler.emulator_engine import Timing
-from profiler.engine import MAX_BATCH_CAP
 from profiler.estimate import prepare
 from profiler.models import Model
 from profiler.params import shipped_params
@@ -42,7 +41,7 @@ def model_timing(config: ServingConfig, mode: Mode = "agg", *, speed: float = 1.
     fp = prep.prefill
     ranks = int(fd["dp"])
     fixed = float(by_backend(fp, p, "ttft_ms")) * 1e-3
-    per_rank_limit = MAX_BATCH_CAP if config.max_batch is None else max(1, config.max_batch // ranks)
+    per_rank_limit = int(fd["seq_limit"]) if config.max_batch is None else max(1, config.max_batch // ranks)
 
     def decode(batch: int, context: float) -> float:
         return float(decode_step_s(fd, p, float(batch), float(context)))

@@ -33,7 +33,6 @@ RESERVED_GIB = 2.0
 ACT_BYTES = 2.0  # activations travel in bf16
 STATE_BYTES = 4.0  # linear-attention recurrent state: engines keep it in fp32 by default
 DEFAULT_MAX_NUM_TOKENS = {"vllm": 8192, "sglang": 8192, "trtllm": 8192}
-MAX_BATCH_CAP = 1024  # engines' own ceiling on running sequences per attention rank
 
 
 @dataclass(frozen=True)
@@ -90,6 +89,7 @@ class EngineShape:
     compute_dtype: str
     memory: Memory
     kv_tokens_per_rank: int
+    seq_limit: int  # running sequences per attention rank the engine allows by default
 
 
 def _alltoall_bytes_tok(model: Model, ep: int, domain: int, precision: str) -> tuple[float, float]:
@@ -173,6 +173,16 @@ def check_parallel(model: Model, par: Parallel, role: str) -> None:
         raise ModelError(f"{role}.moe_ep", f"expert parallelism applies to MoE models only; {model.hf_id} is dense")
 
 
+def default_seq_limit(backend: str, gpu: Gpu) -> int:
+    """Running sequences per attention rank an engine allows unless told otherwise (the KV cache
+    may bind first): vLLM's ``max_num_seqs`` is 1024 on GPUs of 70 GiB or more other than the
+    A100 and 256 elsewhere; TRT-LLM's ``max_batch_size`` is 2048; SGLang's request pool holds
+    at least 2048."""
+    if backend == "vllm":
+        return 1024 if gpu.memory_gib >= 70 and gpu.name != "a100_sxm" else 256
+    return 2048
+
+
 def engine_shape(model: Model, gpu: Gpu, backend: str, precision: str, kv_dtype: str, par: Parallel,
                  role: str = "engine", max_num_tokens: int | None = None,
                  context_tokens: float = 4096.0) -> EngineShape:
@@ -223,7 +233,8 @@ def engine_shape(model: Model, gpu: Gpu, backend: str, precision: str, kv_dtype:
     # Sliding-window layers cost a bounded cache; their share is inside the activations margin.
     # A linear-attention state takes the room of state_gpu / kv_gpu tokens in the same pool.
     state_gpu = model.linear_state_elements() * STATE_BYTES / (tp * pp)
-    max_seq = int(min(MAX_BATCH_CAP, tokens_rank / (max(1.0, context_tokens) + state_gpu / kv_gpu))) * dp
+    seq_limit = default_seq_limit(backend, gpu)
+    max_seq = int(min(seq_limit, tokens_rank / (max(1.0, context_tokens) + state_gpu / kv_gpu))) * dp
     memory = Memory(weights_gib=weights / gib, kv_cache_gib=kv_bytes / gib, activations_gib=act_bytes / gib,
                     kv_capacity_tokens=tokens_rank * dp, max_sequences=max_seq)
 
@@ -268,13 +279,13 @@ def engine_shape(model: Model, gpu: Gpu, backend: str, precision: str, kv_dtype:
         gather_link_bytes_s=internode if tp * dp > gpu.nvlink_domain else nvlink,
         nvlink_bytes_s=nvlink, internode_bytes_s=internode,
         kv_transfer_bytes_s=(gpu.nvlink_gb_s / 2 if gpu.nvlink_domain > gpu.gpus_per_node else gpu.internode_gb_s) * 1e9 * par.gpus,
-        compute_dtype=cdt, memory=memory, kv_tokens_per_rank=tokens_rank,
+        compute_dtype=cdt, memory=memory, kv_tokens_per_rank=tokens_rank, seq_limit=seq_limit,
     )
 
 
 def max_batch_per_rank(shape: EngineShape, context_tokens: float, limit: int | None) -> float:
     """Sequences one attention rank can hold at a mean context (tokens), capped by ``limit`` per engine."""
     by_kv = shape.kv_tokens_per_rank / (max(1.0, context_tokens) + shape.state_bytes_seq / shape.kv_bytes_tok)
-    cap = MAX_BATCH_CAP if limit is None else min(MAX_BATCH_CAP, limit / shape.dp)
+    cap = shape.seq_limit if limit is None else min(shape.seq_limit, limit / shape.dp)
     return max(0.0, min(by_kv, cap))
 

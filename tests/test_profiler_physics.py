@@ -150,6 +150,24 @@ def test_kv_capacity_llama_70b_h100_tp4_by_hand():
     assert mem.max_sequences == 456_235 // 2250 == 202
 
 
+def test_running_sequences_stop_at_each_engines_default_limit():
+    # Llama-3.1-8B with short requests: the KV cache holds far more sequences than any engine
+    # runs by default, so the engine's own limit binds: vLLM's max_num_seqs is 1024 on an H100
+    # but 256 on an A100 (and on GPUs under 70 GiB), TRT-LLM's max_batch_size 2048, SGLang's
+    # request pool 2048. Clients beyond the limit wait for a slot.
+    small = dict(model="meta-llama/Llama-3.1-8B", engine=Parallel(tp=1), isl_tokens=128, osl_tokens=128,
+                 concurrency=4000)
+    limits = {("vllm", "h100_sxm"): 1024, ("vllm", "a100_sxm"): 256, ("vllm", "l40s"): 256,
+              ("trtllm", "h100_sxm"): 2048, ("sglang", "h100_sxm"): 2048}
+    for (backend, gpu), limit in limits.items():
+        r = estimate(ServingConfig(gpu=gpu, backend=backend, **small))
+        assert r.memory["engine"].max_sequences == limit, (backend, gpu)
+        assert r.decode_batch == pytest.approx(limit, rel=1e-6), (backend, gpu)
+    # A limit the request sets wins over the engine's.
+    r = estimate(ServingConfig(gpu="a100_sxm", backend="vllm", max_batch=100, **small))
+    assert r.decode_batch == pytest.approx(100, rel=1e-6)
+
+
 def test_memory_per_role_and_gpus_in_disagg():
     r = estimate(_disagg(prefill_workers=3, decode_workers=2, concurrency=16))
     assert set(r.memory) == {"prefill", "decode"}
@@ -309,8 +327,9 @@ def test_linear_attention_state_takes_kv_room_and_is_read_and_written_every_deco
     assert prep.decode["state_bytes_seq"] == state
     kv_token = prep.decode["kv_bytes_tok"]
     mem = estimate(ServingConfig(engine=Parallel(tp=4, moe_ep=1), **base), params=params).memory["engine"]
-    # At the mean context of 1024 + 1024/2 tokens, each sequence also keeps its state.
-    assert mem.max_sequences == int(min(1024, mem.kv_capacity_tokens / (1536 + state / kv_token)))
+    # At the mean context of 1024 + 1024/2 tokens, each sequence also keeps its state (SGLang's
+    # request pool allows 2048 running sequences a rank).
+    assert mem.max_sequences == int(min(2048, mem.kv_capacity_tokens / (1536 + state / kv_token)))
     # Each extra sequence reads and writes its state once per step, on top of its KV reads.
     without = dict(prep.decode, state_bytes_seq=0.0)
     step = [float(decode_step_s(f, params, 64.0, 1536.0)) for f in (prep.decode, without)]
