@@ -1,17 +1,11 @@
 """The accuracy benchmark's sweep-resampled interval around a median error."""
 
-import importlib.util
-from pathlib import Path
-
 import numpy as np
+from benchmark_scripts import load
 
 
 def _accuracy():
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / "accuracy.py"
-    spec = importlib.util.spec_from_file_location("accuracy_benchmark", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load("accuracy")
 
 
 def test_sweeps_alike_give_no_spread():
