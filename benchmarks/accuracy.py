@@ -13,7 +13,9 @@ splits rows whose deployment the data records from disaggregated rows whose work
 are missing (their deployment is inferred, and they are not used for fitting), and gives
 each cross-validated MdAPE a 95% interval from resampling whole sweeps (every row of one
 model family, GPU, backend and mode together, since a sweep's rows share their errors):
-how far the number could move on other measurements of the same kind.
+how far the number could move on other measurements of the same kind. It also scores the
+held-out output tokens/s per GPU against the data's ``derived_output_tok_s_per_gpu``, on the
+rows that have one (no target).
 
     python benchmarks/accuracy.py [--data CSV] [--max-evals N] [--workers N] [--in-sample-only]
 
@@ -62,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import numpy as np
 
-    from profiler.calibrate import kernel_prior, prepare_rows
+    from profiler.calibrate import kernel_prior, measured_column, prepare_rows
     from profiler.estimate import evaluate
     from profiler.params import shipped_params
 
@@ -99,9 +101,10 @@ def main(argv: list[str] | None = None) -> int:
     minutes = (time.perf_counter() - start) / 60
     labels = data.labels
     sweeps = np.array(["|".join(key) for key in zip(labels["family"], labels["gpu"], labels["backend"], labels["mode"])])
+    throughput = np.where(data.repeats, np.nan, measured_column(rows, data.index, "derived_output_tok_s_per_gpu")[0])
     summary = []
     for scheme, title in (("family", "whole model families held out"), ("gpu", "whole GPU types held out")):
-        ttft, tpot = preds[scheme]
+        ttft, tpot, tok_s = preds[scheme]
         table = error_rows(data, ttft, tpot)
         print("\n" + format_table(table, f"GROUPED CROSS-VALIDATION: {title}"))
         _, _, n, t_ape, t_bias, p_ape, p_bias = table[0]
@@ -113,6 +116,11 @@ def main(argv: list[str] | None = None) -> int:
                      for pred, meas in ((ttft, data.ttft_ms), (tpot, data.tpot_ms))]
         summary.append(f"        95% interval, whole sweeps resampled ({len(set(sweeps[scored]))} sweeps): "
                        f"TTFT {intervals[0][0]:.1f}–{intervals[0][1]:.1f}%  TPOT {intervals[1][0]:.1f}–{intervals[1][1]:.1f}%")
+        both = np.isfinite(tok_s) & (tok_s > 0) & np.isfinite(throughput)
+        log_ratio = np.log(tok_s[both] / throughput[both])
+        summary.append(f"        output tok/s per GPU (n={int(both.sum())}, rows with measured throughput): "
+                       f"MdAPE {np.median(np.abs(np.expm1(log_ratio))) * 100:.1f}% "
+                       f"(bias {np.expm1(np.median(log_ratio)) * 100:+.0f}%)")
         for label, rows_mask in (("recorded deployment", ~data.inferred & ~data.repeats),
                                  ("inferred deployment", data.inferred & ~data.repeats)):
             t_err = np.abs(ttft - data.ttft_ms)[rows_mask] / data.ttft_ms[rows_mask] * 100

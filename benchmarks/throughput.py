@@ -31,21 +31,6 @@ from api.commands.calibrate import default_data_path, read_rows  # noqa: E402
 MEASURED = "derived_output_tok_s_per_gpu"
 
 
-def measured_throughput(rows: list[dict], index) -> tuple[list[float], list[int]]:
-    """The measured output tokens/s per GPU of ``rows`` at positions ``index`` (NaN: empty or not
-    positive), and the positions whose cell is not a number (read as NaN too)."""
-    values, bad = [], []
-    for i in index:
-        cell = str(rows[i].get(MEASURED) or "").strip()
-        try:
-            value = float(cell) if cell else float("nan")
-        except ValueError:
-            value = float("nan")
-            bad.append(int(i))
-        values.append(value if value > 0 else float("nan"))
-    return values, bad
-
-
 def table(labels: dict, pred, measured) -> list[tuple[str, str, int, float, float]]:
     """(group, value, n, MdAPE %, median bias %) overall and per value of each label."""
     import numpy as np
@@ -74,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import numpy as np
 
-    from profiler.calibrate import prepare_rows
+    from profiler.calibrate import measured_column, prepare_rows
     from profiler.estimate import evaluate
     from profiler.params import shipped_params
 
@@ -95,10 +80,9 @@ def main(argv: list[str] | None = None) -> int:
     if not len(data.index):
         return 1
     pred = evaluate(data.batch, shipped_params())["output_tok_s_per_gpu"]
-    values, bad = measured_throughput(rows, data.index)
+    measured, bad = measured_column(rows, data.index, MEASURED)
     if bad:
         print(f"  {MEASURED} is not a number in row(s) {', '.join(str(i + 1) for i in bad[:10])}: not scored")
-    measured = np.array(values, dtype=float)
     if not args.data:  # one score per distinct measurement, as accuracy.py counts them
         measured = np.where(data.repeats, np.nan, measured)
     head = f"{'group':<8} {'value':<40} {'n':>5} {'MdAPE':>7} {'bias':>6}"

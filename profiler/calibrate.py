@@ -90,9 +90,10 @@ def repeated_measurements(rows: list[dict], keep: list[int], inferred: list[bool
     return repeat
 
 
-def measured_ms(row: dict, key: str) -> float:
-    """The measured time ``key`` of ``row`` in ms; NaN (unmeasured) when the cell is empty, not finite or not
-    positive. Raises ``ModelError`` naming ``key`` when it is not a number."""
+def measured_value(row: dict, key: str) -> float:
+    """The measured value of column ``key`` of ``row`` (a time in ms, a throughput in tokens/s); NaN
+    (unmeasured) when the cell is empty, not finite or not positive. Raises ``ModelError`` naming
+    ``key`` when it is not a number."""
     value = row.get(key)
     if value is None or not str(value).strip():
         return math.nan
@@ -103,13 +104,27 @@ def measured_ms(row: dict, key: str) -> float:
     return x if math.isfinite(x) and x > 0 else math.nan
 
 
+def measured_column(rows: list[dict], index, key: str) -> tuple[np.ndarray, list[int]]:
+    """The measured values of column ``key`` in ``rows`` at positions ``index`` (NaN where the
+    cell is empty, not finite or not positive), and the positions whose cell is not a number
+    (NaN too): a batch of measurements is scored without them rather than stopped."""
+    values, bad = [], []
+    for i in index:
+        try:
+            values.append(measured_value(rows[i], key))
+        except ModelError:
+            values.append(math.nan)
+            bad.append(int(i))
+    return np.array(values, dtype=float), bad
+
+
 def prepare_rows(rows: list[dict]) -> Prepared:
     """Prepare every row; rows that fail are recorded in ``errors``, never raised. Measurements that are not
     finite and positive are read as unmeasured (NaN): such rows are predicted but neither fitted nor scored."""
     keep, preps, inferred, times, errors = [], [], [], [], {}
     for i, row in enumerate(rows):
         try:
-            pair = (measured_ms(row, "ttft_ms"), measured_ms(row, "tpot_ms"))
+            pair = (measured_value(row, "ttft_ms"), measured_value(row, "tpot_ms"))
             prep, notes = row_prepared(row)
             preps.append(prep)
             keep.append(i)
@@ -198,26 +213,28 @@ def kernel_prior(kernel_rows: list[dict] | None) -> dict[str, float]:
 
 
 def _fold_predictions(data: Prepared, start: dict[str, float] | None, max_evals: int,
-                      held: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """One cross-validation fold: fit without the ``held`` rows, predict them (TTFT, TPOT in ms)."""
+                      held: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """One cross-validation fold: fit without the ``held`` rows, predict them (TTFT and TPOT in
+    ms, output tokens/s per GPU)."""
     params = fit(_subset(data, ~held), start, max_evals=max_evals)
     out = evaluate(_subset(data, held).batch, params)
-    return out["ttft_ms"], out["itl_ms"]
+    return out["ttft_ms"], out["itl_ms"], out["output_tok_s_per_gpu"]
 
 
 def cross_validate(data: Prepared, start: dict[str, float] | None = None, max_evals: int = 200,
                    map_folds=map) -> dict[str, np.ndarray]:
     """Grouped CV: one fold per model family and one per GPU type.
 
-    Returns held-out predictions for each scheme (``family`` and ``gpu``): every row is
-    predicted by parameters fitted (from and toward ``start``) without its group.
+    Returns held-out predictions for each scheme (``family`` and ``gpu``), one row each of TTFT
+    (ms), TPOT (ms) and output tokens/s per GPU: every configuration is predicted by parameters
+    fitted (from and toward ``start``) without its group.
     ``map_folds`` runs the folds (``map``: one after another; a process pool's ``map`` runs
     them side by side with the same results, each fit being deterministic).
     """
     folds = [(scheme, data.labels[scheme] == group) for scheme in ("family", "gpu")
              for group in np.unique(data.labels[scheme])]
-    result = {scheme: np.full((2, len(data.index)), np.nan) for scheme in ("family", "gpu")}
+    result = {scheme: np.full((3, len(data.index)), np.nan) for scheme in ("family", "gpu")}
     predictions = map_folds(partial(_fold_predictions, data, start, max_evals), [held for _, held in folds])
-    for (scheme, held), (ttft, tpot) in zip(folds, predictions):
-        result[scheme][0, held], result[scheme][1, held] = ttft, tpot
+    for (scheme, held), predicted in zip(folds, predictions):
+        result[scheme][:, held] = predicted
     return result

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from profiler.dataset import row_config
 
 DEEPSEEK = dict(model="deepseek-ai/DeepSeek-R1", gpu="b200_sxm", backend="sglang", precision="fp4",
@@ -187,3 +189,14 @@ def test_the_required_columns_are_those_a_row_cannot_do_without():
         with pytest.raises(ModelError) as err:
             row_prepared({k: v for k, v in row.items() if k != column})
         assert err.value.field == column
+
+
+def test_a_measured_column_reads_empty_and_non_positive_cells_as_unmeasured_and_names_words():
+    from profiler.calibrate import measured_column
+
+    rows = [{"tok": "1200.5"}, {"tok": ""}, {"tok": "-3"}, {"tok": "fast"}, {"tok": "inf"}, {}]
+    values, bad = measured_column(rows, range(6), "tok")
+    assert values[0] == 1200.5 and np.isnan(values[1:]).all()
+    assert bad == [3]
+    values, bad = measured_column(rows, [3, 0], "tok")  # positions in the order asked
+    assert np.isnan(values[0]) and values[1] == 1200.5 and bad == [3]

@@ -95,7 +95,7 @@ def test_cross_validation_in_processes_matches_one_process(subset):
     spread = run_cross_validation(data, default_params(), workers=2, max_evals=3)
     assert set(alone) == set(spread) == {"family", "gpu"}
     for scheme in alone:
-        assert alone[scheme].shape == (2, len(data.index))
+        assert alone[scheme].shape == (3, len(data.index))
         np.testing.assert_array_equal(alone[scheme], spread[scheme])
         # every row belongs to exactly one held-out group per scheme, so every row is predicted
         assert np.isfinite(alone[scheme]).all()

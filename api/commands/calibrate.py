@@ -348,6 +348,6 @@ def cv_table(data, preds: dict) -> str:
     """Both grouped cross-validation schemes of ``cross_validate``, as text tables."""
     parts = []
     for scheme, title in (("family", "held out: whole model families"), ("gpu", "held out: whole GPU types")):
-        ttft, tpot = preds[scheme]
+        ttft, tpot = preds[scheme][:2]
         parts.append(format_table(error_rows(data, ttft, tpot), f"grouped cross-validation, {title}"))
     return "\n\n".join(parts)
