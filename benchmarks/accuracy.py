@@ -64,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import numpy as np
 
-    from profiler.calibrate import kernel_prior, measured_column, prepare_rows
+    from profiler.calibrate import kernel_prior, measured_column, median_errors, prepare_rows
     from profiler.estimate import evaluate
     from profiler.params import shipped_params
 
@@ -116,11 +116,9 @@ def main(argv: list[str] | None = None) -> int:
                      for pred, meas in ((ttft, data.ttft_ms), (tpot, data.tpot_ms))]
         summary.append(f"        95% interval, whole sweeps resampled ({len(set(sweeps[scored]))} sweeps): "
                        f"TTFT {intervals[0][0]:.1f}–{intervals[0][1]:.1f}%  TPOT {intervals[1][0]:.1f}–{intervals[1][1]:.1f}%")
-        both = np.isfinite(tok_s) & (tok_s > 0) & np.isfinite(throughput)
-        log_ratio = np.log(tok_s[both] / throughput[both])
-        summary.append(f"        output tok/s per GPU (n={int(both.sum())}, rows with measured throughput): "
-                       f"MdAPE {np.median(np.abs(np.expm1(log_ratio))) * 100:.1f}% "
-                       f"(bias {np.expm1(np.median(log_ratio)) * 100:+.0f}%)")
+        n_tok, tok_ape, tok_bias = median_errors(tok_s, throughput)
+        summary.append(f"        output tok/s per GPU (n={n_tok}, rows with measured throughput): "
+                       f"MdAPE {tok_ape:.1f}% (bias {tok_bias:+.0f}%)")
         for label, rows_mask in (("recorded deployment", ~data.inferred & ~data.repeats),
                                  ("inferred deployment", data.inferred & ~data.repeats)):
             t_err = np.abs(ttft - data.ttft_ms)[rows_mask] / data.ttft_ms[rows_mask] * 100

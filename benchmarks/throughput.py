@@ -33,21 +33,13 @@ MEASURED = "derived_output_tok_s_per_gpu"
 
 def table(labels: dict, pred, measured) -> list[tuple[str, str, int, float, float]]:
     """(group, value, n, MdAPE %, median bias %) overall and per value of each label."""
-    import numpy as np
+    from profiler.calibrate import median_errors
 
-    ok = np.isfinite(pred) & np.isfinite(measured) & (pred > 0)
-    log_ratio = np.log(np.where(ok, pred, 1.0) / np.where(ok, measured, 1.0))
-
-    def stats(mask):
-        m = mask & ok
-        if not m.any():
-            return int(m.sum()), float("nan"), float("nan")
-        return int(m.sum()), float(np.median(np.abs(np.expm1(log_ratio[m])))) * 100, float(np.expm1(np.median(log_ratio[m]))) * 100
-
-    rows = [("all", "", *stats(np.ones_like(ok)))]
+    rows = [("all", "", *median_errors(pred, measured))]
     for group in ("gpu", "family", "backend", "mode"):
         for value in sorted(set(labels[group].tolist())):
-            rows.append((group, value, *stats(labels[group] == value)))
+            mask = labels[group] == value
+            rows.append((group, value, *median_errors(pred[mask], measured[mask])))
     return rows
 
 

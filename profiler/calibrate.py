@@ -201,6 +201,17 @@ def ape(pred: np.ndarray, measured: np.ndarray) -> np.ndarray:
     return np.abs(pred - measured) / measured * 100.0
 
 
+def median_errors(pred: np.ndarray, measured: np.ndarray) -> tuple[int, float, float]:
+    """Over the pairs where both are finite and positive: their count, the median absolute
+    percentage error and the median bias (exp of the median log(pred/measured), − 1, as %;
+    positive = predictions too high). NaNs when there is no such pair."""
+    ok = np.isfinite(pred) & np.isfinite(measured) & (pred > 0) & (measured > 0)
+    if not ok.any():
+        return 0, math.nan, math.nan
+    log_ratio = np.log(pred[ok] / measured[ok])
+    return int(ok.sum()), float(np.median(ape(pred[ok], measured[ok]))), float(np.expm1(np.median(log_ratio))) * 100.0
+
+
 def kernel_prior(kernel_rows: list[dict] | None) -> dict[str, float]:
     """Where the fit starts and what it is pulled toward: the physical defaults, with the GEMM
     shape efficiencies fitted to kernel measurements when there are any (``kernels.fit_kernels``)."""
