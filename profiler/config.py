@@ -101,8 +101,9 @@ class Memory(_Frozen):
     kv_cache_gib: float
     activations_gib: float
     kv_capacity_tokens: int
-    max_sequences: int = Field(description="sequences the KV cache holds at the workload's mean context "
-                                           "(ISL + OSL/2 tokens), at most the engine's batch ceiling")
+    max_sequences: int = Field(description="sequences the KV cache holds, each counted at what the engine keeps "
+                                           "for it (TRT-LLM: ISL + OSL tokens, reserved on admission; vLLM, "
+                                           "SGLang: the mean context ISL + OSL/2), at most the engine's batch ceiling")
 
 
 class TtftParts(_Frozen):

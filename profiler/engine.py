@@ -283,8 +283,19 @@ def engine_shape(model: Model, gpu: Gpu, backend: str, precision: str, kv_dtype:
     )
 
 
+def held_tokens(backend: str, isl: float, osl: float) -> float:
+    """KV-cache tokens a request counts for when an engine decides how many fit.
+
+    TRT-LLM's default capacity policy (GUARANTEED_NO_EVICT) admits a request only once the
+    cache can hold its prompt and all its output tokens, so nothing is ever evicted: ISL + OSL.
+    vLLM and SGLang admit on what a sequence holds now and preempt when the cache fills, so
+    over a request's life it holds its mean context: ISL + OSL/2.
+    """
+    return isl + (osl if backend == "trtllm" else osl / 2)
+
+
 def max_batch_per_rank(shape: EngineShape, context_tokens: float, limit: int | None) -> float:
-    """Sequences one attention rank can hold at a mean context (tokens), capped by ``limit`` per engine."""
+    """Sequences one attention rank can hold at ``context_tokens`` each (``held_tokens``), capped by ``limit`` per engine."""
     by_kv = shape.kv_tokens_per_rank / (max(1.0, context_tokens) + shape.state_bytes_seq / shape.kv_bytes_tok)
     cap = shape.seq_limit if limit is None else min(shape.seq_limit, limit / shape.dp)
     return max(0.0, min(by_kv, cap))

@@ -9,7 +9,7 @@ from functools import lru_cache
 import numpy as np
 
 from profiler.config import Estimate, ItlParts, Memory, Parallel, ServingConfig, TtftParts
-from profiler.engine import DEFAULT_MAX_NUM_TOKENS, engine_shape, max_batch_per_rank
+from profiler.engine import DEFAULT_MAX_NUM_TOKENS, engine_shape, held_tokens, max_batch_per_rank
 from profiler.errors import ModelError
 from profiler.gpus import backend_mismatch, get_gpu
 from profiler.models import Model
@@ -62,7 +62,7 @@ def prepare(config: ServingConfig, model: Model | None = None) -> Prepared:
     if kv_dtype not in KV_DTYPES:
         raise ModelError("kv_dtype", f"unknown KV-cache dtype {config.kv_dtype!r}; known: {', '.join(KV_DTYPES)}")
     chunk = config.max_num_tokens or DEFAULT_MAX_NUM_TOKENS[config.backend]
-    context = config.isl_tokens + config.osl_tokens / 2
+    context = held_tokens(config.backend, config.isl_tokens, config.osl_tokens)
 
     def shape(par: Parallel, role: str):
         return engine_shape(arch, gpu, config.backend, precision, kv_dtype, par, role, chunk, context)
@@ -85,7 +85,8 @@ def prepare(config: ServingConfig, model: Model | None = None) -> Prepared:
     if cap < 1:
         # Name the length at fault: ISL when the prompt alone is too long, else OSL.
         field = "isl_tokens" if config.isl_tokens >= dec.kv_tokens_per_rank else "osl_tokens"
-        raise ModelError(field, f"one sequence of {context:.0f} tokens (ISL + OSL/2, its mean context) does not "
+        held = "ISL + OSL, what TRT-LLM reserves" if config.backend == "trtllm" else "ISL + OSL/2, its mean context"
+        raise ModelError(field, f"one sequence of {context:.0f} tokens ({held}) does not "
                                 f"fit the KV cache ({dec.kv_tokens_per_rank} tokens per rank)")
     closed = config.request_rate is None
     load = {

@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 
 from profiler.config import Parallel, ServingConfig
+from profiler.errors import ModelError
 from profiler.estimate import estimate, evaluate, prepare
 from profiler.gpus import get_gpu
 from profiler.params import default_params, shipped_params
@@ -150,12 +151,31 @@ def test_kv_capacity_llama_70b_h100_tp4_by_hand():
     assert mem.max_sequences == 456_235 // 2250 == 202
 
 
+def test_trtllm_admits_only_requests_whose_whole_output_fits():
+    # TRT-LLM's default capacity policy reserves a request's prompt and all its output tokens
+    # when it admits it; vLLM and SGLang count what a sequence holds on average. With long
+    # outputs TRT-LLM therefore runs fewer sequences, and clients beyond them wait for a slot.
+    long_out = dict(isl_tokens=1024, osl_tokens=8192, concurrency=256)
+    for backend, held in (("trtllm", 1024 + 8192), ("vllm", 1024 + 4096), ("sglang", 1024 + 4096)):
+        r = estimate(config(backend=backend, **long_out), params=default_params())
+        mem = r.memory["engine"]
+        assert mem.max_sequences == mem.kv_capacity_tokens // held, backend
+        assert mem.max_sequences <= r.decode_batch < mem.max_sequences + 1, backend
+    trt = estimate(config(backend="trtllm", **long_out), params=default_params())
+    assert trt.ttft_parts.queueing_ms > 10 * trt.ttft_parts.prefill_ms
+    # 200k + 400k tokens: 400k held on average fits the 504,511-token cache, 600k reserved does not.
+    huge = dict(isl_tokens=200_000, osl_tokens=400_000)
+    assert estimate(config(backend="vllm", **huge), params=default_params()).memory["engine"].max_sequences == 1
+    with pytest.raises(ModelError, match="ISL \\+ OSL, what TRT-LLM reserves"):
+        estimate(config(backend="trtllm", **huge), params=default_params())
+
+
 def test_running_sequences_stop_at_each_engines_default_limit():
     # Llama-3.1-8B with short requests: the KV cache holds far more sequences than any engine
     # runs by default, so the engine's own limit binds: vLLM's max_num_seqs is 1024 on an H100
     # but 256 on an A100 (and on GPUs under 70 GiB), TRT-LLM's max_batch_size 2048, SGLang's
     # request pool 2048. Clients beyond the limit wait for a slot.
-    small = dict(model="meta-llama/Llama-3.1-8B", engine=Parallel(tp=1), isl_tokens=128, osl_tokens=128,
+    small = dict(model="meta-llama/Llama-3.1-8B", engine=Parallel(tp=1), isl_tokens=64, osl_tokens=64,
                  concurrency=4000)
     limits = {("vllm", "h100_sxm"): 1024, ("vllm", "a100_sxm"): 256, ("vllm", "l40s"): 256,
               ("trtllm", "h100_sxm"): 2048, ("sglang", "h100_sxm"): 2048}

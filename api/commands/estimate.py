@@ -346,9 +346,12 @@ def _deployment(config, model_id: str, est) -> str:
 
 
 def _memory_lines(config, est) -> list[str]:
+    from profiler.engine import held_tokens
+
+    held = held_tokens(config.backend, config.isl_tokens, config.osl_tokens)
     return [f"memory/GPU  {role}: weights {mem.weights_gib:.1f} GiB, KV cache {mem.kv_cache_gib:.1f} GiB, "
             f"activations {mem.activations_gib:.1f} GiB; KV capacity {mem.kv_capacity_tokens:,} tokens "
-            f"({mem.max_sequences:,} sequences of {config.isl_tokens + config.osl_tokens / 2:,.0f} tokens) per engine"
+            f"({mem.max_sequences:,} sequences of {held:,.0f} tokens) per engine"
             for role, mem in est.memory.items()]
 
 
