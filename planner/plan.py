@@ -15,7 +15,7 @@ from planner.sizing import Candidate, Sized, Target, decode_capacity, size_aggre
 from planner.space import check_bounds, describe, engine_options
 from planner.types import Engine, Plan, PlanRequest, PlanResult, Prediction
 from profiler.config import PART_LABELS, Parallel, ServingConfig
-from profiler.engine import DEFAULT_MAX_NUM_TOKENS, FREE_FRACTION_BACKENDS, MEMORY_FRACTION
+from profiler.engine import FREE_FRACTION_BACKENDS, MEMORY_FRACTION, default_max_num_tokens
 from profiler.errors import ModelError
 from profiler.estimate import Prepared, itl_parts, prepare, ttft_parts
 from profiler.gpus import GPUS, get_gpu, runs_on
@@ -127,7 +127,7 @@ def _engine(role: str, par: Parallel, replicas: int, max_batch: int, node: int, 
 def _plan(s: Sized, req: PlanRequest, model: Model, gpu: str, precision: str, node: int,
           shapes: dict[Parallel, Prepared], t: Target, p: dict) -> Plan:
     c, pr = s.candidate, s.prediction
-    chunk = DEFAULT_MAX_NUM_TOKENS[req.backend]
+    chunk = default_max_num_tokens(req.backend, get_gpu(gpu))
     if c.mode == "agg":
         batch, _ = decode_capacity(shapes[c.engine], t, p)
         engines = (_engine("aggregated", c.engine, s.replicas, int(batch * c.engine.dp), node, chunk),)
@@ -215,7 +215,7 @@ def _assumptions(req: PlanRequest, precision: str, node: int, t: Target, fit: in
         f"weights {precision}, KV cache {default_kv_dtype(precision)}",
         f"{req.backend} memory fraction {MEMORY_FRACTION[req.backend]}"
         f"{' of the memory left after weights' if req.backend in FREE_FRACTION_BACKENDS else ''}, "
-        f"prefill chunk {DEFAULT_MAX_NUM_TOKENS[req.backend]} tokens",
+        f"prefill chunk {default_max_num_tokens(req.backend, get_gpu(req.gpu))} tokens",
         f"{node} GPUs per node",
         f"load: {load}",
         f"ISL {req.isl_tokens} / OSL {req.osl_tokens} tokens",

@@ -66,7 +66,9 @@ class ServingConfig(_Frozen):
     decode_workers: int = Field(default=1, gt=0)
     max_batch: int | None = Field(default=None, gt=0)
     max_num_tokens: int | None = Field(default=None, gt=0, le=MAX_STEP_TOKENS,
-                                       description="prefill chunk, tokens per step of each attention-DP rank")
+                                       description="prefill chunk, tokens per step of each attention-DP rank (default: "
+                                                   "the backend's own, 8192; SGLang's by GPU memory, 16384 "
+                                                   "from 160 GiB)")
     isl_tokens: int = Field(gt=0)
     osl_tokens: int = Field(gt=0)
     concurrency: float | None = Field(default=None, gt=0, allow_inf_nan=False)

@@ -32,7 +32,6 @@ MAX_MEMORY_FRACTION = 0.96
 RESERVED_GIB = 2.0
 ACT_BYTES = 2.0  # activations travel in bf16
 STATE_BYTES = 4.0  # linear-attention recurrent state: engines keep it in fp32 by default
-DEFAULT_MAX_NUM_TOKENS = {"vllm": 8192, "sglang": 8192, "trtllm": 8192}
 
 
 @dataclass(frozen=True)
@@ -173,6 +172,15 @@ def check_parallel(model: Model, par: Parallel, role: str) -> None:
         raise ModelError(f"{role}.moe_ep", f"expert parallelism applies to MoE models only; {model.hf_id} is dense")
 
 
+def default_max_num_tokens(backend: str, gpu: Gpu) -> int:
+    """Prompt tokens one engine step takes unless told otherwise: vLLM's and TRT-LLM's
+    ``max_num_batched_tokens`` / ``max_num_tokens`` are 8192; SGLang's ``chunked_prefill_size``
+    goes by the GPU's memory: 2048 under 35 GiB, 8192 under 160 GiB, 16384 above (B200, MI300X)."""
+    if backend == "sglang":
+        return 2048 if gpu.memory_gib < 35 else 8192 if gpu.memory_gib < 160 else 16384
+    return 8192
+
+
 def default_seq_limit(backend: str, gpu: Gpu) -> int:
     """Running sequences per attention rank an engine allows unless told otherwise (the KV cache
     may bind first): vLLM's ``max_num_seqs`` is 1024 on GPUs of 70 GiB or more other than the
@@ -214,7 +222,7 @@ def engine_shape(model: Model, gpu: Gpu, backend: str, precision: str, kv_dtype:
     else:
         kv_gpu = kv_total * max(1, model.num_kv_heads // tp) / model.num_kv_heads / pp
 
-    chunk = max_num_tokens or DEFAULT_MAX_NUM_TOKENS[backend]
+    chunk = max_num_tokens or default_max_num_tokens(backend, gpu)
     width = max(model.hidden_size * 4, 2 * model.intermediate_size // tp, 2 * model.moe_intermediate_size * max(1, model.experts_per_token) // max(1, par.expert_tp))
     act_bytes = chunk * (width + model.vocab_size // tp) * ACT_BYTES * 2
     weights = dense_bytes + expert_bytes

@@ -9,7 +9,7 @@ from functools import lru_cache
 import numpy as np
 
 from profiler.config import Estimate, ItlParts, Memory, Parallel, ServingConfig, TtftParts
-from profiler.engine import DEFAULT_MAX_NUM_TOKENS, engine_shape, held_tokens, max_batch_per_rank
+from profiler.engine import default_max_num_tokens, engine_shape, held_tokens, max_batch_per_rank
 from profiler.errors import ModelError
 from profiler.gpus import backend_mismatch, get_gpu
 from profiler.models import Model
@@ -61,7 +61,7 @@ def prepare(config: ServingConfig, model: Model | None = None) -> Prepared:
     kv_dtype = (config.kv_dtype or default_kv_dtype(precision)).lower()
     if kv_dtype not in KV_DTYPES:
         raise ModelError("kv_dtype", f"unknown KV-cache dtype {config.kv_dtype!r}; known: {', '.join(KV_DTYPES)}")
-    chunk = config.max_num_tokens or DEFAULT_MAX_NUM_TOKENS[config.backend]
+    chunk = config.max_num_tokens or default_max_num_tokens(config.backend, gpu)
     context = held_tokens(config.backend, config.isl_tokens, config.osl_tokens)
 
     def shape(par: Parallel, role: str):

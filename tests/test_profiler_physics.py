@@ -170,6 +170,16 @@ def test_trtllm_admits_only_requests_whose_whole_output_fits():
         estimate(config(backend="trtllm", **huge), params=default_params())
 
 
+def test_prefill_chunk_defaults_to_each_engines_own():
+    # vLLM and TRT-LLM take 8192 prompt tokens a step; SGLang sizes its chunked prefill by the
+    # GPU's memory: 8192 on an H100 (79.6 GiB), 16384 on a B200 (179 GiB).
+    chunks = {("vllm", "b200_sxm"): 8192, ("trtllm", "b200_sxm"): 8192, ("sglang", "h100_sxm"): 8192,
+              ("sglang", "b200_sxm"): 16384}
+    for (backend, gpu), chunk in chunks.items():
+        assert prepare(config(backend=backend, gpu=gpu)).prefill["max_num_tokens"] == chunk, (backend, gpu)
+    assert prepare(config(backend="sglang", gpu="b200_sxm", max_num_tokens=4096)).prefill["max_num_tokens"] == 4096
+
+
 def test_running_sequences_stop_at_each_engines_default_limit():
     # Llama-3.1-8B with short requests: the KV cache holds far more sequences than any engine
     # runs by default, so the engine's own limit binds: vLLM's max_num_seqs is 1024 on an H100
