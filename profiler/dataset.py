@@ -21,6 +21,9 @@ Pure: takes rows already read (dicts of strings or numbers). Conventions of the 
   data does not say how the experts were placed);
 - optional ``spec_tokens`` and ``spec_acceptance`` columns describe speculative decoding
   (tokens drafted per step, chance each is accepted); absent, there is none;
+- optional ``max_batch`` (running sequences per engine) and ``max_num_tokens`` (prompt
+  tokens per step of each attention rank) columns set the engine's limits; empty or absent,
+  the backend's defaults;
 - ``num_gpus`` (optional) counts the whole deployment's GPUs: an aggregated row with k
   engines' worth runs k replicas sharing the concurrency; a disaggregated row's must equal
   its workers' GPUs. A count that no whole deployment of the row's engines has is an error
@@ -72,6 +75,11 @@ def _int(row: dict, key: str, default: int | None = None, least: int = 0) -> int
     if x != int(x) or x < least:
         raise ModelError(key, f"must be an integer ≥ {least}, got {row.get(key)!r}")
     return int(x)
+
+
+def _limit(row: dict, key: str) -> int | None:
+    """An optional positive integer column (None when empty or absent)."""
+    return _int(row, key, 0, least=1) if _num(row, key) is not None else None
 
 
 def _product_spelling(row: dict, prefix: str, moe: bool, domain: int) -> tuple[int, int, int] | None:
@@ -126,7 +134,8 @@ def row_config(row: dict, heads: int | None = None, moe: bool = False, domain: i
                   backend=str(row.get("backend") or "vllm").strip().lower(),
                   precision=(str(row["precision"]).strip() or None) if row.get("precision") else None,
                   mode=mode, isl_tokens=_int(row, "isl", least=1), osl_tokens=_int(row, "osl", least=1), concurrency=conc,
-                  spec_tokens=_int(row, "spec_tokens", 0), spec_acceptance=_num(row, "spec_acceptance"))
+                  spec_tokens=_int(row, "spec_tokens", 0), spec_acceptance=_num(row, "spec_acceptance"),
+                  max_batch=_limit(row, "max_batch"), max_num_tokens=_limit(row, "max_num_tokens"))
     engines, products = {}, False
     for prefix in ("",) if mode == "agg" else ("p_", "d_"):
         spelled = _product_spelling(row, prefix, moe, domain)

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from profiler.dataset import row_config
+from profiler.errors import ModelError
 
 DEEPSEEK = dict(model="deepseek-ai/DeepSeek-R1", gpu="b200_sxm", backend="sglang", precision="fp4",
                 mode="agg", isl="1024", osl="1024", concurrency="4", pp="1", attn_dp="1")
@@ -90,6 +92,19 @@ def test_speculative_decoding_columns_are_read_when_present():
     assert row_config(row)[0].spec_tokens == 0
     config, _ = row_config(dict(row, spec_tokens="3", spec_acceptance="0.8"))
     assert (config.spec_tokens, config.spec_acceptance) == (3, 0.8)
+
+
+def test_engine_limit_columns_are_read_when_present_and_named_when_bad():
+    row = {"model": "meta-llama/Llama-3.1-8B", "gpu": "h100_sxm", "backend": "trtllm", "mode": "agg",
+           "isl": "1024", "osl": "1024", "concurrency": "4", "tp": "1"}
+    config, _ = row_config(dict(row, max_batch="", max_num_tokens=" "))
+    assert (config.max_batch, config.max_num_tokens) == (None, None)
+    config, _ = row_config(dict(row, max_batch="384", max_num_tokens="2048"))
+    assert (config.max_batch, config.max_num_tokens) == (384, 2048)
+    for column, bad in (("max_batch", "0"), ("max_batch", "2.5"), ("max_num_tokens", "many")):
+        with pytest.raises(ModelError) as err:
+            row_config(dict(row, **{column: bad}))
+        assert err.value.field == column
 
 
 def test_worker_counts_must_be_whole_and_positive_and_names_are_read_in_any_case():

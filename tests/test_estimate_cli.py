@@ -100,6 +100,23 @@ def test_csv_matches_the_python_api(tmp_path):
     assert float(row["pred_output_tok_s_per_gpu"]) == pytest.approx(ref.output_tok_s_per_gpu, rel=1e-5)
 
 
+def test_csv_engine_limits_match_the_python_api_and_bad_ones_are_row_errors(tmp_path):
+    from profiler.config import Parallel, ServingConfig
+    from profiler.estimate import estimate
+
+    src, dst = tmp_path / "in.csv", tmp_path / "out.csv"
+    base = ["openai/gpt-oss-20b", "h100_sxm", "trtllm", "agg", "1024", "1024", "3000", "1"]
+    write_csv(src, ["model", "gpu", "backend", "mode", "isl", "osl", "concurrency", "tp", "max_batch", "max_num_tokens"],
+              [base + ["384", "2048"], base + ["", ""], base + ["-3", "2048"]])
+    assert main(["estimate", "--csv", str(src), "--out", str(dst)]) == 0
+    limited, default, bad = read_csv(dst)[1]
+    ref = estimate(ServingConfig(model="openai/gpt-oss-20b", gpu="h100_sxm", backend="trtllm", engine=Parallel(tp=1),
+                                 isl_tokens=1024, osl_tokens=1024, concurrency=3000, max_batch=384, max_num_tokens=2048))
+    assert float(limited["pred_output_tok_s_per_gpu"]) == pytest.approx(ref.output_tok_s_per_gpu, rel=1e-5)
+    assert float(limited["pred_tpot_ms"]) < float(default["pred_tpot_ms"])  # fewer sequences a step
+    assert bad["pred_error"].startswith("max_batch:") and not bad["pred_ttft_ms"]
+
+
 def test_csv_unreadable_input_fails_cleanly(tmp_path, capsys):
     assert main(["estimate", "--csv", str(tmp_path / "absent.csv"), "--out", str(tmp_path / "o.csv")]) == 1
     assert "error: --csv" in capsys.readouterr().err
