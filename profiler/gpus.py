@@ -71,8 +71,11 @@ def backend_mismatch(backend: str, gpu: Gpu) -> str | None:
     return f"{backend} does not run on {gpu.name} ({gpu.vendor.upper()} GPU); use vllm or sglang"
 
 
+# The dtype whose peak math in a given dtype runs at where the GPU lacks it. 4-bit weights
+# on GPUs without FP4 tensor cores run as mixed-input GEMMs that widen them to bf16 in the
+# kernel (Marlin, Triton MoE), not as fp8 math.
 _WIDER = {
-    "fp4": ("fp4", "fp8", "bf16"),
+    "fp4": ("fp4", "bf16"),
     "int4": ("int8", "fp8", "bf16"),
     "int8": ("int8", "fp8", "bf16"),
     "fp8": ("fp8", "bf16"),

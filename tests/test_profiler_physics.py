@@ -170,6 +170,18 @@ def test_trtllm_admits_only_requests_whose_whole_output_fits():
         estimate(config(backend="trtllm", **huge), params=default_params())
 
 
+def test_fp4_weights_without_fp4_tensor_cores_stream_4_bits_and_compute_in_bf16():
+    # gpt-oss ships MXFP4 experts: a B200 runs them on its FP4 tensor cores; an H100 has none
+    # and widens the weights to bf16 inside the GEMM, so it streams 4-bit weights but computes
+    # at its bf16 peak (989 TFLOP/s), not at fp8's.
+    moe = dict(model="openai/gpt-oss-20b", engine=Parallel(tp=1), precision="fp4")
+    h100 = prepare(config(gpu="h100_sxm", **moe)).decode
+    b200 = prepare(config(gpu="b200_sxm", **moe)).decode
+    assert h100["peak_moe_flops"] == get_gpu("h100_sxm").tflops["bf16"] * 1e12
+    assert b200["peak_moe_flops"] == get_gpu("b200_sxm").tflops["fp4"] * 1e12
+    assert h100["weight_bytes_experts"] == b200["weight_bytes_experts"]
+
+
 def test_prefill_chunk_defaults_to_each_engines_own():
     # vLLM and TRT-LLM take 8192 prompt tokens a step; SGLang sizes its chunked prefill by the
     # GPU's memory: 8192 on an H100 (79.6 GiB), 16384 on a B200 (179 GiB).
