@@ -79,7 +79,7 @@ def _int(row: dict, key: str, default: int | None = None, least: int = 0) -> int
 
 def _limit(row: dict, key: str) -> int | None:
     """An optional positive integer column (None when empty or absent)."""
-    return _int(row, key, 0, least=1) if _num(row, key) is not None else None
+    return None if _num(row, key) is None else _int(row, key, least=1)
 
 
 def _product_spelling(row: dict, prefix: str, moe: bool, domain: int) -> tuple[int, int, int] | None:
