@@ -192,9 +192,10 @@ def default_seq_limit(backend: str, gpu: Gpu) -> int:
 
 
 def engine_shape(model: Model, gpu: Gpu, backend: str, precision: str, kv_dtype: str, par: Parallel,
-                 role: str = "engine", max_num_tokens: int | None = None,
-                 context_tokens: float = 4096.0) -> EngineShape:
-    """Per-GPU work and memory of one engine; raises Infeasible when the weights do not fit."""
+                 role: str, max_num_tokens: int, context_tokens: float) -> EngineShape:
+    """Per-GPU work and memory of one engine, whose steps take up to ``max_num_tokens`` prompt
+    tokens and whose requests each hold ``context_tokens`` of KV cache (``held_tokens``);
+    raises Infeasible when the weights do not fit."""
     check_parallel(model, par, role)
     tp, pp, dp = par.tp, par.pp, par.dp
     moe_gpus = par.expert_tp * par.moe_ep
@@ -222,9 +223,8 @@ def engine_shape(model: Model, gpu: Gpu, backend: str, precision: str, kv_dtype:
     else:
         kv_gpu = kv_total * max(1, model.num_kv_heads // tp) / model.num_kv_heads / pp
 
-    chunk = max_num_tokens or default_max_num_tokens(backend, gpu)
     width = max(model.hidden_size * 4, 2 * model.intermediate_size // tp, 2 * model.moe_intermediate_size * max(1, model.experts_per_token) // max(1, par.expert_tp))
-    act_bytes = chunk * (width + model.vocab_size // tp) * ACT_BYTES * 2
+    act_bytes = max_num_tokens * (width + model.vocab_size // tp) * ACT_BYTES * 2
     weights = dense_bytes + expert_bytes
     if backend in FREE_FRACTION_BACKENDS:
         kv_bytes = (gpu.memory_bytes - RESERVED_GIB * 2**30 - weights - act_bytes) * MEMORY_FRACTION[backend]
