@@ -18,7 +18,7 @@ import numpy as np
 
 from profiler.config import Parallel
 from profiler.estimate import Prepared, evaluate, stack_prepared
-from profiler.serving import first_token, prefill_batching, prefill_capacity
+from profiler.serving import first_token, first_token_steps, prefill_batching, prefill_capacity
 from profiler.steps import accepted_per_step, decode_step_s
 
 GROWTH_ROUNDS = 8
@@ -151,6 +151,7 @@ def size_disaggregated(cands: list[Candidate], pre: dict[Parallel, Prepared], de
         if b <= 0:
             items.append((cand, 1, 1, False))
             continue
+        per_rank = b
         if t.load is None:
             n_d, clients, rate = 1, b * ranks, b * ranks / ((t.osl - 1) * step)
         elif t.closed:
@@ -162,19 +163,19 @@ def size_disaggregated(cands: list[Candidate], pre: dict[Parallel, Prepared], de
         else:
             n_d = max(1, math.ceil(t.load / (b * ranks / ((t.osl - 1) * step)) - 1e-9))
             clients, rate = 0.0, t.load
-        n_p = _prefill_workers(pprep, rate, clients, step, t, p)
+        n_p = _prefill_workers(pprep, rate, clients, step * float(first_token_steps(per_rank, clients)), t, p)
         items.append((cand, n_p, min(n_d, MAX_WORKERS), True))
     return _verify_disaggregated(items, t, p, build)
 
 
-def _prefill_workers(prep: Prepared, rate: float, clients: float, t_dec: float, t: Target, p: dict) -> int:
-    """Fewest prefill workers that prefill ``rate`` prompts/s and whose first-token time meets the
-    TTFT target; when none does, the fewest within 1% of the best any count reaches (more only
-    add GPUs)."""
+def _prefill_workers(prep: Prepared, rate: float, clients: float, t_first: float, t: Target, p: dict) -> int:
+    """Fewest prefill workers that prefill ``rate`` prompts/s and whose first-token time (with
+    ``t_first`` s of decode iterations) meets the TTFT target; when none does, the fewest within
+    1% of the best any count reaches (more only add GPUs)."""
     n = np.arange(1, MAX_WORKERS + 1, dtype=float)
     f = prep.prefill
     pf = prefill_batching(f, p, float(t.isl))
-    exec_s, wait, burst, _, _ = first_token(f, p, float(t.isl), pf, t_dec, rate, n * f["dp"], clients, 1.0)
+    exec_s, wait, burst, _, _ = first_token(f, p, float(t.isl), pf, t_first, rate, n * f["dp"], clients, 1.0)
     keeps_up = n * prefill_capacity(pf, f["dp"]) >= rate
     ttft_ms = np.where(keeps_up, (exec_s + wait + burst) * 1e3, np.inf)
     if not np.isfinite(ttft_ms).any():

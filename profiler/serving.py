@@ -13,7 +13,9 @@ engine. Given b, everything else follows in closed form:
   disaggregated:
     TPOT = t_dec / e,                          X_rank = b / ((OSL − 1)·TPOT)
   X      = X_rank × attention ranks per engine × engines          requests/s
-  TTFT   = fixed + W_prefill(X) + T_pass + [KV transfer] + t_dec  W from M/D/c (queueing.py)
+  TTFT   = fixed + W_prefill(X) + T_pass + [KV transfer] + (1 to 1.5)·t_dec  W from M/D/c
+           (queueing.py); the iteration that emits the first token, and half of the one in
+           progress when the prompt is ready, if the rank is decoding others (first_token_steps)
 
 For a closed loop of C clients, Little's law gives C = (sequences decoding) + X·TTFT;
 the right side grows with b, so b is found by bisection. When the batch limit (slots or
@@ -192,15 +194,29 @@ def _at(fd, fp, ld: Load, p, b, pf):
         interference = np.where(mixes > 0, mixed(), separate())
     tpot = (t_dec + agg * interference) / e
     x = b * ranks / (steps_after_first * tpot)
-    exec_s, wait, burst, p_wait, rho = first_token(fp, p, ld.isl, pf, t_dec, x, servers, ld.closed * ld.load, ld.disagg)
+    clients = ld.closed * ld.load  # 0 for Poisson arrivals
+    t_first = t_dec * first_token_steps(b, clients)
+    exec_s, wait, burst, p_wait, rho = first_token(fp, p, ld.isl, pf, t_first, x, servers, clients, ld.disagg)
     exec_s = exec_s + rank_balance_hold(fd, p, ld, b, x, t_dec)
     return x, tpot, exec_s, wait, burst, p_wait, rho, ranks, t_dec
 
 
-def first_token(fp, p, isl, pf, t_dec, rate, servers, clients, disagg):
+def first_token_steps(b, clients):
+    """Decode iterations in a TTFT at ``b`` sequences per decode rank: the one that emits the
+    prompt's first token and, when the rank is decoding other sequences as the prompt becomes
+    ready (arrived, or prefilled and shipped), the rest of the iteration in progress, half of one
+    on average. An arrival finds the time-average batch decoding (Poisson arrivals: ``clients``
+    0), or in a closed loop of C ``clients`` the other C − 1 clients' share of it; the rank is
+    busy unless none is there (chance e^−others)."""
+    others = choose(clients > 0, b * vmax(clients - 1.0, 0.0) / vmax(clients, 1e-9), b)
+    return 1.0 + 0.5 * -np.expm1(-others)
+
+
+def first_token(fp, p, isl, pf, t_first, rate, servers, clients, disagg):
     """TTFT pieces (s) for prompts arriving at ``rate`` (1/s) to ``servers`` prefill ranks.
 
-    ``pf`` is ``prefill_batching`` of the prefill role. Returns (execution time, mean
+    ``pf`` is ``prefill_batching`` of the prefill role; ``t_first`` the decode iterations in
+    a TTFT (``first_token_steps``, s). Returns (execution time, mean
     queueing wait, mean burst wait, probability of queueing, utilization). ``clients``
     is the closed-loop concurrency (0 for a Poisson load): closed loops with similar
     request lengths stay partly in step, so clients tend to return together and queue
@@ -217,7 +233,7 @@ def first_token(fp, p, isl, pf, t_dec, rate, servers, clients, disagg):
     # Poisson arrivals wait as M/D/c says; a closed loop's synchronised returns are counted
     # by the burst term instead (fitted freely, an M/D/c share went to its lower bound).
     wait = choose(clients > 0, 0.0, mean_w)
-    return fixed + t_pass + transfer + t_dec, wait, burst, p_wait, rho
+    return fixed + t_pass + transfer + t_first, wait, burst, p_wait, rho
 
 
 def first_token_pieces(fp, p, isl, pf, rate, servers, disagg):
@@ -352,7 +368,8 @@ def solve(fd, fp, ld: Load, p) -> dict[str, np.ndarray]:
     return {
         "batch": b, "requests_s": x, "tpot_s": tpot,
         # Where the mean TTFT and the TPOT go (s); each group adds up to its total.
-        "ttft_fixed_s": fixed, "ttft_prefill_s": t_pass, "ttft_transfer_s": transfer, "ttft_first_step_s": t_dec,
+        "ttft_fixed_s": fixed, "ttft_prefill_s": t_pass, "ttft_transfer_s": transfer,
+        "ttft_first_step_s": t_dec * first_token_steps(b, ld.closed * ld.load),
         "ttft_queue_s": wait + slot_wait + rank_balance_hold(fd, p, ld, b, x, t_dec), "ttft_burst_s": burst,
         "tpot_step_s": step_per_token, "tpot_interference_s": tpot - step_per_token,
         "ttft_s": base + wait + burst,

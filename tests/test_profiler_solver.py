@@ -156,6 +156,25 @@ def test_parts_add_up_to_ttft_and_itl_on_a_grid():
     assert (crowd & out["saturated"]).any()
 
 
+def test_a_ready_prompt_waits_out_half_the_iteration_in_progress_then_the_one_that_emits_its_token():
+    """A prompt is ready (arrived, or prefilled and shipped to decode) at a random point of the
+    decode iteration in progress: TTFT holds the rest of it, half of one on average, and the
+    iteration that emits its first token. A lone client finds its engine idle (no iteration to
+    wait out); with many clients or Poisson arrivals the rank is almost surely decoding."""
+    configs = grid()
+    assert all(c.spec_tokens == 0 for c in configs)  # one token per iteration: the step is the TPOT step
+    out = evaluate([prepare(c) for c in configs], shipped_params())
+    steps = out["ttft_first_step_ms"] / out["tpot_step_ms"]
+    alone = np.array([c.concurrency == 1 for c in configs])
+    per_rank = out["decode_batch"] / np.array([prepare(c).decode["dp"] for c in configs])
+    crowded = per_rank > 10  # another sequence is decoding on the rank but for a chance of e^-10
+    np.testing.assert_allclose(steps[alone], 1.0, rtol=1e-9)
+    np.testing.assert_allclose(steps[crowded], 1.5, rtol=1e-4)
+    assert np.all((steps >= 1.0 - 1e-12) & (steps <= 1.5 + 1e-12))
+    modes = {c.mode for c, busy in zip(configs, crowded) if busy}
+    assert modes == {"agg", "disagg"} and alone.any()
+
+
 def test_estimate_reports_the_same_parts_as_the_batch():
     config = grid()[1]
     est = estimate(config)
