@@ -220,8 +220,10 @@ def mixed_prefill_s(f, p, batch_rank, isl, requests, gemms=None):
     The prompts' tokens join decode iterations in chunks of up to ``max_num_tokens``: the
     weights those iterations stream anyway are not streamed again, so short prompts cost
     their GEMM compute beyond the decode batch's, their attention and the kernel launches of
-    an iteration that prefills; long ones cost about a prefill of their own. ``gemms`` is
-    ``decode_gemms_s`` of the decode batch when the caller has it already.
+    an iteration that prefills; long ones cost about a prefill of their own. With attention
+    DP every rank receives prompts at the same rate, so each carries its own chunk in the same
+    iterations and the experts, shared by the ranks, run all of the ranks' prompt tokens.
+    ``gemms`` is ``decode_gemms_s`` of the decode batch when the caller has it already.
     """
     b = vmax(batch_rank, 1e-9)
     tokens = requests * isl
@@ -230,7 +232,7 @@ def mixed_prefill_s(f, p, batch_rank, isl, requests, gemms=None):
     dp = f["dp"]
     base = decode_gemms_s(f, p, b) if gemms is None else gemms
     q = verified_tokens(f, micro_batch(f, b))  # the chunk rides in one micro-batch
-    added = (_linear_time(f, p, q + n, q * dp + n, q + requests / chunks) + _collectives(f, p, q + n) - base
+    added = (_linear_time(f, p, q + n, (q + n) * dp, q + requests / chunks) + _collectives(f, p, q + n) - base
              + (_stage_sends_s(f, p, q + n) - _stage_sends_s(f, p, q)) / f["pp"])
     # Pipelined, every stage does its share once for the micro-batch that carries the chunk:
     # the round in which each sequence gets a token grows by one stage's share, not by pp.

@@ -13,7 +13,7 @@ from profiler.errors import ModelError
 from profiler.estimate import estimate, evaluate, prepare
 from profiler.gpus import get_gpu
 from profiler.params import default_params, shipped_params
-from profiler.steps import attention_pairs, decode_step_s, prefill_s
+from profiler.steps import attention_pairs, decode_step_s, mixed_prefill_s, prefill_s
 
 GIB = 2**30
 
@@ -355,6 +355,21 @@ def test_attention_dp_ranks_sharing_tp_split_experts_pay_for_gathering_every_ran
     small = [float(decode_step_s(x.decode, params, 4.0, 1536.0)) for x in (tp_split, ep_split)]
     large = [float(decode_step_s(x.decode, params, 64.0, 1536.0)) for x in (tp_split, ep_split)]
     assert small[0] > small[1] and large[0] - large[1] > small[0] - small[1]
+
+
+def test_attention_dp_ranks_carry_their_prompts_in_the_same_iterations(params):
+    # Every attention-DP rank receives prompts at the same rate, so each rides its own chunk in
+    # the same decode iterations and the experts the ranks share run all their prompt tokens: a
+    # prompt adds more to an iteration of 8 ranks than to one rank's alone, by the other seven
+    # ranks' prompts' expert work. Without experts (their FLOPs and weights zeroed) it adds the same.
+    base = dict(model="deepseek-ai/DeepSeek-R1", gpu="b200_sxm", backend="vllm", precision="fp4",
+                isl_tokens=2048, osl_tokens=512)
+    ranks = prepare(ServingConfig(engine=Parallel(tp=1, dp=8, moe_ep=8), concurrency=64, **base)).decode
+    alone = dict(ranks, dp=1.0)
+    added = lambda f: float(mixed_prefill_s(f, params, 8.0, 2048.0, 1.0))  # noqa: E731
+    assert added(ranks) > 1.05 * added(alone)
+    no_experts = lambda f: dict(f, flops_moe_tok=0.0, weight_bytes_experts=0.0)  # noqa: E731
+    assert added(no_experts(ranks)) == pytest.approx(added(no_experts(alone)), rel=1e-9)
 
 
 def test_linear_attention_state_takes_kv_room_and_is_read_and_written_every_decode_step(params):
