@@ -114,8 +114,8 @@ class TtftParts(_Frozen):
     frontend_ms: float = Field(description="per-request fixed cost: API server, tokenizing, routing")
     prefill_ms: float = Field(description="the prefill pass the prompt is in, with the prompts sharing it")
     kv_transfer_ms: float = Field(description="shipping the KV cache from prefill to decode (disaggregated only)")
-    first_step_ms: float = Field(description="the decode iteration that emits the first token, and the rest of "
-                                                       "the one in progress when the prompt is ready (half of one on average)")
+    first_step_ms: float = Field(description="the decode iteration that emits the first token, and the rest of the "
+                                             "one in progress when the prompt is ready (half of one on average)")
     queueing_ms: float = Field(description="waiting for a prefill server (Poisson arrivals), for a batch slot, "
                                            "or for the other attention-DP ranks' prompts (TRT-LLM balancing)")
     burst_ms: float = Field(description="closed-loop clients that return together waiting behind each other's prompts")
