@@ -291,6 +291,10 @@ def engine_shape(model: Model, gpu: Gpu, backend: str, precision: str, kv_dtype:
     )
 
 
+# Engines whose default capacity policy reserves a request's whole output on admission.
+RESERVES_WHOLE_OUTPUT = ("trtllm",)
+
+
 def held_tokens(backend: str, isl: float, osl: float) -> float:
     """KV-cache tokens a request counts for when an engine decides how many fit.
 
@@ -299,7 +303,7 @@ def held_tokens(backend: str, isl: float, osl: float) -> float:
     vLLM and SGLang admit on what a sequence holds now and preempt when the cache fills, so
     over a request's life it holds its mean context: ISL + OSL/2.
     """
-    return isl + (osl if backend == "trtllm" else osl / 2)
+    return isl + (osl if backend in RESERVES_WHOLE_OUTPUT else osl / 2)
 
 
 def max_batch_per_rank(shape: EngineShape, context_tokens: float, limit: int | None) -> float:

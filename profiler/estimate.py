@@ -9,7 +9,7 @@ from functools import lru_cache
 import numpy as np
 
 from profiler.config import Estimate, ItlParts, Memory, Parallel, ServingConfig, TtftParts
-from profiler.engine import default_max_num_tokens, engine_shape, held_tokens, max_batch_per_rank
+from profiler.engine import RESERVES_WHOLE_OUTPUT, default_max_num_tokens, engine_shape, held_tokens, max_batch_per_rank
 from profiler.errors import ModelError
 from profiler.gpus import backend_mismatch, get_gpu
 from profiler.models import Model
@@ -85,7 +85,8 @@ def prepare(config: ServingConfig, model: Model | None = None) -> Prepared:
     if cap < 1:
         # Name the length at fault: ISL when the prompt alone is too long, else OSL.
         field = "isl_tokens" if config.isl_tokens >= dec.kv_tokens_per_rank else "osl_tokens"
-        held = "ISL + OSL, what TRT-LLM reserves" if config.backend == "trtllm" else "ISL + OSL/2, its mean context"
+        held = ("ISL + OSL, what TRT-LLM reserves" if config.backend in RESERVES_WHOLE_OUTPUT
+                else "ISL + OSL/2, its mean context")
         raise ModelError(field, f"one sequence of {context:.0f} tokens ({held}) does not "
                                 f"fit the KV cache ({dec.kv_tokens_per_rank} tokens per rank)")
     closed = config.request_rate is None
