@@ -37,3 +37,13 @@ def test_interval_is_seeded():
     interval = _accuracy().sweep_interval
     assert interval(errors, sweeps, draws=100) == interval(errors, sweeps, draws=100)
     assert interval(errors, sweeps, seed=1, draws=100) != interval(errors, sweeps, seed=2, draws=100)
+
+
+def test_rows_short_counts_what_the_median_needs():
+    """Five errors, two within 30%: one more within and the median (the third) is."""
+    short = _accuracy().rows_short
+    assert short([10.0, 20.0, 40.0, 50.0, 60.0], 30.0) == (2, 1)
+    assert short([10.0, 20.0, 25.0, 50.0, 60.0], 30.0) == (3, 0)
+    # Even count: the two middle errors must both be within, so half plus one.
+    assert short([10.0, 20.0, 40.0, 50.0], 30.0) == (2, 1)
+    assert short([10.0, 20.0, 30.0, 50.0], 30.0) == (3, 0)
