@@ -124,11 +124,12 @@ def main(argv: list[str] | None = None) -> int:
                        f"TPOT MdAPE {p_ape:.1f}% (bias {np.expm1(p_bias) * 100:+.0f}%)")
         scored = (np.isfinite(ttft) & np.isfinite(tpot) & (ttft > 0) & (tpot > 0)
                   & (data.ttft_ms > 0) & (data.tpot_ms > 0) & ~data.repeats)
-        intervals = [sweep_interval(np.abs(pred - meas)[scored] / meas[scored] * 100, sweeps[scored])
-                     for pred, meas in ((ttft, data.ttft_ms), (tpot, data.tpot_ms))]
-        for name, pred, meas in (("TTFT", ttft, data.ttft_ms), ("TPOT", tpot, data.tpot_ms)):
-            within, short = rows_short(np.abs(pred - meas)[scored] / meas[scored] * 100, TARGETS[name])
-            summary.append(f"        {name}: {within} of {int(scored.sum())} rows within {TARGETS[name]:.0f}%"
+        errors = {name: np.abs(pred - meas)[scored] / meas[scored] * 100
+                  for name, pred, meas in (("TTFT", ttft, data.ttft_ms), ("TPOT", tpot, data.tpot_ms))}
+        intervals = [sweep_interval(errors[name], sweeps[scored]) for name in ("TTFT", "TPOT")]
+        for name, err in errors.items():
+            within, short = rows_short(err, TARGETS[name])
+            summary.append(f"        {name}: {within} of {err.size} rows within {TARGETS[name]:.0f}%"
                            + (f", {short} short of the target" if short else ", target met"))
         summary.append(f"        95% interval, whole sweeps resampled ({len(set(sweeps[scored]))} sweeps): "
                        f"TTFT {intervals[0][0]:.1f}–{intervals[0][1]:.1f}%  TPOT {intervals[1][0]:.1f}–{intervals[1][1]:.1f}%")
