@@ -37,7 +37,9 @@ PARAMS: dict[str, tuple[float, float, float]] = {
     "step_ms_trtllm": (0.5, 0.1, 40.0),
     "layer_us": (40.0, 0.1, 500.0),  # per transformer layer per decode step (kernel gaps, syncs)
     "moe_layer_us": (20.0, 0.1, 2000.0),  # more per MoE layer per decode step (routing, dispatch)
-    "sparse_layer_us": (20.0, 0.1, 2000.0),  # more per sparse-attention layer per decode step (indexer, top-k)
+    # A sparse-attention layer's indexer adds about as many kernels again as the rest of the layer
+    # (its projections, norm, RoPE, rotation, quantisation, cache write, logits, top-k): one layer's gaps.
+    "sparse_layer_us": (40.0, 0.1, 2000.0),  # more per sparse-attention layer per decode step (indexer, top-k)
     "prefill_layer_us": (100.0, 0.1, 5000.0),  # per layer per prefill chunk (eager, no CUDA graphs)
     "prefill_moe_layer_us": (200.0, 0.1, 20000.0),  # more per MoE layer per prefill chunk
     "seq_us": (15.0, 0.0, 500.0),  # per running sequence per step (sampling, scheduling)
