@@ -84,7 +84,9 @@ class EngineShape:
     gather_link_bytes_s: float  # the same for the expert gathers across attention ranks
     nvlink_bytes_s: float  # one direction, per GPU, inside the scale-up domain
     internode_bytes_s: float  # one direction, per GPU, between scale-up domains
-    kv_transfer_bytes_s: float  # bandwidth available to ship a prefilled KV cache to decode
+    # Bandwidth (B/s) that ships one prefilled request's KV cache to decode: the links of the attention
+    # rank that prefilled it (tp × pp GPUs); other attention-DP ranks ship their own requests.
+    kv_transfer_bytes_s: float
     compute_dtype: str
     memory: Memory
     kv_tokens_per_rank: int
@@ -286,7 +288,7 @@ def engine_shape(model: Model, gpu: Gpu, backend: str, precision: str, kv_dtype:
         allreduce_link_bytes_s=internode if tp > gpu.nvlink_domain else nvlink,
         gather_link_bytes_s=internode if tp * dp > gpu.nvlink_domain else nvlink,
         nvlink_bytes_s=nvlink, internode_bytes_s=internode,
-        kv_transfer_bytes_s=(gpu.nvlink_gb_s / 2 if gpu.nvlink_domain > gpu.gpus_per_node else gpu.internode_gb_s) * 1e9 * par.gpus,
+        kv_transfer_bytes_s=(gpu.nvlink_gb_s / 2 if gpu.nvlink_domain > gpu.gpus_per_node else gpu.internode_gb_s) * 1e9 * tp * pp,
         compute_dtype=cdt, memory=memory, kv_tokens_per_rank=tokens_rank, seq_limit=seq_limit,
     )
 

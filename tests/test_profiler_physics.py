@@ -116,6 +116,19 @@ def test_disaggregated_ttft_includes_kv_transfer(params):
     assert estimate(agg, params=slow).ttft_ms == pytest.approx(estimate(agg, params=fast).ttft_ms, rel=1e-12)
 
 
+def test_kv_handoff_leaves_over_the_prefilling_rank_links():
+    # One request's KV cache lives on the attention rank that prefilled it, so it leaves over
+    # that rank's tp × pp links (an H100 node's 50 GB/s per GPU); attention-DP ranks beside it do
+    # not speed it up, a wider TP does.
+    def link(prefill: Parallel) -> float:
+        cfg = config(model="Qwen/Qwen3-30B-A3B", mode="disagg", engine=None,
+                     prefill=prefill, decode=Parallel(tp=8))
+        return prepare(cfg).prefill["kv_transfer_bytes_s"]
+
+    assert link(Parallel(tp=1, dp=8, moe_ep=8)) == link(Parallel(tp=1, dp=1)) == 50e9
+    assert link(Parallel(tp=8)) == 8 * link(Parallel(tp=1, dp=1))
+
+
 def test_kv_capacity_llama_70b_h100_tp4_by_hand():
     # Llama-3.1-70B: 80 layers, hidden 8192, 64 query heads, 8 KV heads of dim 128,
     # MLP width 28672, vocabulary 128256, untied embeddings; bf16 weights and KV cache.
