@@ -66,6 +66,39 @@ def sweep_interval(errors, sweeps, seed: int = 0, draws: int = BOOTSTRAP_DRAWS) 
     return float(low), float(high)
 
 
+# The inputs the estimate contract reads (issue 2): rows equal in all of them describe one configuration.
+INPUTS = ("model", "gpu", "backend", "precision", "mode", "isl", "osl", "concurrency", "tp", "pp", "attn_dp", "moe_tp",
+          "moe_ep", "p_workers", "p_tp", "p_pp", "p_attn_dp", "p_moe_ep", "p_bs", "d_workers", "d_tp", "d_pp",
+          "d_attn_dp", "d_moe_ep", "d_bs", "num_gpus")
+
+
+def measured_twice(rows: list[dict], positions, ttft_ms, tpot_ms) -> list[tuple[float, float, bool]]:
+    """Every pair of distinct measurements (at ``positions`` of ``rows``, TTFT and TPOT in ms) whose
+    rows have the same inputs: (|TTFT ratio − 1|, |TPOT ratio − 1|, same backend version), ratios of
+    the larger to the smaller. How far two measurements of one configuration fall apart is what
+    no model of the configuration can get under."""
+    def cell(value) -> str:
+        text = str(value if value is not None else "").strip()
+        try:
+            return repr(float(text)) if text else ""
+        except ValueError:
+            return text
+
+    def version(j: int) -> str:
+        return str(rows[positions[j]].get("backend_version") or "").strip()
+
+    groups: dict[tuple, list[int]] = {}
+    for j, i in enumerate(positions):
+        groups.setdefault(tuple(cell(rows[i].get(k)) for k in INPUTS), []).append(j)
+    pairs = []
+    for members in groups.values():
+        for a, j in enumerate(members):
+            for k in members[a + 1:]:
+                pairs.append((max(ttft_ms[j], ttft_ms[k]) / min(ttft_ms[j], ttft_ms[k]) - 1,
+                              max(tpot_ms[j], tpot_ms[k]) / min(tpot_ms[j], tpot_ms[k]) - 1, version(j) == version(k)))
+    return pairs
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", help="calibration CSV (default: ../shared/data next to the repository)")
@@ -97,7 +130,18 @@ def main(argv: list[str] | None = None) -> int:
     for message, n in sorted(reasons.items(), key=lambda kv: -kv[1]):
         print(f"  not predicted ({n}): {message[:140]}")
     print(f"rows with both measurements among those predicted: {measured}; "
-          f"{int(data.repeats.sum())} of them repeat another row's measurement and are scored once\n")
+          f"{int(data.repeats.sum())} of them repeat another row's measurement and are scored once")
+    distinct = (data.ttft_ms > 0) & (data.tpot_ms > 0) & ~data.repeats
+    pairs = measured_twice(rows, data.index[distinct], data.ttft_ms[distinct], data.tpot_ms[distinct])
+    if pairs:
+        apart = np.array(pairs, dtype=float)
+        for label, pick in (("", slice(None)), (" with the same backend version", apart[:, 2] == 1)):
+            t, p = apart[pick, 0] * 100, apart[pick, 1] * 100
+            print(f"measured more than once{label}: {t.size} pairs of distinct measurements with the same inputs; "
+                  f"TTFT apart by a median {np.median(t):.1f}% ({100 * np.mean(t > TARGETS['TTFT']):.0f}% of pairs "
+                  f"more than {TARGETS['TTFT']:.0f}%), TPOT {np.median(p):.1f}% ({100 * np.mean(p > TARGETS['TPOT']):.0f}% "
+                  f"more than {TARGETS['TPOT']:.0f}%)")
+    print()
 
     out = evaluate(data.batch, shipped_params())
     print(format_table(error_rows(data, out["ttft_ms"], out["itl_ms"]),

@@ -47,3 +47,20 @@ def test_rows_short_counts_what_the_median_needs():
     # Even count: the two middle errors must both be within, so half plus one.
     assert short([10.0, 20.0, 40.0, 50.0], 30.0) == (2, 1)
     assert short([10.0, 20.0, 30.0, 50.0], 30.0) == (3, 0)
+
+
+def test_measured_twice_pairs_rows_with_the_same_inputs():
+    """Rows equal in every input pair up (however their numbers are spelled); a differing input,
+    or an extra column such as the source, decides nothing else."""
+    base = dict(model="m", gpu="h100_sxm", backend="vllm", isl="1024", osl="128", concurrency="8", tp="2")
+    rows = [dict(base, backend_version="0.9", source="a"),
+            dict(base, tp="2.0", backend_version="0.9", source="b"),  # same inputs, spelled otherwise
+            dict(base, backend_version="0.10"),
+            dict(base, concurrency="16", backend_version="0.9")]  # another configuration
+    positions = np.array([0, 1, 2, 3])
+    ttft = np.array([100.0, 150.0, 50.0, 999.0])
+    tpot = np.array([10.0, 10.0, 12.0, 1.0])
+    pairs = _accuracy().measured_twice(rows, positions, ttft, tpot)
+    expected = [(0.5, 0.0, True), (1.0, 0.2, False), (2.0, 0.2, False)]
+    assert [same for *_, same in sorted(pairs)] == [same for *_, same in expected]
+    assert np.allclose([apart for *apart, _ in sorted(pairs)], [apart for *apart, _ in expected])
