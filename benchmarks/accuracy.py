@@ -77,19 +77,14 @@ def measured_twice(rows: list[dict], positions, ttft_ms, tpot_ms) -> list[tuple[
     rows have the same inputs: (|TTFT ratio − 1|, |TPOT ratio − 1|, same backend version), ratios of
     the larger to the smaller. How far two measurements of one configuration fall apart is what
     no model of the configuration can get under."""
-    def cell(value) -> str:
-        text = str(value if value is not None else "").strip()
-        try:
-            return repr(float(text)) if text else ""
-        except ValueError:
-            return text
+    from profiler.calibrate import rounded
 
     def version(j: int) -> str:
         return str(rows[positions[j]].get("backend_version") or "").strip()
 
     groups: dict[tuple, list[int]] = {}
     for j, i in enumerate(positions):
-        groups.setdefault(tuple(cell(rows[i].get(k)) for k in INPUTS), []).append(j)
+        groups.setdefault(tuple(rounded(rows[i].get(k), 12) for k in INPUTS), []).append(j)
     pairs = []
     for members in groups.values():
         for a, j in enumerate(members):
@@ -109,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import numpy as np
 
-    from profiler.calibrate import kernel_prior, measured_column, median_errors, prepare_rows
+    from profiler.calibrate import kernel_prior, measured_column, measured_mask, median_errors, prepare_rows
     from profiler.estimate import evaluate
     from profiler.params import shipped_params
 
@@ -131,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  not predicted ({n}): {message[:140]}")
     print(f"rows with both measurements among those predicted: {measured}; "
           f"{int(data.repeats.sum())} of them repeat another row's measurement and are scored once")
-    distinct = (data.ttft_ms > 0) & (data.tpot_ms > 0) & ~data.repeats
+    distinct = measured_mask(data) & ~data.repeats
     pairs = measured_twice(rows, data.index[distinct], data.ttft_ms[distinct], data.tpot_ms[distinct])
     if pairs:
         apart = np.array(pairs, dtype=float)

@@ -59,7 +59,7 @@ def family(model_id: str) -> str:
     return min(same) if same else model.hf_id
 
 
-def _rounded(value, digits: int) -> str:
+def rounded(value, digits: int) -> str:
     """A number to ``digits`` significant digits (the text itself when it is not a number)."""
     try:
         return f"{float(value):.{digits}g}"
@@ -78,8 +78,8 @@ def repeated_measurements(rows: list[dict], keep: list[int], inferred: list[bool
     def key(i: int) -> tuple:
         row = rows[i]
         same = (str(row.get("gpu")).strip(), str(row.get("backend")).strip(),
-                *(_rounded(row.get(k), 12) for k in ("isl", "osl", "concurrency")))
-        return family(str(row.get("model"))), *same, *(_rounded(row.get(k), 3) for k in ("ttft_ms", "tpot_ms"))
+                *(rounded(row.get(k), 12) for k in ("isl", "osl", "concurrency")))
+        return family(str(row.get("model"))), *same, *(rounded(row.get(k), 3) for k in ("ttft_ms", "tpot_ms"))
 
     order = sorted(range(len(keep)), key=lambda j: inferred[j])  # recorded rows claim first
     seen, repeat = set(), np.zeros(len(keep), dtype=bool)
