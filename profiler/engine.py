@@ -65,7 +65,8 @@ class EngineShape:
     kv_bytes_tok: float  # KV-cache bytes per context token per GPU
     kv_bytes_tok_total: float  # KV bytes per token of the whole model (what prefill hands to decode)
     state_bytes_seq: float  # linear-attention state per sequence per GPU (read and written every decode step)
-    allreduce_bytes_tok: float  # bytes per token per all-reduce
+    allreduce_bytes_tok: float  # bytes per token per all-reduce (ring: sent by each GPU)
+    allreduce_msg_bytes_tok: float  # the all-reduced message's bytes per token
     allreduces: int  # all-reduces per forward pass
     alltoall_bytes_tok: float  # bytes per dispatched token per all-to-all to GPUs of its own node
     alltoall_remote_bytes_tok: float  # the same to other nodes (one copy per node reached)
@@ -81,6 +82,9 @@ class EngineShape:
     attn_speed: float  # softmax-bound attention kernels' speed-up on this GPU (Gpu.attention_speedup)
     hbm_bytes_s: float
     allreduce_link_bytes_s: float  # one direction, per GPU, of the link the TP all-reduce crosses
+    # Message bytes a switch-reduced all-reduce moves per GPU each second (0: no such all-reduce:
+    # unmeasured GPU, or TP across nodes)
+    switch_allreduce_bytes_s: float
     gather_link_bytes_s: float  # the same for the expert gathers across attention ranks
     nvlink_bytes_s: float  # one direction, per GPU, inside the scale-up domain
     internode_bytes_s: float  # one direction, per GPU, between scale-up domains
@@ -275,6 +279,7 @@ def engine_shape(model: Model, gpu: Gpu, backend: str, precision: str, kv_dtype:
         num_experts=model.num_experts, experts_per_token=model.experts_per_token,
         kv_bytes_tok=kv_gpu, kv_bytes_tok_total=kv_total, state_bytes_seq=state_gpu,
         allreduce_bytes_tok=model.hidden_size * ACT_BYTES * 2 * (tp - 1) / tp if tp > 1 else 0.0,
+        allreduce_msg_bytes_tok=model.hidden_size * ACT_BYTES if tp > 1 else 0.0,
         allreduces=int(2 * layers_stage) if tp > 1 else 0,
         alltoall_bytes_tok=local_bytes, alltoall_remote_bytes_tok=remote_bytes,
         alltoalls=int(2 * model.moe_layers / pp) if par.moe_ep > 1 else 0,
@@ -286,6 +291,7 @@ def engine_shape(model: Model, gpu: Gpu, backend: str, precision: str, kv_dtype:
         peak_attn_flops=gpu.peak_tflops("bf16") * 1e12, attn_speed=gpu.attention_speedup,
         hbm_bytes_s=gpu.hbm_gb_s * 1e9,
         allreduce_link_bytes_s=internode if tp > gpu.nvlink_domain else nvlink,
+        switch_allreduce_bytes_s=0.0 if tp > gpu.nvlink_domain else nvlink * gpu.switch_allreduce_eff,
         gather_link_bytes_s=internode if tp * dp > gpu.nvlink_domain else nvlink,
         nvlink_bytes_s=nvlink, internode_bytes_s=internode,
         kv_transfer_bytes_s=(gpu.nvlink_gb_s / 2 if gpu.nvlink_domain > gpu.gpus_per_node else gpu.internode_gb_s) * 1e9 * tp * pp,

@@ -23,6 +23,9 @@ class Gpu:
     peak alone says, relative to the other GPUs: softmax exponentials run on special function
     units beside the tensor cores, and Blackwell Ultra doubled their throughput (NVIDIA measured
     about 1.35× on DeepSeek-V3's FP8 attention forward pass over Blackwell).
+    ``switch_allreduce_eff`` is the share of one direction of NVLink that a large all-reduce
+    reaches when the NVSwitch reduces (NVLS: each GPU sends and receives the message once), where
+    it was measured (0: not measured, the ring model with the fitted link efficiency applies).
     """
 
     name: str
@@ -36,6 +39,7 @@ class Gpu:
     internode_gb_s: float
     aliases: tuple[str, ...] = field(default=())
     attention_speedup: float = 1.0
+    switch_allreduce_eff: float = 0.0
 
     def peak_tflops(self, dtype: str) -> float:
         """Dense TFLOP/s for math in ``dtype``, falling back to the next wider dtype."""
@@ -83,17 +87,23 @@ _WIDER = {
 }
 
 # internode_gb_s: one direction, per GPU (a 400 Gb/s NIC per GPU is 50 GB/s).
+# HOPPER_SWITCH_ALLREDUCE: an 8-GPU all-reduce of 128 MB in 0.338 ms on DGX H100 (the NCCL measurements
+# beside the calibration data), 379 GB/s of message each way: 0.84 of the 450 GB/s link. HGX Hopper
+# boards share that NVSwitch generation; other GPUs have no such measurement here.
+HOPPER_SWITCH_ALLREDUCE = 0.84
 GPUS: tuple[Gpu, ...] = (
     Gpu("a100_sxm", "ampere", {"bf16": 312, "int8": 624}, 80.0, 2039, 600, 8, 8, 25,
         ("a100", "a100-sxm", "a100-sxm4-80gb", "a100_80gb", "nvidia-a100-80gb")),
     Gpu("h100_sxm", "hopper", {"bf16": 989, "fp8": 1979, "int8": 1979}, 79.6, 3350, 900, 8, 8, 50,
-        ("h100", "h100-sxm", "h100-sxm5-80gb", "h100_80gb", "nvidia-h100-80gb")),
+        ("h100", "h100-sxm", "h100-sxm5-80gb", "h100_80gb", "nvidia-h100-80gb"),
+        switch_allreduce_eff=HOPPER_SWITCH_ALLREDUCE),
     Gpu("h800_sxm", "hopper", {"bf16": 989, "fp8": 1979, "int8": 1979}, 79.6, 3350, 400, 8, 8, 50,
-        ("h800", "h800-sxm", "nvidia-h800")),  # H100 with NVLink cut to 400 GB/s
+        ("h800", "h800-sxm", "nvidia-h800"), switch_allreduce_eff=HOPPER_SWITCH_ALLREDUCE),  # H100 with NVLink cut to 400 GB/s
     Gpu("h20_sxm", "hopper", {"bf16": 148, "fp8": 296, "int8": 296}, 95.58, 4000, 900, 8, 8, 50,
-        ("h20", "h20-sxm", "nvidia-h20")),
+        ("h20", "h20-sxm", "nvidia-h20"), switch_allreduce_eff=HOPPER_SWITCH_ALLREDUCE),
     Gpu("h200_sxm", "hopper", {"bf16": 989, "fp8": 1979, "int8": 1979}, 140.4, 4800, 900, 8, 8, 50,
-        ("h200", "h200-sxm", "h200-141gb", "nvidia-h200")),
+        ("h200", "h200-sxm", "h200-141gb", "nvidia-h200"),
+        switch_allreduce_eff=HOPPER_SWITCH_ALLREDUCE),
     Gpu("b200_sxm", "blackwell", {"bf16": 2250, "fp8": 4500, "fp4": 9000}, 179.1, 7700, 1800, 8, 8, 50,
         ("b200", "b200-sxm", "nvidia-b200")),
     Gpu("b300_sxm", "blackwell", {"bf16": 2250, "fp8": 4500, "fp4": 13500}, 268.6, 7700, 1800, 8, 8, 100,

@@ -80,10 +80,14 @@ def step_overhead_s(f, p):
     return by_backend(f, p, "step_ms") * 1e-3
 
 
-def _collectives(f, p, tokens):
+def _collectives(f, p, tokens, large=False):
     """Time (s) of the engine's all-reduces and all-to-alls for ``tokens`` tokens per attention rank.
 
-    The TP all-reduce moves every token; for the expert all-to-all the rank's TP GPUs split its
+    The TP all-reduce moves every token: as a ring, each GPU sends 2(tp − 1)/tp of the message
+    at the fitted link efficiency (decode's small messages, which engines all-reduce with kernels
+    of their own); a ``large`` one (a prefill pass's) goes through the NVSwitch where its
+    reduction was measured (NVLS: each GPU sends the message once), whichever is faster.
+    For the expert all-to-all the rank's TP GPUs split its
     tokens, and bytes to GPUs of the same node and to other nodes go over their own links;
     attention-DP ranks sharing TP-split experts gather every rank's tokens. Each all-to-all
     and gather also pays ``peer_us`` for every other GPU of its group (signals and small
@@ -91,7 +95,12 @@ def _collectives(f, p, tokens):
     """
     lat = p["coll_latency_us"] * 1e-6
     eff = p["eff_link"]
-    ar = f["allreduces"] * (lat + tokens * f["allreduce_bytes_tok"] / (f["allreduce_link_bytes_s"] * eff))
+    moved = tokens * f["allreduce_bytes_tok"] / (f["allreduce_link_bytes_s"] * eff)  # as a ring
+    if large:
+        measured = f["switch_allreduce_bytes_s"] > 0
+        switch = tokens * f["allreduce_msg_bytes_tok"] / choose(measured, f["switch_allreduce_bytes_s"], 1.0)
+        moved = choose(measured, vmin(moved, switch), moved)
+    ar = f["allreduces"] * (lat + moved)
     per_gpu = tokens / f["tp"]
     peer = p["peer_us"] * 1e-6
     a2a = f["alltoalls"] * (lat + peer * (f["moe_ep"] - 1.0) + per_gpu * (f["alltoall_bytes_tok"] / (f["nvlink_bytes_s"] * eff)
@@ -247,6 +256,6 @@ def prefill_s(f, p, isl, requests=1.0):
     # Prefill runs without CUDA graphs: every layer pays its kernel launches (MoE layers more).
     # Pipelined, chunks follow each other through the stages: the last finishes pp - 1 chunk
     # times after the first stage is done (the bubble), its hand-offs on the way.
-    stages = linear + _prefill_attention_s(f, p, isl, requests) + _collectives(f, p, tokens)
+    stages = linear + _prefill_attention_s(f, p, isl, requests) + _collectives(f, p, tokens, large=True)
     return (stages * (1.0 + (f["pp"] - 1.0) / chunks) + _stage_sends_s(f, p, tokens / chunks)
             + chunks * (step_overhead_s(f, p) + _launches_s(f, p)))

@@ -13,7 +13,7 @@ from profiler.errors import ModelError
 from profiler.estimate import estimate, evaluate, prepare
 from profiler.gpus import get_gpu
 from profiler.params import default_params, shipped_params
-from profiler.steps import attention_pairs, decode_step_s, mixed_prefill_s, prefill_s
+from profiler.steps import _collectives, attention_pairs, decode_step_s, mixed_prefill_s, prefill_s
 
 GIB = 2**30
 
@@ -127,6 +127,25 @@ def test_kv_handoff_leaves_over_the_prefilling_rank_links():
 
     assert link(Parallel(tp=1, dp=8, moe_ep=8)) == link(Parallel(tp=1, dp=1)) == 50e9
     assert link(Parallel(tp=8)) == 8 * link(Parallel(tp=1, dp=1))
+
+
+def test_prefill_all_reduce_goes_through_the_switch_where_measured(params):
+    # Llama-3.1-70B at TP8, 8,192 prompt tokens: 160 all-reduces of 8192 × 8192 bf16 values.
+    # On H100 a prefill pass's all-reduce is switch-reduced: each GPU moves the 128 MiB message
+    # once at 0.84 of its 450 GB/s link; decode's stay rings at the fitted link efficiency.
+    # B200 has no such measurement: ring in both.
+    tokens, message = 8192, 8192 * 8192 * 2
+    h100 = prepare(config(gpu="h100_sxm", precision="fp8", engine=Parallel(tp=8))).prefill
+    assert h100["allreduces"] == 160
+    lat = params["coll_latency_us"] * 1e-6
+    switch = 160 * (lat + message / (450e9 * 0.84))
+    ring = 160 * (lat + message * 2 * 7 / 8 / (450e9 * params["eff_link"]))
+    assert switch < ring
+    assert _collectives(h100, params, tokens, large=True) == pytest.approx(switch, rel=1e-9)
+    assert _collectives(h100, params, tokens) == pytest.approx(ring, rel=1e-9)
+    b200 = prepare(config(gpu="b200_sxm", precision="fp8", engine=Parallel(tp=8))).prefill
+    assert b200["switch_allreduce_bytes_s"] == 0
+    assert _collectives(b200, params, tokens, large=True) == _collectives(b200, params, tokens)
 
 
 def test_kv_capacity_llama_70b_h100_tp4_by_hand():
