@@ -35,10 +35,11 @@ def _target(req: PlanRequest) -> Target:
     return Target(req.ttft_ms, req.itl_ms, req.e2e_ms, load, closed, req.isl_tokens, req.osl_tokens)
 
 
-def _disagg_prepared(pre: Prepared, dec: Prepared, n_p: int, n_d: int, t: Target, clients: float) -> Prepared:
-    """A disaggregated deployment assembled from two single-engine preparations."""
+def _disagg_prepared(pre: Prepared, dec: Prepared, n_p: int, n_d: int, t: Target, offered: float) -> Prepared:
+    """A disaggregated deployment assembled from two single-engine preparations, at ``offered``
+    load (closed-loop clients, or requests/s)."""
     load = {**dec.load, "decode_engines": n_d, "prefill_servers": n_p * pre.prefill["dp"], "disagg": 1.0,
-            "closed": 1.0 if t.closed else 0.0, "load": clients}
+            "closed": 1.0 if t.closed else 0.0, "load": offered}
     return Prepared(dec.decode, pre.prefill, load, n_p * pre.total_gpus + n_d * dec.total_gpus,
                     {"prefill": pre.memory["engine"], "decode": dec.memory["engine"]})
 
@@ -79,11 +80,8 @@ def plan(request: PlanRequest, *, model: tuple[Model, str] | None = None,
                   f"allow more GPUs per engine (maxNumGPUsPerEngine) or use a GPU with more memory")
         return PlanResult(request=request, feasible=False, chosen=None, reason=reason, assumptions=assumptions)
 
-    def build(c: Candidate, n_p: int, n_d: int) -> Prepared:
-        clients = t.load if (t.load is not None) else shapes[c.decode].load["batch_cap"] * shapes[c.decode].decode["dp"]
-        if not t.closed and t.load is not None:
-            clients = t.load
-        return _disagg_prepared(shapes[c.prefill], shapes[c.decode], n_p, n_d, t, clients)
+    def build(c: Candidate, n_p: int, n_d: int, load: float) -> Prepared:
+        return _disagg_prepared(shapes[c.prefill], shapes[c.decode], n_p, n_d, t, load)
 
     def size(batch: list[Candidate]) -> list[Sized]:
         agg = [c for c in batch if c.mode == "agg"]

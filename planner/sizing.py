@@ -130,8 +130,8 @@ def _agg_rows(prep: Prepared, replicas: int, load: float, closed: bool) -> Prepa
 def decode_capacity(prep: Prepared, t: Target, p: dict) -> tuple[float, float]:
     """Largest batch per attention rank whose decode step meets the ITL target, and its time per
     output token (s: the step, divided by the tokens speculative decoding emits per step)."""
-    cap = prep.load["batch_cap"]
-    batches = np.unique(np.concatenate([np.geomspace(1.0, max(cap, 1.0), 64), [cap]]))
+    cap = max(math.floor(prep.load["batch_cap"]), 1)
+    batches = np.unique(np.concatenate([np.round(np.geomspace(1.0, cap, 64)), [cap]]))  # whole sequences
     steps = decode_step_s(prep.decode, p, batches, t.isl + t.osl / 2.0) / accepted_per_step(prep.decode)
     ok = np.flatnonzero(steps * 1e3 <= t.itl_ms)
     if ok.size == 0:
@@ -141,7 +141,9 @@ def decode_capacity(prep: Prepared, t: Target, p: dict) -> tuple[float, float]:
 
 def size_disaggregated(cands: list[Candidate], pre: dict[Parallel, Prepared], dec: dict[Parallel, Prepared],
                        t: Target, p: dict, build) -> list[Sized]:
-    """Prefill and decode workers for each pair; ``build(cand, n_p, n_d)`` makes a Prepared deployment."""
+    """Prefill and decode workers for each pair; ``build(cand, n_p, n_d, load)`` makes a Prepared
+    deployment at ``load`` (closed-loop clients or requests/s; with no load stated, the clients
+    one decode worker serves within the ITL target)."""
     caps = {par: decode_capacity(prep, t, p) for par, prep in dec.items()}
     items = []
     for cand in cands:
@@ -149,7 +151,7 @@ def size_disaggregated(cands: list[Candidate], pre: dict[Parallel, Prepared], de
         dprep, pprep = dec[cand.decode], pre[cand.prefill]
         ranks = dprep.decode["dp"]
         if b <= 0:
-            items.append((cand, 1, 1, False))
+            items.append((cand, 1, 1, False, t.load if t.load is not None else 1.0))
             continue
         per_rank = b
         if t.load is None:
@@ -164,7 +166,7 @@ def size_disaggregated(cands: list[Candidate], pre: dict[Parallel, Prepared], de
             n_d = max(1, math.ceil(t.load / (b * ranks / ((t.osl - 1) * step)) - 1e-9))
             clients, rate = 0.0, t.load
         n_p = _prefill_workers(pprep, rate, clients, step * float(first_token_steps(per_rank, clients)), t, p)
-        items.append((cand, n_p, min(n_d, MAX_WORKERS), True))
+        items.append((cand, n_p, min(n_d, MAX_WORKERS), True, t.load if t.load is not None else clients))
     return _verify_disaggregated(items, t, p, build)
 
 
@@ -187,8 +189,8 @@ def _prefill_workers(prep: Prepared, rate: float, clients: float, t_first: float
 
 
 def _verify_disaggregated(items, t: Target, p: dict, build) -> list[Sized]:
-    live = [(c, n_p, n_d) for c, n_p, n_d, ok in items if ok]
-    dead = [c for c, _, _, ok in items if not ok]
+    live = [(c, n_p, n_d, load) for c, n_p, n_d, ok, load in items if ok]
+    dead = [(c, load) for c, _, _, ok, load in items if not ok]
     out_sized: list[Sized] = []
     if live:
         n_p = np.array([x[1] for x in live])
@@ -198,7 +200,7 @@ def _verify_disaggregated(items, t: Target, p: dict, build) -> list[Sized]:
         grew_p, grew_d, stuck_p, stuck_d = (np.zeros(len(live), dtype=bool) for _ in range(4))
         last = None
         for round_ in range(GROWTH_ROUNDS):
-            rows = [build(c, int(a), int(b)) for (c, _, _), a, b in zip(live, n_p, n_d)]
+            rows = [build(c, int(a), int(b), load) for (c, _, _, load), a, b in zip(live, n_p, n_d)]
             out = evaluate(stack_prepared(rows), p)
             ok = _meets(out, t)
             if last is not None:  # a pool whose last growth barely helped has reached its knee
@@ -214,9 +216,9 @@ def _verify_disaggregated(items, t: Target, p: dict, build) -> list[Sized]:
             n_p = np.where(grew_p, grow(n_p), n_p)
             n_d = np.where(grew_d, grow(n_d), n_d)
         out_sized += [Sized(c, 0, int(n_p[i]), int(n_d[i]), rows[i].total_gpus, _pick(out, i), bool(ok[i]))
-                      for i, (c, _, _) in enumerate(live)]
+                      for i, (c, _, _, _) in enumerate(live)]
     if dead:
-        rows = [build(c, 1, 1) for c in dead]
+        rows = [build(c, 1, 1, load) for c, load in dead]
         out = evaluate(stack_prepared(rows), p)
-        out_sized += [Sized(c, 0, 1, 1, rows[i].total_gpus, _pick(out, i), False) for i, c in enumerate(dead)]
+        out_sized += [Sized(c, 0, 1, 1, rows[i].total_gpus, _pick(out, i), False) for i, (c, _) in enumerate(dead)]
     return out_sized

@@ -77,6 +77,17 @@ def test_no_load_maximizes_goodput_per_gpu():
     assert result.chosen.predicted.output_tok_s_per_gpu == max(p.predicted.output_tok_s_per_gpu for p in feasible)
 
 
+def test_no_load_sizes_a_disaggregated_unit_at_the_batch_its_decode_step_allows():
+    # Each decode engine's memory holds far more sequences than its step serves within the ITL
+    # target; the unit is sized for the batch that meets it, as aggregated engines are.
+    result = plan(_request(model="meta-llama/Llama-3.1-70B-Instruct", max_gpus_per_engine=8, ttft_ms=600, itl_ms=30))
+    disagg = [p for p in result.candidates if p.mode == "disagg"]
+    assert {p.role("decode").tp for p in disagg} == {2, 4, 8}
+    for p in disagg:
+        assert p.feasible and p.predicted.itl_ms <= 30, (p.role("prefill").tp, p.role("decode").tp, p.predicted)
+        assert p.predicted.concurrency <= p.role("decode").max_batch * p.role("decode").dp * (1 + 1e-9)
+
+
 def test_model_too_big_for_engine_bounds_is_infeasible_with_reason():
     result = plan(_request(model="meta-llama/Llama-3.1-405B", precision="bf16", max_gpus_per_engine=2))
     assert not result.feasible
