@@ -230,9 +230,20 @@ def budget_for(request: PlanRequest, setup: Online) -> Budget:
                   concurrency=request.sweep_concurrency or search.SWEEP_CONCURRENCY)
 
 
+def _used_budget(t: optuna.trial.FrozenTrial) -> bool:
+    """Measured, or failed on its own (not lost with a worker)."""
+    return t.state == TrialState.COMPLETE or (t.state == TrialState.FAIL and "error" in t.user_attrs)
+
+
 def _counted(trials: list[optuna.trial.FrozenTrial]) -> list[optuna.trial.FrozenTrial]:
-    """Trials that used the budget: measured, or failed on their own (not lost with a worker)."""
-    return [t for t in trials if t.state == TrialState.COMPLETE or (t.state == TrialState.FAIL and "error" in t.user_attrs)]
+    """Trials that used the budget."""
+    return [t for t in trials if _used_budget(t)]
+
+
+def _committed(trials: list[optuna.trial.FrozenTrial], before: int) -> list[optuna.trial.FrozenTrial]:
+    """Trials numbered below ``before`` that used the budget or are being measured: workers
+    that check the budget at once each see the same count, the trial numbers order them."""
+    return [t for t in trials if t.number < before and (t.state == TrialState.RUNNING or _used_budget(t))]
 
 
 def _measured(trials) -> dict[str, float]:
@@ -271,6 +282,9 @@ def search_units(request: PlanRequest, unit_plans: dict[str, Plan], *, deployabl
         trials = study.get_trials(deepcopy=False)
         if len(_counted(trials)) >= budget.max_trials:
             return f"trial budget used ({budget.max_trials} trials)"
+        if len(_committed(trials, len(trials))) >= budget.max_trials:
+            sleep(poll_s)  # the rest of the budget is being measured by other (or lost) workers' trials
+            continue
         if wall() >= deadline:
             return f"wall-time budget used ({budget.max_minutes:g} min)"
         measured = _measured(trials)
@@ -297,6 +311,9 @@ def search_units(request: PlanRequest, unit_plans: dict[str, Plan], *, deployabl
                   if t.number != trial.number}
         if key in measured or key in others:
             study.tell(trial, state=TrialState.PRUNED)  # another worker measured it meanwhile
+            continue
+        if len(_committed(study.get_trials(deepcopy=False), trial.number)) >= budget.max_trials:
+            study.tell(trial, state=TrialState.PRUNED)  # workers that asked first took the rest of the budget
             continue
         progress(study.get_trials(deepcopy=False), measuring=key)
         _run_trial(study, store, trial, key, unit_plans[key], request, measure)
