@@ -32,7 +32,7 @@ def _target(req: PlanRequest) -> Target:
         load, closed = float(req.request_rate), False
     else:
         load, closed = None, True
-    return Target(req.ttft_ms, req.itl_ms, req.e2e_ms, load, closed, req.isl_tokens, req.osl_tokens)
+    return Target(req.ttft_ms, req.itl_ms, req.e2e_ms, load, closed, req.isl_tokens, req.osl_tokens, req.total_gpus)
 
 
 def _disagg_prepared(pre: Prepared, dec: Prepared, n_p: int, n_d: int, t: Target, offered: float) -> Prepared:

@@ -40,7 +40,8 @@ class Candidate:
 
 @dataclass(frozen=True)
 class Target:
-    """The SLA (ms) and load; ``load`` None means: size one unit for the best goodput per GPU."""
+    """The SLA (ms) and load; ``load`` None means: size one unit for the best goodput per GPU,
+    within ``gpus`` (the GPU budget) when one is given."""
 
     ttft_ms: float
     itl_ms: float
@@ -49,6 +50,7 @@ class Target:
     closed: bool
     isl: int
     osl: int
+    gpus: int | None = None
 
 
 @dataclass(frozen=True)
@@ -155,7 +157,8 @@ def size_disaggregated(cands: list[Candidate], pre: dict[Parallel, Prepared], de
             continue
         per_rank = b
         if t.load is None:
-            n_d, clients, rate = 1, b * ranks, b * ranks / ((t.osl - 1) * step)
+            per_rank, step = _unit_batch(pprep, dprep, b, step, t, p)
+            n_d, clients, rate = 1, per_rank * ranks, per_rank * ranks / ((t.osl - 1) * step)
         elif t.closed:
             n_d = max(1, math.ceil(t.load / (b * ranks) - 1e-9))
             clients = t.load
@@ -168,6 +171,24 @@ def size_disaggregated(cands: list[Candidate], pre: dict[Parallel, Prepared], de
         n_p = _prefill_workers(pprep, rate, clients, step * float(first_token_steps(per_rank, clients)), t, p)
         items.append((cand, n_p, min(n_d, MAX_WORKERS), True, t.load if t.load is not None else clients))
     return _verify_disaggregated(items, t, p, build)
+
+
+def _unit_batch(pprep: Prepared, dprep: Prepared, b: float, step: float, t: Target, p: dict) -> tuple[float, float]:
+    """Batch per decode rank of one prefill/decode unit with no load stated, and its time per
+    output token (s): the decode capacity ``b`` (time ``step``), or, when the prefill workers that
+    batch needs do not fit the GPU budget, the largest batch whose prefill workers do."""
+    room = (t.gpus - dprep.total_gpus) // pprep.total_gpus if t.gpus is not None else None
+    if room is None or room < 1:
+        return b, step
+    ranks = dprep.decode["dp"]
+    batches = np.unique(np.round(np.geomspace(1.0, b, 24)))[::-1]
+    per_token = decode_step_s(dprep.decode, p, batches, t.isl + t.osl / 2) / accepted_per_step(dprep.decode)
+    for batch, tok_s in zip(batches.tolist(), per_token.tolist()):
+        clients = batch * ranks
+        if _prefill_workers(pprep, clients / ((t.osl - 1) * tok_s), clients,
+                            tok_s * float(first_token_steps(batch, clients)), t, p) <= room:
+            return batch, tok_s
+    return batches[-1].item(), per_token[-1].item()
 
 
 def _prefill_workers(prep: Prepared, rate: float, clients: float, t_first: float, t: Target, p: dict) -> int:

@@ -88,6 +88,21 @@ def test_no_load_sizes_a_disaggregated_unit_at_the_batch_its_decode_step_allows(
         assert p.predicted.concurrency <= p.role("decode").max_batch * p.role("decode").dp * (1 + 1e-9)
 
 
+def test_no_load_with_a_budget_sizes_a_disaggregated_unit_to_fit_it():
+    # At its decode capacity a TP8 decode engine's clients need several prefill workers; with a
+    # budget the unit serves fewer clients, with the prefill workers the budget has room for.
+    kw = dict(model="meta-llama/Llama-3.1-70B-Instruct", max_gpus_per_engine=8, isl_tokens=4000, osl_tokens=500,
+              ttft_ms=1500, itl_ms=20)
+    unbounded = {(p.role("prefill").tp, p.role("decode").tp): p for p in plan(_request(**kw)).candidates if p.mode == "disagg"}
+    bounded = {(p.role("prefill").tp, p.role("decode").tp): p
+               for p in plan(_request(**kw, total_gpus=16)).candidates if p.mode == "disagg"}
+    assert unbounded[(4, 8)].total_gpus > 16  # the budget binds
+    for shape, p in bounded.items():
+        if sum(shape) <= 16 and unbounded[shape].feasible:
+            assert p.feasible and p.total_gpus <= 16, (shape, p.total_gpus, p.reason)
+            assert p.predicted.output_tok_s_per_gpu > 0
+
+
 def test_model_too_big_for_engine_bounds_is_infeasible_with_reason():
     result = plan(_request(model="meta-llama/Llama-3.1-405B", precision="bf16", max_gpus_per_engine=2))
     assert not result.feasible
