@@ -185,6 +185,28 @@ def test_two_workers_measure_different_units_of_one_study(tmp_path):
     assert len(study.get_trials(states=(TrialState.COMPLETE,))) == len(measured) <= 4
 
 
+def test_a_trial_another_worker_is_measuring_counts_against_the_budget(tmp_path):
+    store = studies.storage(f"sqlite:///{tmp_path / 's.db'}")
+    study = studies.open_study(store, studies.study_name("u10", 1))
+    unit_plans = search.units(plan(REQUEST).candidates)
+    choices = sorted(unit_plans)
+    theirs = studies.ask(study)  # another worker's trial, being measured: the whole budget of 1
+    theirs.suggest_categorical(online.UNIT_PARAM, choices)
+    calls: list[str] = []
+    waits: list[float] = []
+
+    def sleep(seconds: float) -> None:  # while this worker waits, the other one finishes
+        waits.append(seconds)
+        study.tell(theirs, 50.0)
+
+    budget = online.Budget(max_trials=1, max_minutes=60.0, concurrency=SWEEP)
+    stopped = online.search_units(REQUEST, unit_plans, deployable=set(unit_plans), study=study, store=store,
+                                  budget=budget, params=shipped_params(), measure=model_measure(truth_params(), calls),
+                                  sleep=sleep)
+    assert calls == [] and len(waits) == 1 and stopped.startswith("trial budget used")
+    assert len(study.get_trials(deepcopy=False)) == 1
+
+
 @pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
 def test_workers_asking_at_once_never_claim_the_same_trial(backend, tmp_path, request):
     # SQLite ignores the row lock Optuna claims a waiting trial with; without the write lock
