@@ -155,11 +155,12 @@ def size_disaggregated(cands: list[Candidate], pre: dict[Parallel, Prepared], de
         if b <= 0:
             items.append((cand, 1, 1, False, t.load if t.load is not None else 1.0))
             continue
-        per_rank = b
         if t.load is None:
-            per_rank, step = _unit_batch(pprep, dprep, b, step, t, p)
-            n_d, clients, rate = 1, per_rank * ranks, per_rank * ranks / ((t.osl - 1) * step)
-        elif t.closed:
+            n_p, clients = _unit(pprep, dprep, b, step, t, p)
+            items.append((cand, n_p, 1, True, clients))
+            continue
+        per_rank = b
+        if t.closed:
             n_d = max(1, math.ceil(t.load / (b * ranks) - 1e-9))
             clients = t.load
             per_rank = t.load / (n_d * ranks)
@@ -169,26 +170,33 @@ def size_disaggregated(cands: list[Candidate], pre: dict[Parallel, Prepared], de
             n_d = max(1, math.ceil(t.load / (b * ranks / ((t.osl - 1) * step)) - 1e-9))
             clients, rate = 0.0, t.load
         n_p = _prefill_workers(pprep, rate, clients, step * float(first_token_steps(per_rank, clients)), t, p)
-        items.append((cand, n_p, min(n_d, MAX_WORKERS), True, t.load if t.load is not None else clients))
+        items.append((cand, n_p, min(n_d, MAX_WORKERS), True, t.load))
     return _verify_disaggregated(items, t, p, build)
 
 
-def _unit_batch(pprep: Prepared, dprep: Prepared, b: float, step: float, t: Target, p: dict) -> tuple[float, float]:
-    """Batch per decode rank of one prefill/decode unit with no load stated, and its time per
-    output token (s): the decode capacity ``b`` (time ``step``), or, when the prefill workers that
-    batch needs do not fit the GPU budget, the largest batch whose prefill workers do."""
-    room = (t.gpus - dprep.total_gpus) // pprep.total_gpus if t.gpus is not None else None
-    if room is None or room < 1:
-        return b, step
+def _unit(pprep: Prepared, dprep: Prepared, b: float, step: float, t: Target, p: dict) -> tuple[int, float]:
+    """Prefill workers and closed-loop clients of one prefill/decode unit with no load stated: the
+    clients of its decode capacity, ``b`` per attention rank (``step`` s per output token), or,
+    when their prefill workers do not fit the GPU budget, those of the largest batch whose do."""
     ranks = dprep.decode["dp"]
+
+    def workers(batch: float, per_token: float) -> int:
+        clients = batch * ranks
+        return _prefill_workers(pprep, clients / ((t.osl - 1) * per_token), clients,
+                                per_token * float(first_token_steps(batch, clients)), t, p)
+
+    n_p = workers(b, step)
+    room = (t.gpus - dprep.total_gpus) // pprep.total_gpus if t.gpus is not None else None
+    if room is None or room < 1 or n_p <= room:
+        return n_p, b * ranks
     batches = np.unique(np.round(np.geomspace(1.0, b, 24)))[::-1]
     per_token = decode_step_s(dprep.decode, p, batches, t.isl + t.osl / 2) / accepted_per_step(dprep.decode)
-    for batch, tok_s in zip(batches.tolist(), per_token.tolist()):
-        clients = batch * ranks
-        if _prefill_workers(pprep, clients / ((t.osl - 1) * tok_s), clients,
-                            tok_s * float(first_token_steps(batch, clients)), t, p) <= room:
-            return batch, tok_s
-    return batches[-1].item(), per_token[-1].item()
+    batch = b
+    for batch, tok_s in zip(batches[1:].tolist(), per_token[1:].tolist()):  # the first is ``b``
+        n_p = workers(batch, tok_s)
+        if n_p <= room:
+            break
+    return n_p, batch * ranks
 
 
 def _prefill_workers(prep: Prepared, rate: float, clients: float, t_first: float, t: Target, p: dict) -> int:

@@ -240,10 +240,11 @@ def _counted(trials: list[optuna.trial.FrozenTrial]) -> list[optuna.trial.Frozen
     return [t for t in trials if _used_budget(t)]
 
 
-def _committed(trials: list[optuna.trial.FrozenTrial], before: int) -> list[optuna.trial.FrozenTrial]:
-    """Trials numbered below ``before`` that used the budget or are being measured: workers
-    that check the budget at once each see the same count, the trial numbers order them."""
-    return [t for t in trials if t.number < before and (t.state == TrialState.RUNNING or _used_budget(t))]
+def _committed(trials: list[optuna.trial.FrozenTrial], before: int | None = None) -> list[optuna.trial.FrozenTrial]:
+    """Trials (numbered below ``before``, when given) that used the budget or are being measured:
+    workers that check the budget at once each see the same count, the trial numbers order them."""
+    return [t for t in trials if (before is None or t.number < before)
+            and (t.state == TrialState.RUNNING or _used_budget(t))]
 
 
 def _measured(trials) -> dict[str, float]:
@@ -282,11 +283,11 @@ def search_units(request: PlanRequest, unit_plans: dict[str, Plan], *, deployabl
         trials = study.get_trials(deepcopy=False)
         if len(_counted(trials)) >= budget.max_trials:
             return f"trial budget used ({budget.max_trials} trials)"
-        if len(_committed(trials, len(trials))) >= budget.max_trials:
-            sleep(poll_s)  # the rest of the budget is being measured by other (or lost) workers' trials
-            continue
         if wall() >= deadline:
             return f"wall-time budget used ({budget.max_minutes:g} min)"
+        if len(_committed(trials)) >= budget.max_trials:
+            sleep(poll_s)  # the rest of the budget is being measured by other (or lost) workers' trials
+            continue
         measured = _measured(trials)
         if not any(t.state == TrialState.WAITING for t in trials):  # else: a lost trial to retry first
             best = _best(trials)
@@ -307,12 +308,12 @@ def search_units(request: PlanRequest, unit_plans: dict[str, Plan], *, deployabl
             study.enqueue_trial({UNIT_PARAM: key})
         trial = studies.ask(study)
         key = trial.suggest_categorical(UNIT_PARAM, choices)
-        others = {t.params.get(UNIT_PARAM) for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
-                  if t.number != trial.number}
+        current = study.get_trials(deepcopy=False)
+        others = {t.params.get(UNIT_PARAM) for t in current if t.state == TrialState.RUNNING and t.number != trial.number}
         if key in measured or key in others:
             study.tell(trial, state=TrialState.PRUNED)  # another worker measured it meanwhile
             continue
-        if len(_committed(study.get_trials(deepcopy=False), trial.number)) >= budget.max_trials:
+        if len(_committed(current, before=trial.number)) >= budget.max_trials:
             study.tell(trial, state=TrialState.PRUNED)  # workers that asked first took the rest of the budget
             continue
         progress(study.get_trials(deepcopy=False), measuring=key)
