@@ -8,10 +8,11 @@ the full performance model → the cheapest that meets the SLA within the GPU bu
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Collection
 
 from planner.search import objective, search
-from planner.sizing import Candidate, Sized, Target, decode_capacity, size_aggregated, size_disaggregated
+from planner.sizing import Candidate, Sized, Target, size_aggregated, size_disaggregated
 from planner.space import check_bounds, describe, engine_options
 from planner.types import Engine, Plan, PlanRequest, PlanResult, Prediction
 from profiler.config import PART_LABELS, Parallel, ServingConfig
@@ -68,7 +69,8 @@ def plan(request: PlanRequest, *, model: tuple[Model, str] | None = None,
                          concurrency=1.0)
     shapes: dict[Parallel, Prepared] = {}
     pruned: list[str] = []
-    for par in engine_options(model, gpu, request.min_gpus_per_engine, request.max_gpus_per_engine, node):
+    for par in engine_options(model, gpu, request.min_gpus_per_engine, request.max_gpus_per_engine, node,
+                              request.backend):
         try:
             shapes[par] = prepare(base.model_copy(update={"engine": par}), model)
         except ModelError as exc:
@@ -122,23 +124,50 @@ def _engine(role: str, par: Parallel, replicas: int, max_batch: int, node: int, 
                   max_batch=max(1, max_batch), max_num_tokens=chunk, gpus_per_node=min(node, par.gpus))
 
 
+# A Poisson load's limit: its mean sequences in flight plus this many standard deviations (in
+# flight is Poisson-distributed in an M/G/∞ system, so the limit binds about 0.1% of the time).
+POISSON_HEADROOM_SIGMAS = 3.0
+_HUB_ID = re.compile(r"[\w.-]+/[\w.-]+")
+
+
+def running_limit(prep: Prepared, engines: int, load: float, closed: bool, e2e_s: float) -> int:
+    """Running sequences one (decode or aggregated) engine may hold: what it holds at the load the
+    SLA was checked at (``load`` closed-loop clients or requests/s over ``engines`` engines; a
+    Poisson load's mean in flight, rate × ``e2e_s``, plus headroom), at most what its KV cache holds.
+    The manifest sets it, so no engine runs a larger batch than the plan evaluated."""
+    if closed:
+        wanted = math.ceil(load / engines - 1e-9)
+    else:
+        mean = load * e2e_s / engines
+        wanted = math.ceil(mean + POISSON_HEADROOM_SIGMAS * math.sqrt(mean))
+    memory = math.floor(prep.load["batch_cap"] * prep.decode["dp"] + 1e-9)
+    return max(1, min(wanted, memory))
+
+
+def served_model(request: PlanRequest, model: Model) -> str:
+    """The checkpoint the manifest serves: the Hub id the request named (an Instruct or FP8
+    checkpoint of a catalog architecture is served as named), else the catalog's id for an alias
+    (``llama-3.1-70b``) or the id a local config.json names."""
+    return request.model.strip() if _HUB_ID.fullmatch(request.model.strip()) else model.hf_id
+
+
 def _plan(s: Sized, req: PlanRequest, model: Model, gpu: str, precision: str, node: int,
           shapes: dict[Parallel, Prepared], t: Target, p: dict) -> Plan:
     c, pr = s.candidate, s.prediction
     chunk = default_max_num_tokens(req.backend, get_gpu(gpu))
+    e2e_s = (pr["ttft_ms"] + (req.osl_tokens - 1) * pr["itl_ms"]) / 1e3
     if c.mode == "agg":
-        batch, _ = decode_capacity(shapes[c.engine], t, p)
-        engines = (_engine("aggregated", c.engine, s.replicas, int(batch * c.engine.dp), node, chunk),)
+        limit = running_limit(shapes[c.engine], s.replicas, s.load, t.closed, e2e_s)
+        engines = (_engine("aggregated", c.engine, s.replicas, limit, node, chunk),)
     else:
-        batch, _ = decode_capacity(shapes[c.decode], t, p)
+        limit = running_limit(shapes[c.decode], s.decode_workers, s.load, t.closed, e2e_s)
         prompts = max(1, chunk // req.isl_tokens)
         engines = (_engine("prefill", c.prefill, s.prefill_workers, prompts * c.prefill.dp, node, chunk),
-                   _engine("decode", c.decode, s.decode_workers, int(batch * c.decode.dp), node, chunk))
+                   _engine("decode", c.decode, s.decode_workers, limit, node, chunk))
     within_budget = req.total_gpus is None or s.total_gpus <= req.total_gpus
     reason = None if s.meets_sla else "misses the SLA"
     if s.meets_sla and not within_budget:
         reason = f"needs {s.total_gpus} GPUs, over the budget of {req.total_gpus}"
-    e2e_s = (pr["ttft_ms"] + (req.osl_tokens - 1) * pr["itl_ms"]) / 1e3
     prediction = Prediction(
         ttft_ms=pr["ttft_ms"], ttft_p90_ms=pr["ttft_p90_ms"], ttft_p99_ms=pr["ttft_p99_ms"], itl_ms=pr["itl_ms"],
         output_tok_s_per_gpu=pr["output_tok_s_per_gpu"], tok_s_per_user=pr["tok_s_per_user"],
@@ -146,17 +175,10 @@ def _plan(s: Sized, req: PlanRequest, model: Model, gpu: str, precision: str, no
         concurrency=t.load if (t.load is not None and t.closed) else pr["requests_per_s"] * e2e_s,
         ttft_parts=ttft_parts(pr), itl_parts=itl_parts(pr))
     cost = s.total_gpus * req.gpu_price_per_hour if req.gpu_price_per_hour else None
-    return Plan(model=model.hf_id, gpu=gpu, backend=req.backend, precision=precision, mode=c.mode,
-                engines=engines, predicted=_finite(prediction), feasible=s.meets_sla and within_budget,
+    return Plan(model=served_model(req, model), gpu=gpu, backend=req.backend, precision=precision,
+                kv_dtype=default_kv_dtype(precision), memory_fraction=MEMORY_FRACTION[req.backend], mode=c.mode,
+                engines=engines, predicted=prediction, feasible=s.meets_sla and within_budget,
                 reason=reason, cost_per_hour=cost)
-
-
-def _finite(model):
-    """``model`` with infinities (an overloaded queue) replaced by a large finite number so results
-    serialize (its numbers, and those of the models it holds)."""
-    fix = {k: (_finite(v) if hasattr(v, "model_dump") else v if v is None or math.isfinite(v) else 1e12)
-           for k, v in dict(model).items()}
-    return type(model)(**fix)
 
 
 def _infeasible_reason(req: PlanRequest, evaluated: list[Sized], gpu: str, best_ttft: float, best_itl: float) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from planner.status import profiling_results
+from planner.results import ProfilingResults
 from planner.types import Engine, Plan, PlanResult
 
 
@@ -45,5 +45,5 @@ def plan_document(result: PlanResult) -> dict[str, Any]:
         doc.update(plan_summary(result.chosen))
     if result.reason:
         doc["reason"] = result.reason
-    doc["results"] = profiling_results(result)
+    doc["results"] = ProfilingResults.of(result).stored()
     return doc

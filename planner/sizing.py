@@ -64,6 +64,7 @@ class Sized:
     total_gpus: int
     prediction: dict[str, float]
     meets_sla: bool
+    load: float  # the load evaluated: closed-loop clients or requests/s of the whole deployment
 
 
 def _meets(out: dict[str, np.ndarray], t: Target) -> np.ndarray:
@@ -92,7 +93,7 @@ def size_aggregated(cands: list[Candidate], preps: list[Prepared], t: Target, p:
     for i, (cand, prep) in enumerate(zip(cands, preps)):
         feasible = np.flatnonzero(ok[i])
         if feasible.size == 0:
-            missed.append(_unsized(cand, prep, out, i * len(grid)))
+            missed.append(_unsized(cand, prep, out, i * len(grid), float(grid[0])))
             continue
         per_engine = float(grid[int(feasible.max())])
         replicas = 1 if t.load is None else max(1, math.ceil(t.load / per_engine - 1e-9))
@@ -100,10 +101,10 @@ def size_aggregated(cands: list[Candidate], preps: list[Prepared], t: Target, p:
     return _verify_aggregated(todo, t, p) + missed
 
 
-def _unsized(cand: Candidate, prep: Prepared, out: dict, row: int) -> Sized:
-    """A candidate that misses the SLA even at the lightest load: report that point."""
+def _unsized(cand: Candidate, prep: Prepared, out: dict, row: int, load: float) -> Sized:
+    """A candidate that misses the SLA even at the lightest load (``load``): report that point."""
     return Sized(cand, 1, 1 if cand.mode == "disagg" else 0, 1 if cand.mode == "disagg" else 0,
-                 prep.total_gpus, _pick(out, row), False)
+                 prep.total_gpus, _pick(out, row), False, load)
 
 
 def _verify_aggregated(items: list[tuple[Candidate, Prepared, int, float]], t: Target, p: dict) -> list[Sized]:
@@ -118,8 +119,9 @@ def _verify_aggregated(items: list[tuple[Candidate, Prepared, int, float]], t: T
         if ok.all() or t.load is None or round_ == GROWTH_ROUNDS - 1:
             break  # what is reported is what was evaluated
         replicas = np.where(ok, replicas, np.minimum(replicas + np.maximum(replicas // 8, 1), MAX_WORKERS))
-    return [Sized(c, int(r), 0, 0, prep.total_gpus * int(r), _pick(out, i), bool(ok[i]))
-            for i, ((c, prep, _, _), r) in enumerate(zip(items, replicas))]
+    return [Sized(c, int(r), 0, 0, prep.total_gpus * int(r), _pick(out, i), bool(ok[i]),
+                  t.load if t.load is not None else cap)
+            for i, ((c, prep, _, cap), r) in enumerate(zip(items, replicas))]
 
 
 def _agg_rows(prep: Prepared, replicas: int, load: float, closed: bool) -> Prepared:
@@ -244,10 +246,11 @@ def _verify_disaggregated(items, t: Target, p: dict, build) -> list[Sized]:
             grow = lambda n: np.minimum(n + np.maximum(n // 8, 1), MAX_WORKERS)  # noqa: E731
             n_p = np.where(grew_p, grow(n_p), n_p)
             n_d = np.where(grew_d, grow(n_d), n_d)
-        out_sized += [Sized(c, 0, int(n_p[i]), int(n_d[i]), rows[i].total_gpus, _pick(out, i), bool(ok[i]))
-                      for i, (c, _, _, _) in enumerate(live)]
+        out_sized += [Sized(c, 0, int(n_p[i]), int(n_d[i]), rows[i].total_gpus, _pick(out, i), bool(ok[i]), load)
+                      for i, (c, _, _, load) in enumerate(live)]
     if dead:
         rows = [build(c, 1, 1, load) for c, load in dead]
         out = evaluate(stack_prepared(rows), p)
-        out_sized += [Sized(c, 0, 1, 1, rows[i].total_gpus, _pick(out, i), False) for i, (c, _) in enumerate(dead)]
+        out_sized += [Sized(c, 0, 1, 1, rows[i].total_gpus, _pick(out, i), False, load)
+                      for i, (c, load) in enumerate(dead)]
     return out_sized

@@ -16,16 +16,16 @@ Where the structured results go. In v1alpha1 ``profilingResults`` is a *string* 
 stores a reference, ``"configmap/<name>"``, to a ConfigMap holding the profiler's output). A
 plan's results — the chosen configuration, its predicted TTFT/ITL/throughput and GPUs, the
 Pareto set of candidates, the assumptions, and the reason when the SLA cannot be met — are a
-structured document, so:
+structured document (``planner.results.ProfilingResults``), so:
 
 - by default ``profilingResults`` holds that document itself, serialized as compact JSON (a
   valid string under both the seed and the CRDs, readable with ``json.loads``, and needing no
   other object in the cluster);
 - when the caller stores the document elsewhere (e.g. a ConfigMap built from
-  :func:`profiling_results`), ``results_ref="configmap/<name>"`` puts that reference there
+  ``ProfilingResults``), ``results_ref="configmap/<name>"`` puts that reference there
   instead, as upstream does.
 
-The Pareto set is capped at :data:`MAX_PARETO` points to keep the status object small
+The Pareto set is capped at ``planner.results.MAX_PARETO`` points to keep the status object small
 (Kubernetes objects must stay well under ~1.5 MB).
 
 Units: times in ms (``...Ms``), throughputs in output tokens/s per GPU and tokens/s per user,
@@ -35,151 +35,21 @@ request rates in requests/s, cost in $ per hour.
 from __future__ import annotations
 
 import json
-import math
 from typing import Any
 
-from planner.candidate_table import candidate_table
+from planner.results import ProfilingResults
 from planner.types import Plan, PlanResult
 
 __all__ = [
     "CONDITION_TYPES",
-    "MAX_PARETO",
     "STATES",
     "dgdr_status",
-    "pareto_front",
-    "profiling_results",
     "validation_failed_status",
 ]
 
 STATES = ("Pending", "Profiling", "Deploying", "Ready", "DeploymentDeleted", "Failed")
 CONDITION_TYPES = ("Validation", "Profiling", "SpecGenerated", "DeploymentReady")
-MAX_PARETO = 64
 _MAX_MESSAGE = 32768  # the Condition schema's maxLength
-
-
-# --------------------------------------------------------------------------- results document
-
-
-def _num(x: float) -> float | None:
-    """A JSON-safe number: None for infinities and NaN (e.g. an unreachable prediction)."""
-    return x if math.isfinite(x) else None
-
-
-def _plan_doc(plan: Plan) -> dict[str, Any]:
-    """One configuration: engines, GPUs, prediction (camelCase keys, units in the names)."""
-    p = plan.predicted
-    engines = []
-    for e in plan.engines:
-        eng: dict[str, Any] = {
-            "role": e.role,
-            "tp": e.tp,
-            "pp": e.pp,
-            "dp": e.dp,
-            "ep": e.ep,
-            "replicas": e.replicas,
-            "gpusPerEngine": e.gpus,
-            "nodesPerEngine": e.nodes,
-            "maxBatch": e.max_batch,
-        }
-        if e.max_num_tokens is not None:
-            eng["maxNumTokens"] = e.max_num_tokens
-        engines.append(eng)
-    doc: dict[str, Any] = {
-        "mode": plan.mode,
-        "backend": plan.backend,
-        "gpu": plan.gpu,
-        "precision": plan.precision,
-        "totalGpus": plan.total_gpus,
-        "engines": engines,
-        "predicted": {
-            "ttftMs": _num(p.ttft_ms),
-            "ttftP90Ms": _num(p.ttft_p90_ms),
-            "ttftP99Ms": _num(p.ttft_p99_ms),
-            "itlMs": _num(p.itl_ms),
-            "outputTokPerSecPerGpu": _num(p.output_tok_s_per_gpu),
-            "tokPerSecPerUser": _num(p.tok_s_per_user),
-            "requestsPerSec": _num(p.requests_per_s),
-            "concurrency": _num(p.concurrency),
-        },
-        "feasible": plan.feasible,
-    }
-    if p.ttft_parts is not None and p.itl_parts is not None:  # where the time goes, ms
-        t, i = p.ttft_parts, p.itl_parts
-        doc["predicted"]["ttftPartsMs"] = {
-            "frontend": _num(t.frontend_ms), "prefill": _num(t.prefill_ms), "kvTransfer": _num(t.kv_transfer_ms),
-            "firstStep": _num(t.first_step_ms), "queueing": _num(t.queueing_ms), "burst": _num(t.burst_ms)}
-        doc["predicted"]["itlPartsMs"] = {"decodeStep": _num(i.decode_step_ms),
-                                          "prefillInterference": _num(i.prefill_interference_ms)}
-    if plan.cost_per_hour is not None:
-        doc["costPerHour"] = plan.cost_per_hour
-    if plan.reason:
-        doc["reason"] = plan.reason
-    return doc
-
-
-def pareto_front(plans: tuple[Plan, ...] | list[Plan], *, limit: int = MAX_PARETO) -> list[Plan]:
-    """Plans not dominated on (tokens/s per user, output tokens/s per GPU), both maximized.
-
-    Sorted by tokens/s per user, highest first. When more than ``limit`` remain, an evenly
-    spaced subset (always keeping both ends) is returned.
-    """
-    finite = [
-        p for p in plans if math.isfinite(p.predicted.tok_s_per_user) and math.isfinite(p.predicted.output_tok_s_per_gpu)
-    ]
-    ordered = sorted(
-        finite, key=lambda p: (-p.predicted.tok_s_per_user, -p.predicted.output_tok_s_per_gpu)
-    )
-    front: list[Plan] = []
-    best_per_gpu = float("-inf")
-    for plan in ordered:
-        if plan.predicted.output_tok_s_per_gpu > best_per_gpu:
-            front.append(plan)
-            best_per_gpu = plan.predicted.output_tok_s_per_gpu
-    if len(front) <= limit:
-        return front
-    if limit < 2:
-        return front[: max(limit, 0)]
-    step = (len(front) - 1) / (limit - 1)
-    return [front[round(i * step)] for i in range(limit)]
-
-
-def profiling_results(result: PlanResult) -> dict[str, Any]:
-    """The structured profiling results of ``result`` (what ``profilingResults`` carries)."""
-    req = result.request
-    sla: dict[str, Any] = {
-        "ttftMs": req.ttft_ms,
-        "itlMs": req.itl_ms,
-        "islTokens": req.isl_tokens,
-        "oslTokens": req.osl_tokens,
-    }
-    if req.e2e_ms is not None:
-        sla["e2eMs"] = req.e2e_ms
-    if req.request_rate is not None:
-        sla["requestRate"] = req.request_rate
-    if req.concurrency is not None:
-        sla["concurrency"] = req.concurrency
-    doc: dict[str, Any] = {
-        "feasible": result.feasible,
-        "model": req.model,
-        "gpu": req.gpu,
-        "backend": req.backend,
-        "sla": sla,
-        "chosen": _plan_doc(result.chosen) if result.chosen is not None else None,
-    }
-    if result.reason:
-        doc["reason"] = result.reason
-    if result.best_ttft_ms is not None:
-        doc["bestTtftMs"] = _num(result.best_ttft_ms)
-    if result.best_itl_ms is not None:
-        doc["bestItlMs"] = _num(result.best_itl_ms)
-    front = pareto_front(result.candidates)
-    doc["pareto"] = [_plan_doc(p) for p in front]
-    doc["candidates"] = candidate_table(result, front)
-    doc["assumptions"] = list(result.assumptions)
-    doc["evaluated"] = result.evaluated
-    if result.online is not None:
-        doc["online"] = result.online
-    return doc
 
 
 # --------------------------------------------------------------------------- conditions
@@ -338,7 +208,7 @@ def dgdr_status(
     status["conditions"] = conditions
     if result is not None and state != "Profiling":
         status["profilingResults"] = results_ref or json.dumps(
-            profiling_results(result), separators=(",", ":"), allow_nan=False
+            ProfilingResults.of(result).stored(), separators=(",", ":"), allow_nan=False
         )
     if dgd is not None and state != "Profiling":
         status["generatedDeployment"] = _generated(dgd)

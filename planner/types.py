@@ -9,9 +9,9 @@ from __future__ import annotations
 import math
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, computed_field, model_validator
 
-from profiler.config import ItlParts, TtftParts
+from profiler.config import ItlParts, TtftParts, Unbounded
 
 Backend = Literal["vllm", "sglang", "trtllm"]
 Mode = Literal["agg", "disagg"]
@@ -20,6 +20,22 @@ Role = Literal["aggregated", "prefill", "decode"]
 
 class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class _Stored(BaseModel):
+    """A value stored in a status document: written with ``model_dump(mode="json", by_alias=True)``
+    (camelCase keys, units in the names), read back with ``model_validate`` (either spelling).
+    Computed fields are written for readers and ignored when read back."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", validate_by_name=True, validate_by_alias=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _drop_computed(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            computed = {f.alias or name for name, f in cls.model_computed_fields.items()}
+            return {k: v for k, v in data.items() if k not in computed}
+        return data
 
 
 MIN_OSL = 2  # output tokens a request needs for an inter-token latency to exist
@@ -59,11 +75,14 @@ class PlanRequest(_Frozen):
     image: str | None = None
 
 
-class Engine(_Frozen):
-    """One engine role: its parallelism, size and how many copies run.
+class Engine(_Stored):
+    """One engine role: its parallelism, size, how many copies run and the limits it runs with.
 
     ``dp`` is attention data-parallelism inside one engine (MoE models); GPUs per engine
     = tp × pp × dp. ``ep`` is the expert-parallel degree of the MoE layers (1 = none).
+    ``max_batch`` is the running-sequence limit the manifest sets: the sequences one engine
+    holds at the load the SLA was checked at, so an engine never takes more than the plan
+    evaluated.
     """
 
     role: Role
@@ -72,16 +91,18 @@ class Engine(_Frozen):
     dp: int = Field(default=1, gt=0)
     ep: int = Field(default=1, gt=0)
     replicas: int = Field(gt=0)
-    max_batch: int = Field(gt=0, description="max concurrent sequences per engine")
-    max_num_tokens: int | None = Field(default=None, gt=0,
-                                       description="tokens per step per attention-DP rank (chunked prefill)")
-    gpus_per_node: int = Field(gt=0)
+    max_batch: int = Field(gt=0, alias="maxBatch", description="running sequences per engine (all its attention-DP ranks)")
+    max_num_tokens: int | None = Field(default=None, gt=0, alias="maxNumTokens",
+                                       description="prompt tokens per step per attention-DP rank (chunked prefill)")
+    gpus_per_node: int = Field(gt=0, alias="gpusPerNode")
 
+    @computed_field(alias="gpusPerEngine")
     @property
     def gpus(self) -> int:
         """GPUs in one engine."""
         return self.tp * self.pp * self.dp
 
+    @computed_field(alias="nodesPerEngine")
     @property
     def nodes(self) -> int:
         """Pods (nodes) one engine spans."""
@@ -96,41 +117,55 @@ class Engine(_Frozen):
         return self.gpus * self.replicas
 
 
-class Prediction(_Frozen):
-    """What the performance model expects of a deployment under the stated load."""
+class Prediction(_Stored):
+    """What the performance model expects of a deployment under the stated load (unbounded
+    times are infinite, ``null`` when stored)."""
 
-    ttft_ms: float
-    ttft_p90_ms: float
-    ttft_p99_ms: float
-    itl_ms: float
-    output_tok_s_per_gpu: float
-    tok_s_per_user: float
-    requests_per_s: float
-    concurrency: float = Field(description="requests in flight at this operating point")
-    ttft_parts: TtftParts | None = Field(default=None, description="where the mean TTFT goes")
-    itl_parts: ItlParts | None = Field(default=None, description="where the mean ITL goes")
+    ttft_ms: Unbounded = Field(alias="ttftMs")
+    ttft_p90_ms: Unbounded = Field(alias="ttftP90Ms")
+    ttft_p99_ms: Unbounded = Field(alias="ttftP99Ms")
+    itl_ms: Unbounded = Field(alias="itlMs")
+    output_tok_s_per_gpu: Unbounded = Field(alias="outputTokPerSecPerGpu")
+    tok_s_per_user: Unbounded = Field(alias="tokPerSecPerUser")
+    requests_per_s: Unbounded = Field(alias="requestsPerSec")
+    concurrency: Unbounded = Field(alias="concurrency", description="requests in flight at this operating point")
+    ttft_parts: TtftParts | None = Field(default=None, alias="ttftPartsMs", description="where the mean TTFT goes")
+    itl_parts: ItlParts | None = Field(default=None, alias="itlPartsMs", description="where the mean ITL goes")
 
 
-class Plan(_Frozen):
-    """A deployment: aggregated (one ``aggregated`` engine) or disaggregated (prefill + decode)."""
+class Plan(_Stored):
+    """A deployment: aggregated (one ``aggregated`` engine) or disaggregated (prefill + decode).
 
-    model: str
+    Everything a manifest pins is here: ``model`` is the checkpoint the user named (served
+    under that name), ``precision`` its weights, ``kv_dtype`` the KV cache, ``memory_fraction``
+    the share of GPU memory the engine may take (for TRT-LLM, of what is free after the
+    weights), and each engine's parallelism, replicas and limits.
+    """
+
+    model: str = Field(description="the checkpoint to serve: the id the request named")
     gpu: str
     backend: Backend
     precision: str
+    kv_dtype: str = Field(alias="kvDtype")
+    memory_fraction: float = Field(gt=0, le=1, alias="memoryFraction")
     mode: Mode
     engines: tuple[Engine, ...]
     predicted: Prediction
     feasible: bool = True
     reason: str | None = None
-    cost_per_hour: float | None = None
+    cost_per_hour: float | None = Field(default=None, alias="costPerHour", description="$ per hour")
 
     def role(self, role: Role) -> Engine | None:
         return next((e for e in self.engines if e.role == role), None)
 
+    @computed_field(alias="totalGpus")
     @property
     def total_gpus(self) -> int:
         return sum(e.total_gpus for e in self.engines)
+
+    def stored(self) -> dict[str, Any]:
+        """The plan as a status document stores it (camelCase, ``null`` for unbounded)."""
+        return self.model_dump(mode="json", by_alias=True, exclude_none=True)
 
 
 class PlanResult(_Frozen):

@@ -7,9 +7,11 @@ a Poisson ``request_rate``; both count the whole deployment, not one engine.
 
 from __future__ import annotations
 
-from typing import Literal
+import math
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
+from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer, ValidationInfo, field_validator,
+                      model_validator)
 
 Backend = Literal["vllm", "sglang", "trtllm"]
 # Most tokens one engine step can take (max_num_tokens): beyond what any engine is set to, and
@@ -19,6 +21,19 @@ MAX_STEP_TOKENS = 1 << 20
 
 class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+def _inf_if_none(value: object) -> object:
+    return math.inf if value is None else value
+
+
+def _none_if_inf(value: float) -> float | None:
+    return value if math.isfinite(value) else None
+
+
+# A time or rate that may be unbounded (an overloaded queue): infinite in Python, ``null`` in JSON,
+# and ``null`` reads back as infinite.
+Unbounded = Annotated[float, BeforeValidator(_inf_if_none), PlainSerializer(_none_if_inf, when_used="json")]
 
 
 class Parallel(_Frozen):
@@ -108,24 +123,30 @@ class Memory(_Frozen):
                                            "SGLang: the mean context ISL + OSL/2), at most the engine's batch ceiling")
 
 
-class TtftParts(_Frozen):
+class _Parts(_Frozen):
+    """A split of a time into parts; each part is also read by its short stored name (``kvTransfer``)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", validate_by_name=True, validate_by_alias=True)
+
+
+class TtftParts(_Parts):
     """Where the mean TTFT goes (ms); the parts add up to ``Estimate.ttft_ms``."""
 
-    frontend_ms: float = Field(description="per-request fixed cost: API server, tokenizing, routing")
-    prefill_ms: float = Field(description="the prefill pass the prompt is in, with the prompts sharing it")
-    kv_transfer_ms: float = Field(description="shipping the KV cache from prefill to decode (disaggregated only)")
-    first_step_ms: float = Field(description="the decode iteration that emits the first token, and the rest of the "
+    frontend_ms: Unbounded = Field(alias="frontend", description="per-request fixed cost: API server, tokenizing, routing")
+    prefill_ms: Unbounded = Field(alias="prefill", description="the prefill pass the prompt is in, with the prompts sharing it")
+    kv_transfer_ms: Unbounded = Field(alias="kvTransfer", description="shipping the KV cache from prefill to decode (disaggregated only)")
+    first_step_ms: Unbounded = Field(alias="firstStep", description="the decode iteration that emits the first token, and the rest of the "
                                              "one in progress when the prompt is ready (half of one on average)")
-    queueing_ms: float = Field(description="waiting for a prefill server (Poisson arrivals), for a batch slot, "
+    queueing_ms: Unbounded = Field(alias="queueing", description="waiting for a prefill server (Poisson arrivals), for a batch slot, "
                                            "or for the other attention-DP ranks' prompts (TRT-LLM balancing)")
-    burst_ms: float = Field(description="closed-loop clients that return together waiting behind each other's prompts")
+    burst_ms: Unbounded = Field(alias="burst", description="closed-loop clients that return together waiting behind each other's prompts")
 
 
-class ItlParts(_Frozen):
+class ItlParts(_Parts):
     """Where the mean inter-token latency goes (ms); the parts add up to ``Estimate.itl_ms``."""
 
-    decode_step_ms: float = Field(description="one decode iteration of the running batch")
-    prefill_interference_ms: float = Field(description="prompts prefilled in or between decode iterations, "
+    decode_step_ms: Unbounded = Field(alias="decodeStep", description="one decode iteration of the running batch")
+    prefill_interference_ms: Unbounded = Field(alias="prefillInterference", description="prompts prefilled in or between decode iterations, "
                                                        "per output token (aggregated only)")
 
 

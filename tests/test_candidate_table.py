@@ -11,7 +11,7 @@ import pytest
 from planner import plan
 from planner.candidate_table import COLUMNS, candidate_table
 from planner.request import parse_documents
-from planner.status import pareto_front, profiling_results
+from planner.results import ProfilingResults, pareto_front
 from profiler.hub import load_model
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "deepseek-v3-h200.dgdr.yaml"
@@ -25,7 +25,7 @@ def deepseek():
 
 
 def test_every_candidate_is_stored_and_marked(deepseek):
-    doc = profiling_results(deepseek)
+    doc = ProfilingResults.of(deepseek).stored()
     table = doc["candidates"]
     rows = [dict(zip(table["columns"], row)) for row in table["rows"]]
     assert table["columns"] == list(COLUMNS)
@@ -42,7 +42,7 @@ def test_every_candidate_is_stored_and_marked(deepseek):
 
 
 def test_the_table_is_compact(deepseek):
-    table = profiling_results(deepseek)["candidates"]
+    table = ProfilingResults.of(deepseek).stored()["candidates"]
     size = len(json.dumps(table, separators=(",", ":")))
     assert size / table["total"] < 200, f"{size} bytes for {table['total']} rows"
 

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from planner.manifests.dynamo import render_dgd, service_name
-from planner.status import dgdr_status, pareto_front, profiling_results, validation_failed_status
+from planner.results import ProfilingResults, pareto_front
+from planner.status import dgdr_status, validation_failed_status
 from planner.types import Engine, Plan, PlanRequest, PlanResult, Prediction
 
 CRD_DIR = Path(__file__).resolve().parent.parent.parent / "shared" / "crds"
@@ -44,7 +45,7 @@ def _request(backend: str = "vllm", **kw) -> PlanRequest:
 
 def _dense_agg(backend: str) -> Plan:
     return Plan(
-        model="meta-llama/Llama-3.1-70B-Instruct", gpu="h200_sxm", backend=backend, precision="bf16",
+        model="meta-llama/Llama-3.1-70B-Instruct", gpu="h200_sxm", backend=backend, precision="bf16", kv_dtype="bf16", memory_fraction=0.9,
         mode="agg",
         engines=(Engine(role="aggregated", tp=4, replicas=3, max_batch=128, max_num_tokens=8192, gpus_per_node=8),),
         predicted=_pred(), cost_per_hour=42.0,
@@ -53,7 +54,7 @@ def _dense_agg(backend: str) -> Plan:
 
 def _dense_disagg(backend: str) -> Plan:
     return Plan(
-        model="meta-llama/Llama-3.1-70B-Instruct", gpu="h200_sxm", backend=backend, precision="fp8",
+        model="meta-llama/Llama-3.1-70B-Instruct", gpu="h200_sxm", backend=backend, precision="fp8", kv_dtype="fp8", memory_fraction=0.9,
         mode="disagg",
         engines=(
             Engine(role="prefill", tp=2, replicas=2, max_batch=4, max_num_tokens=16384, gpus_per_node=8),
@@ -65,7 +66,7 @@ def _dense_disagg(backend: str) -> Plan:
 
 def _moe_disagg(backend: str) -> Plan:
     return Plan(
-        model="deepseek-ai/DeepSeek-V3", gpu="h200_sxm", backend=backend, precision="fp8", mode="disagg",
+        model="deepseek-ai/DeepSeek-V3", gpu="h200_sxm", backend=backend, precision="fp8", kv_dtype="fp8", memory_fraction=0.9, mode="disagg",
         engines=(
             Engine(role="prefill", tp=8, ep=8, replicas=1, max_batch=8, max_num_tokens=16384, gpus_per_node=8),
             Engine(role="decode", tp=1, dp=8, ep=8, replicas=1, max_batch=512, gpus_per_node=8),
@@ -76,7 +77,7 @@ def _moe_disagg(backend: str) -> Plan:
 
 def _multinode(backend: str) -> Plan:
     return Plan(
-        model="meta-llama/Llama-3.1-405B-Instruct", gpu="h100_sxm", backend=backend, precision="bf16",
+        model="meta-llama/Llama-3.1-405B-Instruct", gpu="h100_sxm", backend=backend, precision="bf16", kv_dtype="bf16", memory_fraction=0.9,
         mode="disagg",
         engines=(
             Engine(role="prefill", tp=16, replicas=1, max_batch=4, gpus_per_node=8),
@@ -366,5 +367,5 @@ def test_pareto_front_keeps_non_dominated_points():
         (30, 50), (20, 90), (10, 100), (5, 120)
     ]
     assert len(pareto_front(plans, limit=2)) == 2
-    doc = profiling_results(_result(base, candidates=tuple(plans)))
+    doc = ProfilingResults.of(_result(base, candidates=tuple(plans))).stored()
     assert len(doc["pareto"]) == 4

@@ -34,7 +34,7 @@ def _engine(role, tp, replicas, *, pp=1, dp=1, ep=1, per_node=8, batch=64, token
 
 
 def _plan(mode, backend, *engines, model="Qwen/Qwen3-32B", gpu="h100_sxm") -> Plan:
-    return Plan(model=model, gpu=gpu, backend=backend, precision="bf16", mode=mode,
+    return Plan(model=model, gpu=gpu, backend=backend, precision="bf16", kv_dtype="bf16", memory_fraction=0.9, mode=mode,
                 engines=tuple(engines), predicted=PRED)
 
 

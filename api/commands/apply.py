@@ -27,7 +27,8 @@ from typing import Any
 
 import yaml
 
-TARGETS = ("dynamo", "ome", "kthena", "kubeai")
+from planner.manifests.targets import TARGETS
+
 DGDR_KIND = "DynamoGraphDeploymentRequest"
 
 
@@ -119,6 +120,7 @@ def _planned(source: str, doc: dict[str, Any], target: str, cluster) -> tuple[li
     from planner import plan
     from planner.manifests.targets import render_target
     from planner.request import RequestError, parse_dgdr
+    from planner.results import ProfilingResults
     from profiler.errors import ModelError
     from profiler.hub import load_model
 
@@ -134,7 +136,7 @@ def _planned(source: str, doc: dict[str, Any], target: str, cluster) -> tuple[li
     options = discover(cluster, targets=(target,), prefer={"dynamo": doc["apiVersion"].split("/")[-1]})
     options.api_version(target)  # NotServed when the operator is missing
     try:
-        return render_target(result, target, **options.render_kwargs())
+        return render_target(ProfilingResults.of(result), request, target, **options.render_kwargs())
     except ValueError as exc:
         raise InputError(f"{source}: {request.name}: {exc}") from None
 

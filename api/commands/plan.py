@@ -27,9 +27,9 @@ from typing import NoReturn
 
 from api.commands.estimate import parts_text
 from api.objects import manifests_yaml
+from planner.manifests.targets import TARGETS
 from planner.types import PlanRequest, PlanResult
 
-TARGETS = ("dynamo", "ome", "kthena", "kubeai")
 MAX_MANIFEST_BYTES = 1024 * 1024  # bytes of one input file: more is not a manifest (the API's body limit too)
 MAX_STEM = 200  # characters of a name in file names: with ".kthena.yaml" and the temporary
 #                 file's affixes, well within the 255 bytes a file name may have
@@ -219,35 +219,23 @@ def _dump(obj, fmt: str) -> str:
 
 
 def _manifests(result: PlanResult, targets: list[str], api_version: str) -> tuple[dict[str, object], list[str]]:
-    """Rendered manifests per target, and notes (e.g. a target that cannot run the chosen plan)."""
+    """Rendered manifests per target (Dynamo always), and one-line notes: a target that runs
+    another plan than the chosen one, or that cannot run this plan at all (nothing written)."""
     from planner.manifests.common import UnsupportedPlan
-    from planner.manifests.dynamo import render_dgd
-    from planner.manifests.kthena import render_kthena
-    from planner.manifests.kubeai import render_kubeai
-    from planner.manifests.ome import render_ome
+    from planner.manifests.targets import render_target
+    from planner.results import ProfilingResults
 
-    req, chosen = result.request, result.chosen
-    out, notes = {"dynamo": render_dgd(chosen, req, api_version=api_version)}, []
-    renderers = {"ome": render_ome, "kthena": render_kthena, "kubeai": render_kubeai}
-    for target in targets:
-        if target == "dynamo":
-            continue
+    stored = ProfilingResults.of(result)
+    out, notes = {}, []
+    for target in ["dynamo", *(t for t in targets if t != "dynamo")]:
         try:
-            out[target] = renderers[target](chosen, req)
+            objects, said = render_target(stored, result.request, target, dynamo_version=api_version)
         except UnsupportedPlan as exc:
-            fallback = _best_aggregated(result)
-            if fallback is None:
-                notes.append(f"{target}: {exc}; no aggregated plan meets the SLA")
-                continue
-            out[target] = renderers[target](fallback, req)
-            notes.append(f"{target}: {exc}; wrote the best aggregated plan instead "
-                         f"({fallback.total_gpus} GPUs)")
+            notes.append(f"{exc}; no {target} manifest written")
+            continue
+        out[target] = objects[0] if target == "dynamo" and len(objects) == 1 else objects
+        notes += said
     return out, notes
-
-
-def _best_aggregated(result: PlanResult):
-    agg = [p for p in result.candidates if p.mode == "agg" and p.feasible]
-    return min(agg, key=lambda p: (p.cost_per_hour or p.total_gpus, -p.predicted.tok_s_per_user), default=None)
 
 
 def _shape(plan) -> str:
@@ -310,7 +298,8 @@ def _outputs(results: list[PlanResult], args: argparse.Namespace, targets: list[
             manifests, notes = _manifests(res, targets, args.api_version)
             doc["notes"] = notes
             ext = "json" if args.format == "json" else "yaml"
-            files.append((out / f"{stem}.dgd.{ext}", _dump(manifests.pop("dynamo"), args.format)))
+            if "dynamo" in manifests:
+                files.append((out / f"{stem}.dgd.{ext}", _dump(manifests.pop("dynamo"), args.format)))
             files += [(out / f"{stem}.{target}.yaml", _dump(obj, "yaml")) for target, obj in manifests.items()]
             for note in notes:
                 print(f"note: {name}: {note}", file=sys.stderr)

@@ -124,13 +124,13 @@ def _request_section(resource: Resource, s: dict[str, Any]) -> str:
 </section>"""
 
 
-def manifests_section(resource: Resource, doc: dict[str, Any] | None) -> str:
+def manifests_section(resource: Resource) -> str:
     base = f"/ui/dgdr/{q(resource.namespace)}/{q(resource.name)}/manifests"
     rest = (f"/apis/{resource.group}/{resource.version}/namespaces/{q(resource.namespace)}/{resource.plural}/"
             f"{q(resource.name)}/manifests?target=")
     tabs, panels = [], []
     for i, target in enumerate(TARGETS):
-        r = render_target(resource, doc, target)
+        r = render_target(resource, target)
         selected = "true" if i == 0 else "false"
         tabs.append(
             f'<button type="button" role="tab" id="tab-{target}" aria-controls="panel-{target}" aria-selected="{selected}"'
@@ -174,7 +174,7 @@ def render_dgdr(resource: Resource, now: datetime, *, feasible_only: bool = Fals
         page_url = f"/ui/dgdr/{q(resource.namespace)}/{q(resource.name)}"
         parts += [chosen_section(doc), pareto_section(doc), candidates_section(doc, feasible_only=feasible_only, action=page_url)]
         if doc.get("chosen"):
-            parts.append(manifests_section(resource, doc))
+            parts.append(manifests_section(resource))
         if doc.get("online"):
             parts.append(online_section(doc["online"]))
         parts.append(assumptions_section(doc))

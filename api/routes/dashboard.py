@@ -64,13 +64,12 @@ def dgdr_page(namespace: str, name: str, session: SessionDep, feasible: bool = F
 @router.get("/ui/dgdr/{namespace}/{name}/manifests/{target}")
 def dgdr_manifest(namespace: str, name: str, target: str, session: SessionDep) -> Response:
     """One target's manifests as a YAML download."""
-    from api.dashboard.summaries import results
     from api.dashboard.targets import render_target
 
     found = _find(session, DGDR, namespace, name)
     if found is None:
         return PlainTextResponse(f"dynamographdeploymentrequest {namespace}/{name} not found", status_code=404)
-    rendered = render_target(found, results(found), target.removesuffix(".yaml"))
+    rendered = render_target(found, target.removesuffix(".yaml"))
     if not rendered.text:
         return PlainTextResponse(rendered.problem, status_code=404)
     filename = f"{found.name}.{rendered.target}.yaml"

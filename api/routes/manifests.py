@@ -3,11 +3,12 @@
 The manifests of a planned DGDR for one deployment target, as a ``v1`` ``List`` (JSON) or as
 multi-document YAML (``Accept: application/yaml``). ``dynamo`` is the stored
 ``status.generatedDeployment``; the other targets (and Dynamo in another API version,
-``dynamoVersion``) are rendered from the request planned again, which is deterministic. A
-target that cannot express the plan (KubeAI and disaggregation) gets the best aggregated plan,
-said in a ``Warning`` header as the API server says it. 404 when the DGDR does not exist, 409
-while it is not planned yet, when planning failed, or when the stored DynamoGraphDeployment asked
-for is not a Kubernetes object (any client may write the status).
+``dynamoVersion``) are rendered from the plan stored in ``status.profilingResults`` — never
+planned again, so a newer calibration cannot change what was promised. A target that cannot
+express the plan (KubeAI and disaggregation) gets the stored aggregated alternative, said in a
+``Warning`` header as the API server says it. 404 when the DGDR does not exist, 409 while it is
+not planned yet, when planning failed, or when the stored plan or DynamoGraphDeployment asked for
+cannot be read (any client may write the status).
 """
 
 from __future__ import annotations
@@ -24,10 +25,10 @@ from api.kinds import DGDR
 from api.objects import manifests_yaml
 from api.routes.resources import load_resource
 from infra import resources as repo
+from planner.manifests.targets import TARGETS
 
 router = APIRouter(tags=["manifests"])
 
-TARGETS = ("dynamo", "ome", "kthena", "kubeai")
 PLANNED_STATES = frozenset({"Ready", "Deploying", "DeploymentDeleted"})
 KTHENA_GROUPS = ("workload.volcano.sh", "workload.serving.volcano.sh")
 
@@ -50,7 +51,7 @@ def _stored_version(stored: Any) -> str | None:
     return api_version.split("/")[-1] if isinstance(api_version, str) and api_version else None
 
 
-def _rendered(session, resource: repo.Resource, target: str, dynamo_version: str | None,
+def _rendered(resource: repo.Resource, target: str, dynamo_version: str | None,
               kthena_group: str) -> tuple[list[dict[str, Any]], list[str]]:
     stored = resource.status["generatedDeployment"]
     stored_version = _stored_version(stored)
@@ -59,17 +60,18 @@ def _rendered(session, resource: repo.Resource, target: str, dynamo_version: str
                               "status.generatedDeployment is not an object with apiVersion and kind strings")
     if target == "dynamo" and dynamo_version in (None, stored_version):
         return [stored], []
-    from infra.calibrations import find_calibration
-    from planner import plan
     from planner.manifests.targets import render_target
     from planner.request import parse_dgdr
-    from profiler.hub import load_model
+    from planner.results import ProfilingResults
 
+    results = ProfilingResults.read(resource.status.get("profilingResults"))
+    if results is None or results.chosen is None:
+        raise errors.conflict(DGDR.plural, resource.name, DGDR.group, "the stored plan cannot be rendered: "
+                              "status.profilingResults holds no readable chosen plan")
     request = parse_dgdr(repo.to_object(resource))
-    calibration = find_calibration(session, request.model, request.gpu, request.backend)  # as the worker planned
-    result = plan(request, model=load_model(request.model), params=calibration.params if calibration else None)
     try:
-        return render_target(result, target, dynamo_version=dynamo_version or "v1alpha1", kthena_group=kthena_group)
+        return render_target(results, request, target, dynamo_version=dynamo_version or "v1alpha1",
+                             kthena_group=kthena_group)
     except ValueError as exc:
         raise ApiError(422, f"no {target} manifest for this plan: {exc}", reason="Invalid") from None
 
@@ -93,7 +95,7 @@ def manifests(
     if kthenaGroup not in KTHENA_GROUPS:
         raise ApiError(400, f"kthenaGroup must be one of {', '.join(KTHENA_GROUPS)}, not {kthenaGroup!r}")
     resource = _load_planned(session, version, namespace, name)
-    items, notes = _rendered(session, resource, target, dynamoVersion, kthenaGroup)
+    items, notes = _rendered(resource, target, dynamoVersion, kthenaGroup)
     headers = {"Warning": ", ".join(f'299 - "{n}"' for n in notes)} if notes else None
     if "yaml" in (request.headers.get("accept") or ""):
         return Response(manifests_yaml(items), media_type="application/yaml", headers=headers)

@@ -59,7 +59,8 @@ ROCM_IMAGES: dict[str, dict[str, str]] = {
                "cdna4": "docker.io/lmsysorg/sglang:v0.5.7-rocm700-mi35x"},
 }
 
-# KV transfer between prefill and decode engines (NIXL for both vLLM and SGLang).
+# KV transfer between prefill and decode engines (NIXL for both vLLM and SGLang;
+# TRT-LLM's cache_transceiver_config picks its own default backend).
 VLLM_KV_TRANSFER = {"kv_connector": "NixlConnector", "kv_role": "kv_both"}
 TRTLLM_CACHE_TRANSCEIVER = {"cache_transceiver_config": {"backend": "DEFAULT"}}
 # An aggregated attention-DP engine holds prompts until its ranks prefill together (at most
@@ -226,13 +227,34 @@ def server_args(backend: Backend, port: int = DEFAULT_PORT) -> list[str]:
 
 Flag = tuple[str, str | None]
 
+# KV-cache dtype as each backend spells it. "auto" is the model's activation dtype (bf16 for the
+# bf16 checkpoints it is written for); an fp8 checkpoint's "auto" would be bf16 in vLLM, so fp8
+# is always spelled out.
+_KV_DTYPE_FLAGS: dict[Backend, dict[str, str]] = {
+    "vllm": {"bf16": "auto", "fp8": "fp8"},  # --kv-cache-dtype (vLLM engine arguments)
+    "sglang": {"bf16": "auto", "fp8": "fp8_e4m3"},  # --kv-cache-dtype (SGLang server arguments)
+    "trtllm": {"bf16": "auto", "fp8": "fp8"},  # kv_cache_config.dtype (TRT-LLM LLM API KvCacheConfig)
+}
+# Where a standalone trtllm-serve reads the LLM API options that have no flag of their own.
+TRTLLM_OPTIONS_PATH = "/tmp/slaplan/llm-api-options.yaml"
+TRTLLM_OPTIONS_ENV = "SLAPLAN_LLM_API_OPTIONS"
+
 
 def _per_rank(total: int, dp: int) -> int:
     """Split an engine-wide limit over its attention-DP ranks (vLLM and TRT-LLM schedule per rank)."""
     return -(-total // dp)
 
 
+def _kv_dtype(plan: Plan) -> str:
+    spelled = _KV_DTYPE_FLAGS[plan.backend].get(plan.kv_dtype)
+    if spelled is None:
+        raise UnsupportedPlan(f"{plan.backend} has no KV-cache dtype {plan.kv_dtype}")
+    return spelled
+
+
 def _vllm_flags(plan: Plan, e: Engine, runtime: Runtime) -> list[Flag]:
+    # vLLM engine arguments: TP inside each data-parallel rank; --enable-expert-parallel shards
+    # experts over tp × dp GPUs; --max-num-seqs and --max-num-batched-tokens are per DP rank.
     flags: list[Flag] = [("--tensor-parallel-size", str(e.tp))]
     if e.pp > 1:
         flags.append(("--pipeline-parallel-size", str(e.pp)))
@@ -243,6 +265,7 @@ def _vllm_flags(plan: Plan, e: Engine, runtime: Runtime) -> list[Flag]:
     flags.append(("--max-num-seqs", str(_per_rank(e.max_batch, e.dp))))
     if e.max_num_tokens:
         flags.append(("--max-num-batched-tokens", str(e.max_num_tokens)))
+    flags += [("--kv-cache-dtype", _kv_dtype(plan)), ("--gpu-memory-utilization", f"{plan.memory_fraction:g}")]
     if e.role != "aggregated":
         if runtime == "dynamo":
             flags.append(("--disaggregation-mode", e.role))
@@ -251,6 +274,9 @@ def _vllm_flags(plan: Plan, e: Engine, runtime: Runtime) -> list[Flag]:
 
 
 def _sglang_flags(plan: Plan, e: Engine, runtime: Runtime) -> list[Flag]:
+    # SGLang server arguments: --tp-size counts a stage's GPUs (tp × dp), split into --dp-size
+    # attention ranks by --enable-dp-attention; --max-running-requests and --chunked-prefill-size
+    # are engine-wide.
     flags: list[Flag] = [("--tp-size", str(e.tp * e.dp))]
     if e.pp > 1:
         flags.append(("--pp-size", str(e.pp)))
@@ -261,27 +287,49 @@ def _sglang_flags(plan: Plan, e: Engine, runtime: Runtime) -> list[Flag]:
     flags.append(("--max-running-requests", str(e.max_batch)))
     if e.max_num_tokens:
         flags.append(("--chunked-prefill-size", str(e.max_num_tokens * e.dp)))
+    flags += [("--kv-cache-dtype", _kv_dtype(plan)), ("--mem-fraction-static", f"{plan.memory_fraction:g}")]
     if e.role != "aggregated":
         flags += [("--disaggregation-mode", e.role), ("--disaggregation-transfer-backend", "nixl")]
     return flags
 
 
+def trtllm_options(plan: Plan, e: Engine) -> dict:
+    """The TRT-LLM LLM API options of one engine that have no flag of their own: the KV cache's
+    dtype and memory share (``kv_cache_config``), chunked prefill (prompts longer than
+    ``max_num_tokens`` are split, as the model assumes), attention data-parallelism
+    (``enable_attention_dp``: every one of the engine's tp × dp GPUs an attention rank) with its
+    balancing, and the disaggregated KV transfer."""
+    options: dict = {"kv_cache_config": {"dtype": _kv_dtype(plan), "free_gpu_memory_fraction": plan.memory_fraction},
+                     "enable_chunked_prefill": True}
+    if e.dp > 1:
+        options["enable_attention_dp"] = True
+        if e.role == "aggregated":
+            options.update(TRTLLM_DP_BALANCE)
+    if e.role != "aggregated":
+        options.update(TRTLLM_CACHE_TRANSCEIVER)
+    return options
+
+
 def _trtllm_flags(plan: Plan, e: Engine, runtime: Runtime) -> list[Flag]:
-    if runtime == "standalone":
+    # TRT-LLM: attention is all TP or all DP (the planner offers no mix); tensor_parallel_size
+    # counts every GPU of a stage and max_batch_size is per attention rank.
+    if e.tp > 1 and e.dp > 1:
+        raise UnsupportedPlan(f"TRT-LLM cannot run attention TP{e.tp} × DP{e.dp}: attention is tensor- or "
+                              "data-parallel, not both")
+    options = json.dumps(trtllm_options(plan, e), separators=(",", ":"))
+    if runtime == "standalone":  # trtllm-serve flags; the rest in its --extra_llm_api_options file
         if e.role != "aggregated":
             raise UnsupportedPlan(
                 "TRT-LLM prefill/decode disaggregation outside Dynamo needs a disaggregated-server "
                 "configuration; render this plan for Dynamo or use vLLM/SGLang")
-        if e.dp > 1:
-            raise UnsupportedPlan(
-                "trtllm-serve has no flag for attention data-parallelism; render for Dynamo")
-        flags: list[Flag] = [("--tp_size", str(e.tp)), ("--pp_size", str(e.pp))]
+        flags: list[Flag] = [("--tp_size", str(e.tp * e.dp)), ("--pp_size", str(e.pp))]
         if e.ep > 1:
             flags.append(("--ep_size", str(e.ep)))
-        flags.append(("--max_batch_size", str(e.max_batch)))
+        flags.append(("--max_batch_size", str(_per_rank(e.max_batch, e.dp))))
         if e.max_num_tokens:
             flags.append(("--max_num_tokens", str(e.max_num_tokens)))
-        return flags
+        return flags + [("--extra_llm_api_options", TRTLLM_OPTIONS_PATH)]
+    # Dynamo's TRT-LLM worker (python3 -m dynamo.trtllm) flags; the rest as --override-engine-args.
     flags = [("--tensor-parallel-size", str(e.tp * e.dp))]
     if e.pp > 1:
         flags.append(("--pipeline-parallel-size", str(e.pp)))
@@ -292,22 +340,17 @@ def _trtllm_flags(plan: Plan, e: Engine, runtime: Runtime) -> list[Flag]:
     flags.append(("--max-batch-size", str(_per_rank(e.max_batch, e.dp))))
     if e.max_num_tokens:
         flags.append(("--max-num-tokens", str(e.max_num_tokens)))
-    override = {}
     if e.role != "aggregated":
         flags.append(("--disaggregation-mode", e.role))
-        override.update(TRTLLM_CACHE_TRANSCEIVER)
-    elif e.dp > 1:
-        override.update(TRTLLM_DP_BALANCE)
-    if override:
-        flags.append(("--override-engine-args", json.dumps(override, separators=(",", ":"))))
-    return flags
+    return flags + [("--override-engine-args", options)]
 
 
 _FLAG_BUILDERS = {"vllm": _vllm_flags, "sglang": _sglang_flags, "trtllm": _trtllm_flags}
 
 
 def engine_flags(plan: Plan, engine: Engine, *, runtime: Runtime = "dynamo") -> list[Flag]:
-    """(flag, value-or-None) pairs for one engine: parallelism, batch limits, disaggregation role.
+    """(flag, value-or-None) pairs for one engine: parallelism, limits, KV-cache dtype, memory
+    share, disaggregation role.
 
     The model to load is not included (see ``model_args``), nor multi-node wiring.
     Raises ``UnsupportedPlan`` when the backend cannot express the engine in ``runtime``.
@@ -331,6 +374,21 @@ def engine_args(plan: Plan, engine: Engine, *, runtime: Runtime = "dynamo",
         else:
             out += [flag, value]
     return out
+
+
+def standalone_launch(plan: Plan, engine: Engine, args: list[str]) -> tuple[list[str], list[str], list[dict]]:
+    """``(command, args, env)`` of a standalone engine container whose arguments are ``args``.
+
+    trtllm-serve reads the LLM API options it has no flag for from a file; the container writes
+    it from an environment variable before starting the server, so the manifest stays one object.
+    """
+    if plan.backend != "trtllm":
+        return server_command(plan.backend), args, []
+    options = json.dumps(trtllm_options(plan, engine), separators=(",", ":"))
+    script = (f'mkdir -p {TRTLLM_OPTIONS_PATH.rsplit("/", 1)[0]} && printf %s "${TRTLLM_OPTIONS_ENV}" > '
+              f'{TRTLLM_OPTIONS_PATH} && exec "$@"')
+    return ["/bin/sh", "-c", script, "sh", *server_command(plan.backend)], args, [
+        {"name": TRTLLM_OPTIONS_ENV, "value": options}]
 
 
 def multinode_args(backend: Backend, *, leader: str, nnodes: str, rank: str,

@@ -33,7 +33,7 @@ def _container(plan: Plan, request: PlanRequest, engine: Engine, *, rank: str | 
     args = common.model_args(plan.backend, plan.model, plan.model, runtime="standalone")
     args += common.server_args(plan.backend)
     args += common.engine_args(plan, engine, runtime="standalone")
-    env = []
+    command, args, env = common.standalone_launch(plan, engine, args)
     if rank is not None:
         entry = rank == "0"
         args += common.multinode_args(
@@ -44,7 +44,7 @@ def _container(plan: Plan, request: PlanRequest, engine: Engine, *, rank: str | 
     container = {
         "name": "engine",
         "image": common.image_for(request, plan.backend, gpu=plan.gpu),
-        "command": common.server_command(plan.backend),
+        "command": command,
         "args": args,
         "resources": common.gpu_resources(engine.gpus_per_pod, plan.gpu),
         "volumeMounts": [{"name": SHM_VOLUME, "mountPath": "/dev/shm"}],

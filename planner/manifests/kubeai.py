@@ -2,13 +2,16 @@
 
 KubeAI runs one engine per pod from a Hugging Face (or other) URL, sized by a resource profile
 ``<profile>:<GPUs>`` that the cluster's KubeAI configuration defines. It has no prefill/decode
-disaggregation and no multi-node engines; its engines are VLLM, OLlama, FasterWhisper and
-Infinity, so SGLang and TRT-LLM plans are rendered for vLLM with the same parallelism (and an
-annotation saying so). Model names are limited to 40 characters.
+disaggregation and no multi-node engines; of the planner's backends its engines run vLLM only
+(the others are OLlama, FasterWhisper and Infinity), so only vLLM plans can be rendered: the
+prediction of another backend's plan would not describe what KubeAI runs. Model names are
+limited to 40 characters. ``targetRequests`` (the active requests per replica KubeAI's
+autoscaler aims for) is the per-replica load the SLA was checked at.
 """
 
 from __future__ import annotations
 
+import math
 import re
 
 from planner.manifests import common
@@ -59,8 +62,9 @@ def render_kubeai(plan: Plan, request: PlanRequest, *, profiles: dict[str, str] 
 
     Replicas are fixed at the plan's count unless ``max_replicas`` allows autoscaling above it;
     ``target_requests`` (requests in flight per replica that KubeAI's autoscaler aims for)
-    defaults to the engine's batch size. Raises ``UnsupportedPlan`` for a disaggregated plan or
-    an engine spanning several nodes.
+    defaults to the requests in flight per replica at the planned load. Raises
+    ``UnsupportedPlan`` for a disaggregated plan, a backend other than vLLM, or an engine
+    spanning several nodes.
     """
     if plan.mode != "agg":
         raise common.UnsupportedPlan(
@@ -70,27 +74,24 @@ def render_kubeai(plan: Plan, request: PlanRequest, *, profiles: dict[str, str] 
         raise common.UnsupportedPlan(
             f"KubeAI runs one engine per pod; this engine needs {engine.gpus} GPUs on "
             f"{engine.nodes} nodes of {engine.gpus_per_node}")
-    notes = {}
-    vllm_plan = plan
     if plan.backend != "vllm":
-        vllm_plan = plan.model_copy(update={"backend": "vllm"})
-        notes["slaplan.io/note"] = (
-            f"planned for {plan.backend}; KubeAI has no {plan.backend} engine, rendered for VLLM "
-            "with the same parallelism (the prediction assumed the other engine)")
+        raise common.UnsupportedPlan(
+            f"KubeAI runs vLLM, not {plan.backend}; plan with backend vllm to deploy on KubeAI")
     replicas = engine.replicas
+    in_flight = max(1, math.ceil(plan.predicted.concurrency / replicas - 1e-9))
     spec = {
         "features": ["TextGeneration"],
         "url": f"hf://{plan.model}",
         "engine": "VLLM",
-        "args": common.engine_args(vllm_plan, engine, runtime="standalone", style="equals"),
+        "args": common.engine_args(plan, engine, runtime="standalone", style="equals"),
         "resourceProfile": f"{resource_profile(plan.gpu, profiles)}:{engine.gpus}",
         "replicas": replicas,
         "minReplicas": replicas,
         "maxReplicas": max(replicas, max_replicas or replicas),
-        "targetRequests": target_requests or engine.max_batch,
+        "targetRequests": target_requests or min(in_flight, engine.max_batch),
     }
     if request.image:
         spec["image"] = request.image
     name = common.deployment_name(request, MAX_NAME)
-    meta = common.metadata(name, common.deployment_namespace(request), plan, request, **notes)
+    meta = common.metadata(name, common.deployment_namespace(request), plan, request)
     return [{"apiVersion": API_VERSION, "kind": "Model", "metadata": meta, "spec": spec}]

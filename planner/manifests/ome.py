@@ -26,13 +26,17 @@ def _runner(plan: Plan, request: PlanRequest, engine: Engine, *, multinode: str 
         args += common.multinode_args(
             plan.backend, leader="$(LWS_LEADER_ADDRESS)", nnodes="$(LWS_GROUP_SIZE)",
             rank="$(LWS_WORKER_INDEX)", worker=multinode == "worker")
-    return {
+    command, args, env = common.standalone_launch(plan, engine, args)
+    runner = {
         "name": RUNNER_NAME,
         "image": common.image_for(request, plan.backend, gpu=plan.gpu),
-        "command": common.server_command(plan.backend),
+        "command": command,
         "args": args,
         "resources": common.gpu_resources(engine.gpus_per_pod, plan.gpu),
     }
+    if env:
+        runner["env"] = env
+    return runner
 
 
 def _component(plan: Plan, request: PlanRequest, engine: Engine) -> dict:

@@ -1,6 +1,4 @@
-"""One entry point for every deployment target: ``render_target(result, target, ...)``.
-
-Targets and what they create:
+"""The one registry of deployment targets, and ``render_target``, the one way to a manifest.
 
 | target | API | kind |
 |---|---|---|
@@ -9,66 +7,94 @@ Targets and what they create:
 | ``kthena`` | ``workload.serving.volcano.sh/v1alpha1`` (current) or ``workload.volcano.sh/v1alpha1`` (seed) | ModelServing |
 | ``kubeai`` | ``kubeai.org/v1`` | Model |
 
-A target that cannot express the chosen plan (KubeAI and disaggregation) gets the cheapest
-feasible aggregated plan instead, and a note says so.
+Every target renders the plan stored with the request (``planner.results.ProfilingResults``):
+the CLI, the API, the dashboard and ``apply`` all come here. A target that cannot run the
+chosen plan (KubeAI and disaggregation) renders the stored aggregated alternative instead, and
+a note says so in one line; when it cannot run that either, ``UnsupportedPlan`` says why.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, NamedTuple
 
 from planner.manifests.common import UnsupportedPlan
 from planner.manifests.dynamo import DGD_KIND, render_dgd
 from planner.manifests.kthena import CURRENT_GROUP, KIND as KTHENA_KIND, LEGACY_GROUP, render_kthena
 from planner.manifests.kubeai import API_VERSION as KUBEAI_API_VERSION, render_kubeai
 from planner.manifests.ome import API_VERSION as OME_API_VERSION, render_ome
-from planner.types import Plan, PlanResult
+from planner.results import ProfilingResults
+from planner.types import Plan, PlanRequest
 
-__all__ = ["TARGETS", "TARGET_KINDS", "best_aggregated", "render_target"]
+__all__ = ["REGISTRY", "TARGETS", "TARGET_KINDS", "Rendered", "Target", "render_target"]
 
-TARGETS = ("dynamo", "ome", "kthena", "kubeai")
 
-# target → (API group, candidate versions in order of preference, kind)
-TARGET_KINDS: dict[str, tuple[tuple[str, ...], tuple[str, ...], str]] = {
-    "dynamo": (("nvidia.com",), ("v1alpha1", "v1beta1"), DGD_KIND),
-    "ome": ((OME_API_VERSION.split("/")[0],), (OME_API_VERSION.split("/")[1],), "InferenceService"),
-    "kthena": ((CURRENT_GROUP, LEGACY_GROUP), ("v1alpha1",), KTHENA_KIND),
-    "kubeai": ((KUBEAI_API_VERSION.split("/")[0],), (KUBEAI_API_VERSION.split("/")[1],), "Model"),
+@dataclass(frozen=True)
+class Options:
+    """API versions to render for: Dynamo's DGD version and Kthena's API group."""
+
+    dynamo_version: str = "v1alpha1"
+    kthena_group: str = LEGACY_GROUP
+
+
+@dataclass(frozen=True)
+class Target:
+    """A deployment system: how it is named and served, and its renderer."""
+
+    label: str
+    groups: tuple[str, ...]  # API groups, preferred first
+    versions: tuple[str, ...]  # API versions, preferred first
+    kind: str
+    render: Callable[[Plan, PlanRequest, Options], list[dict[str, Any]]]
+
+
+REGISTRY: dict[str, Target] = {
+    "dynamo": Target("NVIDIA Dynamo — DynamoGraphDeployment", ("nvidia.com",), ("v1alpha1", "v1beta1"), DGD_KIND,
+                     lambda p, r, o: [render_dgd(p, r, api_version=o.dynamo_version)]),
+    "ome": Target("OME — InferenceService", (OME_API_VERSION.split("/")[0],), (OME_API_VERSION.split("/")[1],),
+                  "InferenceService", lambda p, r, o: render_ome(p, r)),
+    "kthena": Target("Volcano Kthena — ModelServing", (CURRENT_GROUP, LEGACY_GROUP), ("v1alpha1",), KTHENA_KIND,
+                     lambda p, r, o: render_kthena(p, r, api_group=o.kthena_group)),
+    "kubeai": Target("KubeAI — Model", (KUBEAI_API_VERSION.split("/")[0],), (KUBEAI_API_VERSION.split("/")[1],),
+                     "Model", lambda p, r, o: render_kubeai(p, r)),
 }
+TARGETS = tuple(REGISTRY)
+# target → (API groups, versions in order of preference, kind): what a cluster must serve
+TARGET_KINDS: dict[str, tuple[tuple[str, ...], tuple[str, ...], str]] = {
+    name: (t.groups, t.versions, t.kind) for name, t in REGISTRY.items()}
 
 
-def best_aggregated(result: PlanResult) -> Plan | None:
-    """The cheapest feasible aggregated candidate (then the fastest per user)."""
-    agg = [p for p in result.candidates if p.mode == "agg" and p.feasible]
-    return min(agg, key=lambda p: (p.cost_per_hour or p.total_gpus, -p.predicted.tok_s_per_user), default=None)
+class Rendered(NamedTuple):
+    """The objects of one target, and notes (one line each) on what was rendered instead."""
+
+    objects: list[dict[str, Any]]
+    notes: list[str]
 
 
-def render_target(result: PlanResult, target: str, *, dynamo_version: str = "v1alpha1",
-                  kthena_group: str = LEGACY_GROUP, plan: Plan | None = None) -> tuple[list[dict], list[str]]:
-    """The manifests of ``target`` for the chosen plan of ``result`` (or ``plan``), and notes.
+def render_target(results: ProfilingResults, request: PlanRequest, target: str, *,
+                  dynamo_version: str = "v1alpha1", kthena_group: str = LEGACY_GROUP) -> Rendered:
+    """The manifests of ``target`` for the plan stored in ``results`` (made for ``request``).
 
-    Raises ``ValueError`` for an unknown target, an infeasible result, or a plan the target
-    cannot express when no aggregated plan meets the SLA.
+    Raises ``ValueError`` for an unknown target or nothing to deploy, and ``UnsupportedPlan`` (a
+    ValueError, one line) when the target can run neither the chosen plan nor its alternative.
     """
-    if target not in TARGETS:
+    if target not in REGISTRY:
         raise ValueError(f"target must be one of {', '.join(TARGETS)}, not {target!r}")
-    chosen = plan or result.chosen
+    chosen = results.chosen
     if chosen is None:
-        raise ValueError(f"no plan to render: {result.reason or 'the SLA cannot be met'}")
-    req = result.request
-
-    def render(p: Plan) -> list[dict]:
-        if target == "dynamo":
-            return [render_dgd(p, req, api_version=dynamo_version)]
-        if target == "ome":
-            return render_ome(p, req)
-        if target == "kthena":
-            return render_kthena(p, req, api_group=kthena_group)
-        return render_kubeai(p, req)
-
+        raise ValueError(f"no plan to render: {results.reason or 'the SLA cannot be met'}")
+    render, options = REGISTRY[target].render, Options(dynamo_version, kthena_group)
     try:
-        return render(chosen), []
+        return Rendered(render(chosen, request, options), [])
     except UnsupportedPlan as exc:
-        fallback = best_aggregated(result)
-        if fallback is None:
-            raise UnsupportedPlan(f"{target}: {exc}; no aggregated plan meets the SLA") from None
-        return render(fallback), [f"{target}: {exc}; rendered the best aggregated plan instead "
-                                  f"({fallback.total_gpus} GPUs)"]
+        alternative = results.aggregated_alternative
+        if alternative is None:
+            raise UnsupportedPlan(f"{target}: {exc}") from None
+        try:
+            objects = render(alternative, request, options)
+        except UnsupportedPlan as again:
+            raise UnsupportedPlan(f"{target}: {exc}; the aggregated alternative neither: {again}") from None
+        return Rendered(objects, [f"{target}: {exc}; wrote the cheapest aggregated plan that meets the SLA instead "
+                                  f"({alternative.total_gpus} GPUs, TTFT {alternative.predicted.ttft_ms:.0f} ms, "
+                                  f"ITL {alternative.predicted.itl_ms:.1f} ms)"])

@@ -1,0 +1,127 @@
+"""The profiling results document a DGDR's status carries (``status.profilingResults``), typed.
+
+Written with ``ProfilingResults.of(result).stored()`` (camelCase keys, units in the names, ``null``
+for an unbounded time) and read back with ``ProfilingResults.read(text)``, which gives None for a
+document of another shape (any client may write a status). The chosen plan is stored whole —
+every engine's parallelism, replicas and limits, the checkpoint, precision and KV-cache dtype —
+so every deployment target is rendered from it without planning again. ``aggregatedAlternative``
+is the cheapest aggregated plan that meets the SLA, for targets that cannot run a disaggregated
+chosen plan (KubeAI).
+
+Units: times in ms, throughputs in output tokens/s (per GPU, per user), rates in requests/s,
+cost in $ per hour.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from pydantic import Field, ValidationError
+
+from planner.candidate_table import candidate_table
+from planner.types import Backend, Plan, PlanResult, _Stored
+from profiler.config import Unbounded
+
+__all__ = ["MAX_PARETO", "ProfilingResults", "Sla", "best_aggregated", "pareto_front"]
+
+MAX_PARETO = 64
+
+
+class Sla(_Stored):
+    """The targets and load the plan was made for."""
+
+    ttft_ms: float = Field(alias="ttftMs")
+    itl_ms: float = Field(alias="itlMs")
+    isl_tokens: int = Field(alias="islTokens")
+    osl_tokens: int = Field(alias="oslTokens")
+    e2e_ms: float | None = Field(default=None, alias="e2eMs")
+    request_rate: float | None = Field(default=None, alias="requestRate", description="Poisson requests/s")
+    concurrency: int | None = Field(default=None, description="closed-loop clients")
+
+
+class ProfilingResults(_Stored):
+    """What planning a DGDR found: the chosen plan (or why none), the Pareto set and every candidate."""
+
+    feasible: bool
+    model: str
+    gpu: str
+    backend: Backend
+    sla: Sla
+    chosen: Plan | None = None
+    aggregated_alternative: Plan | None = Field(default=None, alias="aggregatedAlternative")
+    reason: str | None = None
+    best_ttft_ms: Unbounded | None = Field(default=None, alias="bestTtftMs")
+    best_itl_ms: Unbounded | None = Field(default=None, alias="bestItlMs")
+    pareto: tuple[Plan, ...] = ()
+    candidates: dict[str, Any] | None = Field(default=None, description="the candidate table (planner.candidate_table)")
+    assumptions: tuple[str, ...] = ()
+    evaluated: int = 0
+    online: dict[str, Any] | None = Field(default=None, description="online search: budget, trials, calibration")
+
+    @classmethod
+    def of(cls, result: PlanResult) -> ProfilingResults:
+        req = result.request
+        front = pareto_front(result.candidates)
+        alternative = best_aggregated(result) if result.chosen is not None and result.chosen.mode != "agg" else None
+        return cls(
+            feasible=result.feasible, model=req.model, gpu=req.gpu, backend=req.backend,
+            sla=Sla(ttft_ms=req.ttft_ms, itl_ms=req.itl_ms, isl_tokens=req.isl_tokens, osl_tokens=req.osl_tokens,
+                    e2e_ms=req.e2e_ms, request_rate=req.request_rate, concurrency=req.concurrency),
+            chosen=result.chosen, aggregated_alternative=alternative, reason=result.reason,
+            best_ttft_ms=result.best_ttft_ms, best_itl_ms=result.best_itl_ms, pareto=tuple(front),
+            candidates=candidate_table(result, front), assumptions=result.assumptions,
+            evaluated=result.evaluated, online=result.online,
+        )
+
+    def stored(self) -> dict[str, Any]:
+        """The document as the status stores it (JSON-ready)."""
+        return self.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+    @classmethod
+    def read(cls, raw: Any) -> ProfilingResults | None:
+        """The document in ``raw`` (its JSON text, or the parsed object); None when it is absent,
+        a reference (``configmap/<name>``) or of another shape."""
+        if isinstance(raw, str):
+            if not raw.lstrip().startswith("{"):
+                return None
+            try:
+                raw = json.loads(raw)
+            except (ValueError, RecursionError):
+                return None
+        try:
+            return cls.model_validate(raw)
+        except (ValidationError, RecursionError):
+            return None
+
+
+def best_aggregated(result: PlanResult) -> Plan | None:
+    """The cheapest feasible aggregated candidate (then the fastest per user)."""
+    agg = [p for p in result.candidates if p.mode == "agg" and p.feasible]
+    return min(agg, key=lambda p: (p.cost_per_hour or p.total_gpus, -p.predicted.tok_s_per_user), default=None)
+
+
+def pareto_front(plans: tuple[Plan, ...] | list[Plan], *, limit: int = MAX_PARETO) -> list[Plan]:
+    """Plans not dominated on (tokens/s per user, output tokens/s per GPU), both maximized.
+
+    Sorted by tokens/s per user, highest first. When more than ``limit`` remain, an evenly
+    spaced subset (always keeping both ends) is returned.
+    """
+    finite = [p for p in plans if _finite(p.predicted.tok_s_per_user) and _finite(p.predicted.output_tok_s_per_gpu)]
+    ordered = sorted(finite, key=lambda p: (-p.predicted.tok_s_per_user, -p.predicted.output_tok_s_per_gpu))
+    front: list[Plan] = []
+    best_per_gpu = float("-inf")
+    for plan in ordered:
+        if plan.predicted.output_tok_s_per_gpu > best_per_gpu:
+            front.append(plan)
+            best_per_gpu = plan.predicted.output_tok_s_per_gpu
+    if len(front) <= limit:
+        return front
+    if limit < 2:
+        return front[: max(limit, 0)]
+    step = (len(front) - 1) / (limit - 1)
+    return [front[round(i * step)] for i in range(limit)]
+
+
+def _finite(x: float) -> bool:
+    return x == x and abs(x) != float("inf")
