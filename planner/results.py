@@ -75,8 +75,9 @@ class ProfilingResults(_Stored):
         )
 
     def stored(self) -> dict[str, Any]:
-        """The document as the status stores it (JSON-ready)."""
-        return self.model_dump(mode="json", by_alias=True, exclude_none=True)
+        """The document as the status stores it (JSON-ready; ``chosen`` is null when nothing meets the SLA)."""
+        doc = self.model_dump(mode="json", by_alias=True, exclude_none=True)
+        return {k: doc.get(k) for k in self.model_dump(by_alias=True) if k in doc or k == "chosen"}
 
     @classmethod
     def read(cls, raw: Any) -> ProfilingResults | None:

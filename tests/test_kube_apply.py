@@ -48,11 +48,12 @@ def test_each_target_applies_then_is_unchanged(cluster_fake, result, target):
     from infra.kube_apply import apply_object
     from infra.kube_targets import discover
     from planner.manifests.targets import render_target
+    from planner.results import ProfilingResults
 
     fake, kubeconfig = cluster_fake
     cluster = _connect(kubeconfig)
     options = discover(cluster)
-    objs, _notes = render_target(result, target, **options.render_kwargs())
+    objs, _notes = render_target(ProfilingResults.of(result), result.request, target, **options.render_kwargs())
     obj = {**objs[0], "metadata": {**objs[0]["metadata"], "name": f"apply-{target}"}}
     first = apply_object(cluster, obj)
     assert first.action == "created", first
@@ -66,10 +67,11 @@ def test_each_target_applies_then_is_unchanged(cluster_fake, result, target):
 def test_dry_run_reports_changed_fields_and_stores_nothing(cluster_fake, result):
     from infra.kube_apply import apply_object
     from planner.manifests.targets import render_target
+    from planner.results import ProfilingResults
 
     fake, kubeconfig = cluster_fake
     cluster = _connect(kubeconfig)
-    dgd = render_target(result, "dynamo")[0][0]
+    dgd = render_target(ProfilingResults.of(result), result.request, "dynamo")[0][0]
     dgd["metadata"]["name"] = "dry"
     would = apply_object(cluster, dgd, dry_run=True)
     assert (would.action, would.dry_run) == ("created", True)
@@ -87,9 +89,10 @@ def test_an_invalid_manifest_is_refused_with_its_field(cluster_fake, result):
     from infra.kube import Rejected
     from infra.kube_apply import apply_object
     from planner.manifests.targets import render_target
+    from planner.results import ProfilingResults
 
     _fake, kubeconfig = cluster_fake
-    dgd = render_target(result, "dynamo")[0][0]
+    dgd = render_target(ProfilingResults.of(result), result.request, "dynamo")[0][0]
     dgd["spec"]["services"]["Frontend"]["replicas"] = "two"
     with pytest.raises(Rejected) as err:
         apply_object(_connect(kubeconfig), dgd)
@@ -100,13 +103,14 @@ def test_forbidden_and_missing_operator_are_clear(cluster_fake, result, tmp_path
     from infra.kube import Forbidden, NotServed
     from infra.kube_apply import apply_object
     from planner.manifests.targets import render_target
+    from planner.results import ProfilingResults
 
     _fake, kubeconfig = cluster_fake
-    dgd = render_target(result, "dynamo")[0][0]
+    dgd = render_target(ProfilingResults.of(result), result.request, "dynamo")[0][0]
     dgd["metadata"]["namespace"] = "locked"
     with pytest.raises(Forbidden, match="forbidden"):
         apply_object(_connect(kubeconfig), dgd)
-    legacy = render_target(result, "kthena", kthena_group="workload.volcano.sh")[0][0]
+    legacy = render_target(ProfilingResults.of(result), result.request, "kthena", kthena_group="workload.volcano.sh")[0][0]
     with pytest.raises(NotServed, match="does not serve workload.volcano.sh/v1alpha1 ModelServing; install the operator"):
         apply_object(_connect(kubeconfig), legacy)
 
@@ -115,6 +119,7 @@ def test_discovery_picks_what_the_cluster_serves(result, tmp_path):
     from infra.kube_apply import apply_object
     from infra.kube_targets import discover
     from planner.manifests.targets import render_target
+    from planner.results import ProfilingResults
 
     fake, kubeconfig = _started(tmp_path, served=[("nvidia.com", "v1beta1", "DynamoGraphDeployment"),
                                                   ("workload.serving.volcano.sh", "v1alpha1", "ModelServing")])
@@ -123,7 +128,7 @@ def test_discovery_picks_what_the_cluster_serves(result, tmp_path):
         assert options.dynamo == "nvidia.com/v1beta1"  # v1alpha1 preferred, but not served
         assert options.kthena == "workload.serving.volcano.sh/v1alpha1"
         assert options.ome is None and options.kubeai is None
-        dgd = render_target(result, "dynamo", **options.render_kwargs())[0][0]
+        dgd = render_target(ProfilingResults.of(result), result.request, "dynamo", **options.render_kwargs())[0][0]
         assert dgd["apiVersion"] == "nvidia.com/v1beta1" and "components" in dgd["spec"]
         assert apply_object(_connect(kubeconfig), dgd).action == "created"
     finally:

@@ -23,6 +23,7 @@ def test_dry_run_apply_on_a_real_cluster(target):
     from infra.kube_targets import discover
     from planner import plan
     from planner.manifests.targets import render_target
+    from planner.results import ProfilingResults
     from planner.request import parse_documents
 
     cluster = connect(kubeconfig=KUBECONFIG)
@@ -30,7 +31,7 @@ def test_dry_run_apply_on_a_real_cluster(target):
     if getattr(options, target) is None:
         pytest.skip(f"the cluster does not serve the {target} operator's API")
     result = plan(parse_documents(EXAMPLE.read_text(), str(EXAMPLE))[0])
-    objs, _notes = render_target(result, target, **options.render_kwargs())
+    objs, _notes = render_target(ProfilingResults.of(result), result.request, target, **options.render_kwargs())
     for obj in objs:
         obj["metadata"]["namespace"] = NAMESPACE
         outcome = apply_object(cluster, obj, dry_run=True)

@@ -98,8 +98,14 @@ def test_engine_args_per_backend():
     assert _has_pair(sgl, "--tp-size", "16") and _has_pair(sgl, "--dp-size", "8")
     assert "--enable-dp-attention" in sgl and _has_pair(sgl, "--ep-size", "16")
     assert _has_pair(sgl, "--max-running-requests", "512")
-    trt = common.engine_args(_plan("disagg", "trtllm", MOE_P, MOE_D, model=MOE), MOE_D)
+    # TRT-LLM's attention is tensor- or data-parallel, never both: a mixed engine is refused, a
+    # pure attention-DP engine spans tp × dp GPUs with enable_attention_dp.
+    with pytest.raises(common.UnsupportedPlan, match="attention TP2 × DP8"):
+        common.engine_args(_plan("disagg", "trtllm", MOE_P, MOE_D, model=MOE), MOE_D)
+    moe_dp = _engine("decode", 1, 2, dp=16, ep=16, batch=512)
+    trt = common.engine_args(_plan("disagg", "trtllm", MOE_P, moe_dp, model=MOE), moe_dp)
     assert _has_pair(trt, "--tensor-parallel-size", "16") and "--enable-attention-dp" in trt
+    assert _has_pair(trt, "--max-batch-size", "32")  # 512 per engine over 16 attention ranks
     # The prefill chunk is per attention-DP rank, as the performance model reads it: SGLang
     # takes it engine-wide and splits it over its ranks, vLLM and TRT-LLM take it per rank.
     dp_chunk = _engine("aggregated", 1, 1, dp=8, ep=8, tokens=4096)
@@ -112,9 +118,12 @@ def test_engine_args_per_backend():
     moe_agg = _engine("aggregated", 1, 1, dp=8, ep=8)
     agg_trt = common.engine_args(_plan("agg", "trtllm", moe_agg, model=MOE), moe_agg)
     override = json.loads(agg_trt[agg_trt.index("--override-engine-args") + 1])
-    assert override == {"attention_dp_config": {"enable_balance": True, "timeout_iters": 50, "batching_wait_iters": 10}}
+    assert override["attention_dp_config"] == {"enable_balance": True, "timeout_iters": 50, "batching_wait_iters": 10}
+    assert override["enable_attention_dp"] is True
     assert "attention_dp_config" not in " ".join(trt)
-    assert "--override-engine-args" not in common.engine_args(_plan("agg", "trtllm", DENSE_AGG), DENSE_AGG)
+    dense = common.engine_args(_plan("agg", "trtllm", DENSE_AGG), DENSE_AGG)
+    assert json.loads(dense[dense.index("--override-engine-args") + 1]) == {
+        "kv_cache_config": {"dtype": "auto", "free_gpu_memory_fraction": 0.9}, "enable_chunked_prefill": True}
     assert common.engine_args(_plan("agg", "vllm", DENSE_AGG), DENSE_AGG, style="equals")[0] == \
         "--tensor-parallel-size=2"
     assert common.worker_command("sglang") == ["python3", "-m", "dynamo.sglang"]
@@ -230,7 +239,7 @@ def test_kthena_validates(pid, plan):
 
 # ---------------------------------------------------------------- KubeAI
 
-AGG_PLANS = [(i, p) for i, p in PLANS if p.mode == "agg" and p.engines[0].nodes == 1]
+AGG_PLANS = [(i, p) for i, p in PLANS if p.mode == "agg" and p.engines[0].nodes == 1 and p.backend == "vllm"]
 
 
 @pytest.mark.parametrize("pid,plan", AGG_PLANS, ids=[p for p, _ in AGG_PLANS])
@@ -243,7 +252,7 @@ def test_kubeai_structure(pid, plan):
     assert spec["resourceProfile"] == f"nvidia-gpu-h100:{engine.gpus}"
     assert spec["replicas"] == spec["minReplicas"] == spec["maxReplicas"] == engine.replicas
     assert f"--tensor-parallel-size={engine.tp}" in spec["args"]
-    assert ("slaplan.io/note" in model["metadata"]["annotations"]) == (plan.backend != "vllm")
+    assert spec["targetRequests"] == min(engine.max_batch, -(-int(plan.predicted.concurrency) // engine.replicas))
 
 
 @needs_crds
@@ -268,6 +277,10 @@ def test_kubeai_rejects_disaggregated_and_multinode_plans():
         render_kubeai(_plan("disagg", "vllm", DENSE_P, DENSE_D), _request())
     with pytest.raises(common.UnsupportedPlan, match="one engine per pod"):
         render_kubeai(_plan("agg", "vllm", _engine("aggregated", 16, 1)), _request())
+    # KubeAI runs vLLM only: another backend's prediction would not describe what it deploys.
+    for backend in ("sglang", "trtllm"):
+        with pytest.raises(common.UnsupportedPlan, match=f"KubeAI runs vLLM, not {backend}"):
+            render_kubeai(_plan("agg", backend, DENSE_AGG), _request())
 
 
 def test_kubeai_profiles_default_and_override():

@@ -165,11 +165,12 @@ def test_engines_beyond_a_node_are_whole_nodes_whatever_the_node_size():
     # Planned and rendered end to end: every engine spreads evenly over its nodes (an 8-GPU
     # engine on 3-GPU nodes made the Dynamo renderer fail).
     from planner.manifests.targets import TARGETS, render_target
+    from planner.results import ProfilingResults
 
     result = plan(_request(model="meta-llama/Llama-3.1-70B-Instruct", gpus_per_node=3, max_gpus_per_engine=8,
                            ttft_ms=3000, itl_ms=80))
     assert result.feasible
     assert all(e.gpus <= 3 or e.gpus % 3 == 0 for p in result.candidates for e in p.engines)
     for target in TARGETS:
-        manifests, _ = render_target(result, target)
+        manifests, _ = render_target(ProfilingResults.of(result), result.request, target)
         assert manifests, target
