@@ -10,9 +10,11 @@ server would reject on create with strict field validation:
 - OpenAPI 3.0's boolean ``exclusiveMinimum``/``exclusiveMaximum`` become Draft 7 numbers.
 
 The API server applies ``default:`` values before validating, so ``validate`` does too
-(``apply_defaults``). CEL rules (``x-kubernetes-validations``) cannot be evaluated generically;
-the ones our manifests could break are checked by hand (``CEL_CHECKS``); rules about updates
-(``oldSelf``) do not apply to a create and are skipped, as are unknown rules.
+(``apply_defaults``). CEL rules (``x-kubernetes-validations``) are then evaluated as the API
+server does on create, by a CEL runtime with Kubernetes' extensions (``infra.k8s_cel``):
+transition rules (``oldSelf``) do not apply to a create unless ``optionalOldSelf`` asks for them
+with an empty ``oldSelf``; a rule the runtime cannot compile is an error naming it, never
+skipped. ``cel_rules`` lists every rule of a CRD with what is done with it.
 """
 
 from __future__ import annotations
@@ -21,11 +23,14 @@ import copy
 import functools
 import os
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
+
+from infra.k8s_cel import CelCompileError, CelEvalError, compile_rule, evaluate
 
 CRD_DIR_ENV = "SLAPLAN_CRD_DIR"
 
@@ -213,115 +218,136 @@ def _fill_defaults(obj: Any, schema: dict) -> Any:
 
 # --------------------------------------------------------------------------- CEL rules
 
-def _starts_with_any(*prefixes: str) -> Callable[[Any], bool]:
-    return lambda s: isinstance(s, str) and s.startswith(prefixes)
+EVALUATED, NOT_APPLICABLE, UNEVALUABLE = "evaluated", "not applicable", "unevaluable"
 
 
-def _unique_names(items: Any) -> bool:
-    names = [i.get("name") for i in items or [] if isinstance(i, dict)]
-    return len(names) == len(set(names))
+@dataclass(frozen=True)
+class CelRule:
+    """One CEL rule (``x-kubernetes-validations``) of a CRD and how a create is checked against it.
+
+    ``status`` is ``EVALUATED``; ``NOT_APPLICABLE`` for a transition rule (it reads ``oldSelf``
+    and has no ``optionalOldSelf``), which the API server runs on updates only; or
+    ``UNEVALUABLE`` when it does not compile here, ``reason`` saying why. ``crd`` is the file's
+    name; ``path`` the schema path the rule is declared at (``spec.services.*.sharedMemory``,
+    ``spec.components[*]``; ``<root>`` for the object).
+    """
+
+    crd: str
+    version: str
+    path: str
+    rule: str
+    status: str
+    reason: str = ""
 
 
-def _unique_names_ci(items: Any) -> bool:
-    names = [i["name"].lower() for i in items or [] if isinstance(i, dict) and "name" in i]
-    return len(names) == len(set(names))
+@functools.lru_cache(maxsize=None)
+def _rule_program(rule: str, optional_old_self: bool) -> tuple[str, Any, str]:
+    """(status, compiled program or None, reason) of one rule on create."""
+    try:
+        return EVALUATED, compile_rule(rule), ""
+    except CelCompileError as err:
+        create_error = str(err)
+    try:
+        compile_rule(rule, old_self=True)
+    except CelCompileError:
+        return UNEVALUABLE, None, create_error
+    if not optional_old_self:
+        return NOT_APPLICABLE, None, "transition rule (oldSelf): checked on update only"
+    try:  # on create an optionalOldSelf rule sees oldSelf as an empty optional
+        return EVALUATED, compile_rule(f"cel.bind(oldSelf, optional.none(),\n{rule}\n)"), ""
+    except CelCompileError as err:
+        return UNEVALUABLE, None, str(err)
 
 
-def _min_le_max(spec: dict) -> bool:
-    return "maxReplicas" not in spec or spec.get("minReplicas", 0) <= spec["maxReplicas"]
+def _schema_children(schema: dict) -> Iterator[tuple[str, dict]]:
+    """(path suffix, sub-schema) of each place below ``schema`` a value can be."""
+    for name, sub in (schema.get("properties") or {}).items():
+        yield f".{name}", sub
+    if isinstance(schema.get("additionalProperties"), dict):
+        yield ".*", schema["additionalProperties"]
+    if isinstance(schema.get("items"), dict):
+        yield "[*]", schema["items"]
 
 
-def _url(spec: dict) -> str:
-    return spec.get("url", "")
+def _schema_rules(schema: dict, path: str) -> Iterator[tuple[str, dict]]:
+    """(schema path, rule) of every CEL rule in ``schema`` and below it."""
+    for rule in schema.get("x-kubernetes-validations") or []:
+        yield path or "<root>", rule
+    for suffix, sub in _schema_children(schema):
+        yield from _schema_rules(sub, f"{path}{suffix}".lstrip("."))
 
 
-_MODEL_URL = ("hf://", "pvc://", "ollama://", "s3://", "gs://", "oss://")
-_CACHE_URL = ("hf://", "s3://", "gs://", "oss://")
-
-# Rule text (whitespace collapsed) → predicate on ``self``. Covers the create-time rules of the
-# KubeAI, Kthena and Dynamo CRDs that a rendered manifest could plausibly break.
-CEL_CHECKS: dict[str, Callable[[Any], bool]] = {
-    # KubeAI Model
-    "size(self.metadata.name) <= 40":
-        lambda o: len(o.get("metadata", {}).get("name", "")) <= 40,
-    'self.startsWith("hf://") || self.startsWith("pvc://") || self.startsWith("ollama://") || '
-    'self.startsWith("s3://") || self.startsWith("gs://") || self.startsWith("oss://")':
-        _starts_with_any(*_MODEL_URL),
-    'self.startsWith("hf://") || self.startsWith("s3://") || self.startsWith("gs://") || '
-    'self.startsWith("oss://")':
-        _starts_with_any(*_CACHE_URL),
-    '!has(self.cacheProfile) || self.url.startsWith("hf://") || self.url.startsWith("s3://") || '
-    'self.url.startsWith("gs://") || self.url.startsWith("oss://")':
-        lambda s: "cacheProfile" not in s or _url(s).startswith(_CACHE_URL),
-    '!self.url.startsWith("gs://") || has(self.cacheProfile)':
-        lambda s: not _url(s).startswith("gs://") or "cacheProfile" in s,
-    '!self.url.startsWith("oss://") || has(self.cacheProfile)':
-        lambda s: not _url(s).startswith("oss://") or "cacheProfile" in s,
-    "!has(self.maxReplicas) || self.minReplicas <= self.maxReplicas": _min_le_max,
-    '!has(self.adapters) || self.engine == "VLLM"':
-        lambda s: "adapters" not in s or s.get("engine") == "VLLM",
-    "self.startsWith('/') && !self.contains(':')":
-        lambda p: isinstance(p, str) and p.startswith("/") and ":" not in p,
-    "!has(self.files) || self.files.size() <= 1 || "
-    "!self.files.exists(f, self.files.filter(other, other.path == f.path).size() > 1)":
-        lambda s: len({f.get("path") for f in s.get("files", [])}) == len(s.get("files", [])),
-    # Kthena ModelServing
-    "self.all(x, self.exists_one(y, y.name == x.name))": _unique_names,
-    # Dynamo DynamoGraphDeployment
-    "self.all(c1, !has(c1.name) || self.filter(c2, has(c2.name) && "
-    "c2.name.lowerAscii() == c1.name.lowerAscii()).size() == 1)": _unique_names_ci,
-    'has(self.image) && self.image != ""': lambda c: bool(c.get("image")),
-    'self.name == "main" || (has(self.image) && self.image != "")':
-        lambda c: c.get("name") == "main" or bool(c.get("image")),
-    "has(self.configMapRef) != has(self.config)":
-        lambda s: ("configMapRef" in s) != ("config" in s),
-    "!has(self.create) || self.create == false || "
-    "(has(self.size) && has(self.storageClass) && has(self.volumeAccessMode))":
-        lambda s: not s.get("create") or all(k in s for k in ("size", "storageClass", "volumeAccessMode")),
-    "!has(self.minAvailable) || (has(self.replicas) && self.replicas == 0) || "
-    "self.minAvailable <= (has(self.replicas) ? self.replicas : 1)":
-        lambda s: "minAvailable" not in s or s.get("replicas") == 0
-        or s["minAvailable"] <= s.get("replicas", 1),
-    "self.filter(c, has(c.type) && c.type == 'epp').size() <= 1":
-        lambda cs: sum(1 for c in cs or [] if c.get("type") == "epp") <= 1,
-}
+def cel_rules(crd_path: str | Path) -> list[CelRule]:
+    """Every CEL rule of every version of one CRD file, with its status on create."""
+    path = Path(crd_path)
+    crd = _load_crd_cached(str(path.resolve()))
+    out = []
+    for version in crd["spec"].get("versions", []):
+        schema = _version_schema(crd, version["name"])
+        for where, spec in _schema_rules(schema, ""):
+            text = spec.get("rule", "")
+            status, _, reason = _rule_program(text, bool(spec.get("optionalOldSelf")))
+            out.append(CelRule(path.name, version["name"], where, text, status, reason))
+    return out
 
 
-# Where a rule's failure is reported when it is declared on an ancestor of the field it checks.
-_CEL_FIELD = {"size(self.metadata.name) <= 40": "metadata.name"}
+def _rule_message(spec: dict, obj: Any) -> str:
+    """The message of a failed rule: its ``messageExpression``, else ``message``, as the API server."""
+    default = spec.get("message") or f"failed rule: {spec.get('rule', '')}"
+    expression = spec.get("messageExpression")
+    if not expression:
+        return default
+    try:
+        text = evaluate(compile_rule(expression), obj)
+    except (CelCompileError, CelEvalError) as err:
+        return f"{default} (messageExpression not evaluated: {err})"
+    return text if isinstance(text, str) and text.strip() else default
 
 
-def _normalize_rule(rule: str) -> str:
-    return " ".join(rule.split())
+def _rule_error(obj: Any, spec: dict, path: str) -> str | None:
+    """The error of ``obj`` against one rule declared at ``path``; None when it holds or does not apply."""
+    text = spec.get("rule", "")
+    status, program, reason = _rule_program(text, bool(spec.get("optionalOldSelf")))
+    field = spec.get("fieldPath", "").lstrip(".")
+    where = (_join(path, field) if field else path) or "<root>"
+    if status == NOT_APPLICABLE:
+        return None
+    if status == UNEVALUABLE:
+        return f"{where}: CEL rule {text!r} could not be evaluated: {reason}"
+    try:
+        result = evaluate(program, obj)
+    except CelEvalError as err:
+        return f"{where}: {err} evaluating rule {text!r}"
+    if result is True:
+        return None
+    if result is not False:
+        return f"{where}: rule {text!r} gave {result!r}, not a bool"
+    return f"{where}: {_rule_message(spec, obj)}"
+
+
+def _value_children(obj: Any, schema: dict) -> Iterator[tuple[str | int, Any, dict]]:
+    """(key, value, sub-schema) of each value in ``obj`` that ``schema`` describes."""
+    if isinstance(obj, dict):
+        props = schema.get("properties") or {}
+        add = schema.get("additionalProperties")
+        for key, value in obj.items():
+            sub = props[key] if key in props else add
+            if isinstance(sub, dict):
+                yield key, value, sub
+    elif isinstance(obj, list) and isinstance(schema.get("items"), dict):
+        for i, item in enumerate(obj):
+            yield i, item, schema["items"]
 
 
 def _cel_errors(obj: Any, schema: dict, path: str) -> Iterator[str]:
-    """Check the known CEL rules of ``schema`` (the CRD's OpenAPI schema) over ``obj``."""
-    for rule in schema.get("x-kubernetes-validations") or []:
-        text = _normalize_rule(rule.get("rule", ""))
-        check = CEL_CHECKS.get(text)
-        if check is None or "oldSelf" in text:
-            continue
-        try:
-            ok = check(obj)
-        except (AttributeError, KeyError, TypeError):
-            ok = False
-        if not ok:
-            field = rule.get("fieldPath", "").lstrip(".") or _CEL_FIELD.get(text, "")
-            where = _join(path, field) if field else path
-            yield f"{where or '<root>'}: {rule.get('message') or 'failed rule ' + text}"
-    if isinstance(obj, dict):
-        for name, sub in (schema.get("properties") or {}).items():
-            if name in obj:
-                yield from _cel_errors(obj[name], sub, _join(path, name))
-        add = schema.get("additionalProperties")
-        if isinstance(add, dict):
-            for key, value in obj.items():
-                if key not in (schema.get("properties") or {}):
-                    yield from _cel_errors(value, add, _join(path, key))
-    elif isinstance(obj, list) and isinstance(schema.get("items"), dict):
-        for i, item in enumerate(obj):
-            yield from _cel_errors(item, schema["items"], f"{path}[{i}]")
+    """Errors of ``obj`` against the CEL rules of ``schema`` (the CRD's OpenAPI schema) and below."""
+    for spec in schema.get("x-kubernetes-validations") or []:
+        error = _rule_error(obj, spec, path)
+        if error:
+            yield error
+    for key, value, sub in _value_children(obj, schema):
+        where = f"{path}[{key}]" if isinstance(key, int) else _join(path, key)
+        yield from _cel_errors(value, sub, where)
 
 
 # --------------------------------------------------------------------------- validation

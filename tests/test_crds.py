@@ -1,4 +1,4 @@
-"""Offline CRD validation: schema conversion, defaults, CEL checks, real examples and CRDs."""
+"""Offline CRD validation: schema conversion, defaults, CEL rules, real examples and CRDs."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from infra import crds
+from infra import crds, k8s_cel
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 CRD_DIR = SHARED / "crds"
@@ -155,7 +155,7 @@ def test_kubeai_target_requests_default_is_applied():
 def test_kubeai_cel_rules():
     doc = copy.deepcopy(_example("kubeai/model_llama-3.1-70b-instruct-fp8-h100_tp2.yaml"))
     doc["metadata"]["name"] = "a" * 41
-    assert "metadata.name: name must not exceed 40 characters" in _errors(doc)
+    assert "<root>: name must not exceed 40 characters" in _errors(doc)  # the rule is on the object
     doc["metadata"]["name"] = "a" * 40
     assert crds.validate(doc, CRD_DIR) == []
     doc["spec"]["url"] = "https://huggingface.co/x"
@@ -190,3 +190,120 @@ def test_invalid_metadata_name_is_rejected():
     doc = copy.deepcopy(_example("ome/isvc_kimi-k2-pd.yaml"))
     doc["metadata"]["name"] = "Kimi_K2"
     assert "metadata.name:" in _errors(doc)
+
+
+# ---------------------------------------------------------------- CEL rules
+
+@needs_shared
+def test_dynamo_v1beta1_cel_rules():
+    base = _example("dynamo/v1beta1_vllm_disagg.yaml")
+    doc = copy.deepcopy(base)
+    doc["spec"]["components"][2]["name"] = "vllmdecodeworker"  # lowerAscii() in the rule
+    assert "spec.components: component names must be unique case-insensitively" in _errors(doc)
+    doc = copy.deepcopy(base)
+    doc["spec"]["restart"] = {"id": "r1"}  # optionalOldSelf: checked on create with no oldSelf
+    assert "spec: spec.restart must be unset on create" in _errors(doc)
+    doc = copy.deepcopy(base)
+    policy = {"domain": "zone", "labelKey": ".".join(["a" * 60] * 5) + "/zone"}  # schema-valid
+    doc["spec"]["experimental"] = {"kvTransferPolicy": policy}
+    assert "kvTransferPolicy.labelKey: labelKey prefix must be 253 characters or less" in _errors(doc)
+    policy["labelKey"] = "topology.kubernetes.io/zone"
+    assert crds.validate(doc, CRD_DIR) == []
+    annotations = doc["spec"]["components"][1]["podTemplate"].setdefault("metadata", {})
+    annotations["annotations"] = {"nvidia.com/vllm-distributed-executor-backend": "RAY"}
+    assert crds.validate(doc, CRD_DIR) == []
+    annotations["annotations"]["nvidia.com/vllm-distributed-executor-backend"] = "nccl"
+    assert "backend annotation must be mp or ray" in _errors(doc)
+
+
+@needs_shared
+def test_dynamo_shared_memory_quantity_rule():
+    doc = copy.deepcopy(_example("dynamo/v1alpha1_vllm_disagg.yaml"))
+    service = next(iter(doc["spec"]["services"].values()))
+    service["sharedMemory"] = {"size": "0"}
+    errors = _errors(doc)
+    assert "dynamo-main-2026-08_" in errors and "size is required when disabled is false" in errors
+    service["sharedMemory"] = {"size": "1Gi"}
+    assert crds.validate(doc, CRD_DIR) == []
+    service["sharedMemory"] = {"disabled": True}
+    assert crds.validate(doc, CRD_DIR) == []
+
+
+@needs_shared
+def test_every_rule_of_the_real_crds_is_evaluated_or_not_applicable():
+    rules = [r for path in sorted(CRD_DIR.glob("*.yaml")) for r in crds.cel_rules(path)]
+    assert [r for r in rules if r.status == crds.UNEVALUABLE] == []
+    skipped = [r for r in rules if r.status == crds.NOT_APPLICABLE]
+    assert skipped and all("oldSelf" in r.rule for r in skipped)
+    kubeai = [(r.path, r.rule) for r in skipped if r.crd.startswith("kubeai-")]
+    assert ("spec.cacheProfile", "self == oldSelf") in kubeai
+    restart = [r for r in rules if "restart" in r.rule]
+    assert restart and all(r.status == crds.EVALUATED for r in restart)  # optionalOldSelf
+
+
+def _write_crd(tmp_path: Path, spec_schema: dict) -> Path:
+    crd = {
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "widgets.test.slaplan.io"},
+        "spec": {"group": "test.slaplan.io", "scope": "Namespaced",
+                 "names": {"kind": "Widget", "plural": "widgets"},
+                 "versions": [{"name": "v1", "served": True, "storage": True, "schema": {
+                     "openAPIV3Schema": {"type": "object", "properties": {
+                         "apiVersion": {"type": "string"}, "kind": {"type": "string"},
+                         "metadata": {"type": "object"}, "spec": spec_schema}}}}]},
+    }
+    path = tmp_path / "test_widgets.yaml"
+    path.write_text(yaml.safe_dump(crd), encoding="utf-8")
+    return path
+
+
+def _widget(spec: dict) -> dict:
+    return {"apiVersion": "test.slaplan.io/v1", "kind": "Widget", "metadata": {"name": "w"}, "spec": spec}
+
+
+def test_unevaluable_rule_is_reported_by_name(tmp_path):
+    rule = "isURL(self)"  # Kubernetes' url library, which the runtime does not have
+    path = _write_crd(tmp_path, {"type": "object", "properties": {
+        "endpoint": {"type": "string", "x-kubernetes-validations": [{"rule": rule}]}}})
+    (entry,) = crds.cel_rules(path)
+    assert (entry.crd, entry.version, entry.path, entry.rule) == ("test_widgets.yaml", "v1", "spec.endpoint", rule)
+    assert entry.status == crds.UNEVALUABLE and "isURL" in entry.reason
+    errors = crds.validate(_widget({"endpoint": "https://x"}), tmp_path)
+    assert len(errors) == 1
+    assert errors[0].startswith("test_widgets.yaml: spec.endpoint: CEL rule 'isURL(self)' could not be evaluated")
+    assert crds.validate(_widget({}), tmp_path) == []  # a rule on an absent field is not reached
+
+
+def test_message_expression_field_path_and_runtime_errors(tmp_path):
+    rules = [
+        {"rule": "self.replicas <= self.max", "fieldPath": ".replicas",
+         "messageExpression": "'replicas ' + string(self.replicas) + ' exceeds ' + string(self.max)"},
+        {"rule": "self.min >= 0"},
+    ]
+    path = _write_crd(tmp_path, {"type": "object", "x-kubernetes-validations": rules, "properties": {
+        "replicas": {"type": "integer"}, "max": {"type": "integer"}, "min": {"type": "integer"}}})
+    assert [r.status for r in crds.cel_rules(path)] == [crds.EVALUATED] * 2
+    errors = crds.validate(_widget({"replicas": 5, "max": 4, "min": -1}), tmp_path)
+    assert errors == ["test_widgets.yaml: spec.replicas: replicas 5 exceeds 4",
+                      "test_widgets.yaml: spec: failed rule: self.min >= 0"]
+    (missing,) = crds.validate(_widget({"replicas": 1, "max": 4}), tmp_path)
+    assert "spec: " in missing and "evaluating rule 'self.min >= 0'" in missing
+
+
+def test_quantity_library():
+    assert k8s_cel.parse_quantity("1Gi") == 2**30
+    assert k8s_cel.parse_quantity("500m") * 2 == 1
+    assert k8s_cel.parse_quantity("1.5e3") == 1500 and k8s_cel.parse_quantity("2E") == 2 * 10**18
+    with pytest.raises(ValueError):
+        k8s_cel.parse_quantity("1 Gi")
+
+    def run(text: str) -> object:
+        return k8s_cel.evaluate(k8s_cel.compile_rule(text), None)
+
+    assert run("quantity('1Gi').isGreaterThan(quantity('1G'))") is True
+    assert run("quantity('1G').isLessThan(quantity('1Gi'))") is True
+    assert run("quantity('500m').compareTo(quantity('0.5')) == 0") is True
+    with pytest.raises(k8s_cel.CelEvalError):
+        run("quantity('one')")
+    with pytest.raises(k8s_cel.CelEvalError):
+        run("'1'.isGreaterThan(quantity('0'))")  # a string is not a quantity
