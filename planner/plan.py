@@ -133,14 +133,14 @@ _HUB_ID = re.compile(r"[\w.-]+/[\w.-]+")
 def running_limit(prep: Prepared, engines: int, load: float, closed: bool, e2e_s: float) -> int:
     """Running sequences one (decode or aggregated) engine may hold: what it holds at the load the
     SLA was checked at (``load`` closed-loop clients or requests/s over ``engines`` engines; a
-    Poisson load's mean in flight, rate × ``e2e_s``, plus headroom), at most what its KV cache holds.
-    The manifest sets it, so no engine runs a larger batch than the plan evaluated."""
-    if closed:
-        wanted = math.ceil(load / engines - 1e-9)
-    else:
-        mean = load * e2e_s / engines
-        wanted = math.ceil(mean + POISSON_HEADROOM_SIGMAS * math.sqrt(mean))
+    Poisson load's mean in flight, rate × ``e2e_s``, plus headroom), at most what its KV cache holds
+    (which an overloaded engine, whose requests take unboundedly long, runs at). The manifest sets
+    it, so no engine runs a larger batch than the plan evaluated."""
     memory = math.floor(prep.load["batch_cap"] * prep.decode["dp"] + 1e-9)
+    mean = load / engines if closed else load * e2e_s / engines
+    if not math.isfinite(mean):
+        return max(1, memory)
+    wanted = math.ceil(mean - 1e-9) if closed else math.ceil(mean + POISSON_HEADROOM_SIGMAS * math.sqrt(mean))
     return max(1, min(wanted, memory))
 
 
