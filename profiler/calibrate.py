@@ -233,18 +233,22 @@ def _fold_predictions(data: Prepared, start: dict[str, float] | None, max_evals:
 
 
 def cross_validate(data: Prepared, start: dict[str, float] | None = None, max_evals: int = 200,
-                   map_folds=map) -> dict[str, np.ndarray]:
-    """Grouped CV: one fold per model family and one per GPU type.
+                   map_folds=map, held_out: dict[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
+    """Grouped CV: one fold per model family and one per GPU type, and one per entry of
+    ``held_out`` (a name and a mask of ``data``'s rows held out together, e.g. every
+    disaggregated row).
 
-    Returns held-out predictions for each scheme (``family`` and ``gpu``), one row each of TTFT
-    (ms), TPOT (ms) and output tokens/s per GPU: every configuration is predicted by parameters
-    fitted (from and toward ``start``) without its group.
+    Returns held-out predictions for each scheme (``family``, ``gpu`` and the names of
+    ``held_out``), one row each of TTFT (ms), TPOT (ms) and output tokens/s per GPU: every
+    configuration is predicted by parameters fitted (from and toward ``start``) without its
+    group; rows outside a ``held_out`` mask are NaN in its scheme.
     ``map_folds`` runs the folds (``map``: one after another; a process pool's ``map`` runs
     them side by side with the same results, each fit being deterministic).
     """
     folds = [(scheme, data.labels[scheme] == group) for scheme in ("family", "gpu")
              for group in np.unique(data.labels[scheme])]
-    result = {scheme: np.full((3, len(data.index)), np.nan) for scheme in ("family", "gpu")}
+    folds += [(name, np.asarray(mask, dtype=bool)) for name, mask in (held_out or {}).items()]
+    result = {scheme: np.full((3, len(data.index)), np.nan) for scheme, _ in folds}
     predictions = map_folds(partial(_fold_predictions, data, start, max_evals), [held for _, held in folds])
     for (scheme, held), predicted in zip(folds, predictions):
         result[scheme][:, held] = predicted

@@ -91,14 +91,19 @@ def test_cross_validation_in_processes_matches_one_process(subset):
     from profiler.params import default_params
 
     data = prepare_rows(read_rows(subset))
-    alone = run_cross_validation(data, default_params(), workers=1, max_evals=3)
-    spread = run_cross_validation(data, default_params(), workers=2, max_evals=3)
-    assert set(alone) == set(spread) == {"family", "gpu"}
+    disagg = data.labels["mode"] == "disagg"
+    assert 0 < disagg.sum() < disagg.size
+    alone = run_cross_validation(data, default_params(), workers=1, max_evals=3, held_out={"disagg": disagg})
+    spread = run_cross_validation(data, default_params(), workers=2, max_evals=3, held_out={"disagg": disagg})
+    assert set(alone) == set(spread) == {"family", "gpu", "disagg"}
     for scheme in alone:
         assert alone[scheme].shape == (3, len(data.index))
         np.testing.assert_array_equal(alone[scheme], spread[scheme])
+    for scheme in ("family", "gpu"):
         # every row belongs to exactly one held-out group per scheme, so every row is predicted
         assert np.isfinite(alone[scheme]).all()
+    # a group held out on its own: its rows predicted, no other
+    assert np.isfinite(alone["disagg"][:, disagg]).all() and np.isnan(alone["disagg"][:, ~disagg]).all()
 
 
 def test_calibrate_workers_must_be_positive(capsys):

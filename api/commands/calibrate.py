@@ -28,8 +28,12 @@ import os
 import sys
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from api.commands import arguments, calibrate_measured
+
+if TYPE_CHECKING:
+    import numpy as np
 
 DATA_NAME = "measured_serving_calibration.csv"
 KERNELS_NAME = "vidur_linear_ops_measured.csv"
@@ -79,14 +83,16 @@ def add_workers_argument(parser) -> argparse.Action:
                         help="parallel cross-validation processes, one fold each at a time (default: the CPU count)")
 
 
-def run_cross_validation(data, prior: dict[str, float], workers: int, max_evals: int = 200) -> dict:
-    """``cross_validate``, its folds spread over ``workers`` processes (the same results as one)."""
+def run_cross_validation(data, prior: dict[str, float], workers: int, max_evals: int = 200,
+                         held_out: dict[str, np.ndarray] | None = None) -> dict:
+    """``cross_validate`` (with its ``held_out`` groups), its folds spread over ``workers`` processes
+    (the same results as one)."""
     from profiler.calibrate import cross_validate
 
     if workers == 1:
-        return cross_validate(data, prior, max_evals=max_evals)
+        return cross_validate(data, prior, max_evals=max_evals, held_out=held_out)
     with ProcessPoolExecutor(max_workers=workers) as pool:
-        return cross_validate(data, prior, max_evals=max_evals, map_folds=pool.map)
+        return cross_validate(data, prior, max_evals=max_evals, map_folds=pool.map, held_out=held_out)
 
 
 def default_data_path() -> Path | None:
