@@ -119,8 +119,13 @@ def plan(request: PlanRequest, *, model: tuple[Model, str] | None = None,
                       best_itl_ms=best_itl, assumptions=assumptions, evaluated=len(evaluated))
 
 
-def _engine(role: str, par: Parallel, replicas: int, max_batch: int, node: int, chunk: int) -> Engine:
-    return Engine(role=role, tp=par.tp, pp=par.pp, dp=par.dp, ep=par.moe_ep, replicas=max(1, replicas),
+def _engine(role: str, par: Parallel, replicas: int, max_batch: int, node: int, chunk: int,
+            units: int = 1) -> Engine:
+    """One engine role; a deployment of several whole ``units`` (a budget filled with no load
+    stated) may shrink to one unit's engines when idle."""
+    replicas = max(1, replicas)
+    return Engine(role=role, tp=par.tp, pp=par.pp, dp=par.dp, ep=par.moe_ep, replicas=replicas,
+                  min_replicas=max(1, replicas // units) if units > 1 else None,
                   max_batch=max(1, max_batch), max_num_tokens=chunk, gpus_per_node=min(node, par.gpus))
 
 
@@ -158,12 +163,14 @@ def _plan(s: Sized, req: PlanRequest, model: Model, gpu: str, precision: str, no
     e2e_s = (pr["ttft_ms"] + (req.osl_tokens - 1) * pr["itl_ms"]) / 1e3
     if c.mode == "agg":
         limit = running_limit(shapes[c.engine], s.replicas, s.load, t.closed, e2e_s)
-        engines = (_engine("aggregated", c.engine, s.replicas, limit, node, chunk),)
+        units = s.replicas if t.load is None else 1
+        engines = (_engine("aggregated", c.engine, s.replicas, limit, node, chunk, units),)
     else:
         limit = running_limit(shapes[c.decode], s.decode_workers, s.load, t.closed, e2e_s)
         prompts = max(1, chunk // req.isl_tokens)
-        engines = (_engine("prefill", c.prefill, s.prefill_workers, prompts * c.prefill.dp, node, chunk),
-                   _engine("decode", c.decode, s.decode_workers, limit, node, chunk))
+        units = s.decode_workers if t.load is None else 1  # a unit with no load stated: one decode engine
+        engines = (_engine("prefill", c.prefill, s.prefill_workers, prompts * c.prefill.dp, node, chunk, units),
+                   _engine("decode", c.decode, s.decode_workers, limit, node, chunk, units))
     within_budget = req.total_gpus is None or s.total_gpus <= req.total_gpus
     reason = None if s.meets_sla else "misses the SLA"
     if s.meets_sla and not within_budget:
@@ -229,7 +236,9 @@ def _suggestion(req: PlanRequest, model: tuple[Model, str], p: dict) -> str:
 
 
 def _assumptions(req: PlanRequest, precision: str, node: int, t: Target, fit: int, pruned: int) -> tuple[str, ...]:
-    load = ("no load stated: one deployment unit sized for the best goodput per GPU" if t.load is None
+    load = ((f"no load stated: whole units sized for the best goodput, as many as {req.total_gpus} GPUs hold"
+             if req.total_gpus else "no load stated: one deployment unit sized for the best goodput per GPU")
+            if t.load is None
             else f"closed-loop concurrency {t.load:g}" if t.closed else f"Poisson arrivals at {t.load:g} requests/s")
     return (
         f"weights {precision}, KV cache {default_kv_dtype(precision)}",

@@ -22,9 +22,10 @@ INFEASIBLE_PENALTY = 1e9
 
 
 def objective(s: Sized, budget: int | None, price: float | None, goodput: bool) -> tuple[float, list[float]]:
-    """(value to minimize, constraints): GPUs or $/h for a stated load, −tok/s/GPU without one."""
+    """(value to minimize, constraints): GPUs or $/h for a stated load; without one, −tok/s per GPU,
+    or with a GPU budget −tok/s of the whole deployment (the units the budget holds)."""
     if goodput:
-        value = -s.prediction["output_tok_s_per_gpu"] / (price or 1.0)
+        value = -s.prediction["output_tok_s_per_gpu"] * (s.total_gpus if budget else 1) / (price or 1.0)
     else:
         value = s.total_gpus * (price or 1.0) - 1e-6 * s.prediction["tok_s_per_user"]
     constraints = [0.0 if s.meets_sla else 1.0, float(s.total_gpus - budget) if budget else 0.0]

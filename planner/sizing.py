@@ -40,8 +40,8 @@ class Candidate:
 
 @dataclass(frozen=True)
 class Target:
-    """The SLA (ms) and load; ``load`` None means: size one unit for the best goodput per GPU,
-    within ``gpus`` (the GPU budget) when one is given."""
+    """The SLA (ms) and load; ``load`` None means: size a unit for the best goodput per GPU and
+    deploy as many whole units as ``gpus`` (the GPU budget) holds, or one without a budget."""
 
     ttft_ms: float
     itl_ms: float
@@ -96,9 +96,20 @@ def size_aggregated(cands: list[Candidate], preps: list[Prepared], t: Target, p:
             missed.append(_unsized(cand, prep, out, i * len(grid), float(grid[0])))
             continue
         per_engine = float(grid[int(feasible.max())])
-        replicas = 1 if t.load is None else max(1, math.ceil(t.load / per_engine - 1e-9))
-        todo.append((cand, prep, replicas, per_engine))
+        if t.load is None:
+            replicas = units(t.gpus, prep.total_gpus)
+            load = per_engine * replicas
+        else:
+            replicas, load = max(1, math.ceil(t.load / per_engine - 1e-9)), t.load
+        todo.append((cand, prep, replicas, load))
     return _verify_aggregated(todo, t, p) + missed
+
+
+def units(budget: int | None, unit_gpus: int) -> int:
+    """Whole units of ``unit_gpus`` GPUs a deployment with no stated load runs: as many as the GPU
+    budget holds (a user who states a budget expects it used), one without a budget (or when one
+    unit is already over it)."""
+    return max(1, budget // unit_gpus) if budget else 1
 
 
 def _unsized(cand: Candidate, prep: Prepared, out: dict, row: int, load: float) -> Sized:
@@ -112,16 +123,14 @@ def _verify_aggregated(items: list[tuple[Candidate, Prepared, int, float]], t: T
         return []
     replicas = np.array([r for _, _, r, _ in items])
     for round_ in range(GROWTH_ROUNDS):
-        rows = [_agg_rows(prep, int(r), t.load if t.load is not None else cap, t.closed)
-                for (_, prep, _, cap), r in zip(items, replicas)]
+        rows = [_agg_rows(prep, int(r), load, t.closed) for (_, prep, _, load), r in zip(items, replicas)]
         out = evaluate(stack_prepared(rows), p)
         ok = _meets(out, t)
         if ok.all() or t.load is None or round_ == GROWTH_ROUNDS - 1:
             break  # what is reported is what was evaluated
         replicas = np.where(ok, replicas, np.minimum(replicas + np.maximum(replicas // 8, 1), MAX_WORKERS))
-    return [Sized(c, int(r), 0, 0, prep.total_gpus * int(r), _pick(out, i), bool(ok[i]),
-                  t.load if t.load is not None else cap)
-            for i, ((c, prep, _, cap), r) in enumerate(zip(items, replicas))]
+    return [Sized(c, int(r), 0, 0, prep.total_gpus * int(r), _pick(out, i), bool(ok[i]), load)
+            for i, ((c, prep, _, load), r) in enumerate(zip(items, replicas))]
 
 
 def _agg_rows(prep: Prepared, replicas: int, load: float, closed: bool) -> Prepared:
@@ -159,7 +168,8 @@ def size_disaggregated(cands: list[Candidate], pre: dict[Parallel, Prepared], de
             continue
         if t.load is None:
             n_p, clients = _unit(pprep, dprep, b, step, t, p)
-            items.append((cand, n_p, 1, True, clients))
+            r = units(t.gpus, n_p * pprep.total_gpus + dprep.total_gpus)
+            items.append((cand, n_p * r, r, True, clients * r))
             continue
         per_rank = b
         if t.closed:

@@ -90,7 +90,9 @@ class Engine(_Stored):
     pp: int = Field(default=1, gt=0)
     dp: int = Field(default=1, gt=0)
     ep: int = Field(default=1, gt=0)
-    replicas: int = Field(gt=0)
+    replicas: int = Field(gt=0, description="engines of this role at the planned load")
+    min_replicas: int | None = Field(default=None, gt=0, alias="minReplicas",
+                                     description="engines an autoscaler may shrink to when idle (None: fixed)")
     max_batch: int = Field(gt=0, alias="maxBatch", description="running sequences per engine (all its attention-DP ranks)")
     max_num_tokens: int | None = Field(default=None, gt=0, alias="maxNumTokens",
                                        description="prompt tokens per step per attention-DP rank (chunked prefill)")

@@ -392,7 +392,8 @@ def _dgd_units(obj: dict[str, Any]) -> list[_Unit]:
 
 def _ome_units(obj: dict[str, Any]) -> list[_Unit]:
     """``spec.engine`` (prefill when a ``spec.decoder`` exists, else aggregated) and
-    ``spec.decoder``: ``minReplicas`` engines, each a ``runner`` pod or a ``leader`` pod plus
+    ``spec.decoder``: ``maxReplicas`` engines (the planned size; ``minReplicas`` is the idle
+    floor), each a ``runner`` pod or a ``leader`` pod plus
     ``worker.size`` pods."""
     spec = obj["spec"]
     disagg = "decoder" in spec
@@ -402,10 +403,10 @@ def _ome_units(obj: dict[str, Any]) -> list[_Unit]:
         if comp is None:
             continue
         if "leader" in comp:
-            units.append(_Unit(role, comp.get("minReplicas", 1), 1 + comp["worker"].get("size", 0),
+            units.append(_Unit(role, comp.get("maxReplicas", 1), 1 + comp["worker"].get("size", 0),
                                _pod(comp["leader"]["runner"]), _pod(comp["worker"]["runner"])))
         else:
-            units.append(_Unit(role, comp.get("minReplicas", 1), 1, _pod(comp["runner"])))
+            units.append(_Unit(role, comp.get("maxReplicas", 1), 1, _pod(comp["runner"])))
     return units
 
 

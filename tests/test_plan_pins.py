@@ -140,3 +140,37 @@ def test_every_target_answers_for_moe_models_on_every_backend(tmp_path, capsys):
         assert f"{stem}.dgd.yaml" in written and f"{stem}.ome.yaml" in written and f"{stem}.kthena.yaml" in written
         if f"{stem}.kubeai.yaml" not in written:  # said in one line why
             assert f"note: {stem}: kubeai: " in err
+
+
+@pytest.mark.parametrize("model,gpu,budget", [("meta-llama/Llama-3.1-70B-Instruct", "h200_sxm", 16),
+                                              ("meta-llama/Llama-3.1-8B-Instruct", "h100_sxm", 8),
+                                              ("Qwen/Qwen3-32B", "h200_sxm", 8)])
+def test_a_budget_with_no_load_is_filled_with_whole_units(model, gpu, budget):
+    from planner.manifests.kubeai import render_kubeai
+    from planner.manifests.ome import render_ome
+
+    req = _request(model=model, gpu=gpu, total_gpus=budget)
+    filled = plan(req).chosen
+    one_unit = plan(req.model_copy(update={"total_gpus": None})).chosen
+    assert filled.total_gpus == budget  # every GPU of the budget serves
+    served = filled.predicted.output_tok_s_per_gpu * filled.total_gpus
+    copies = one_unit.predicted.output_tok_s_per_gpu * one_unit.total_gpus * (budget // one_unit.total_gpus)
+    assert served >= copies * (1 - 1e-9)  # at least as many copies of the best unit serve
+    assert filled.predicted.ttft_ms <= req.ttft_ms and filled.predicted.itl_ms <= req.itl_ms
+    # the prediction is the model's own for the whole deployment, at the load it serves
+    engine = filled.role("decode") or filled.role("aggregated")
+    whole = estimate(_deployed(filled, req, max_batch=engine.max_batch))
+    assert whole.output_tok_s_per_gpu == pytest.approx(filled.predicted.output_tok_s_per_gpu, rel=0.01)
+    assert whole.ttft_ms == pytest.approx(filled.predicted.ttft_ms, rel=0.01)
+    # it may shrink to one unit when idle, where a target can scale
+    if filled.mode == "agg" and engine.replicas > 1:
+        assert engine.min_replicas == 1
+        (model_obj,) = render_kubeai(filled, req) if filled.backend == "vllm" else (None,)
+        assert model_obj["spec"]["minReplicas"] == 1 and model_obj["spec"]["maxReplicas"] == engine.replicas
+        assert render_ome(filled, req)[0]["spec"]["engine"]["minReplicas"] == 1
+
+
+def test_a_stated_load_still_takes_the_fewest_gpus():
+    req = _request(concurrency=8, total_gpus=16)
+    chosen = plan(req).chosen
+    assert chosen.total_gpus < 16 and all(e.min_replicas is None for e in chosen.engines)

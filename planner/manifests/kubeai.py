@@ -60,7 +60,8 @@ def render_kubeai(plan: Plan, request: PlanRequest, *, profiles: dict[str, str] 
                   max_replicas: int | None = None, target_requests: int | None = None) -> list[dict]:
     """The Model for an aggregated ``plan``.
 
-    Replicas are fixed at the plan's count unless ``max_replicas`` allows autoscaling above it;
+    Replicas start at the plan's count and may shrink to its ``min_replicas`` when idle (a budget
+    filled with no load stated) or grow to ``max_replicas`` when given;
     ``target_requests`` (requests in flight per replica that KubeAI's autoscaler aims for)
     defaults to the requests in flight per replica at the planned load. Raises
     ``UnsupportedPlan`` for a disaggregated plan, a backend other than vLLM, or an engine
@@ -86,7 +87,7 @@ def render_kubeai(plan: Plan, request: PlanRequest, *, profiles: dict[str, str] 
         "args": common.engine_args(plan, engine, runtime="standalone", style="equals"),
         "resourceProfile": f"{resource_profile(plan.gpu, profiles)}:{engine.gpus}",
         "replicas": replicas,
-        "minReplicas": replicas,
+        "minReplicas": engine.min_replicas or replicas,
         "maxReplicas": max(replicas, max_replicas or replicas),
         "targetRequests": target_requests or min(in_flight, engine.max_batch),
     }

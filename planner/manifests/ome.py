@@ -1,7 +1,8 @@
 """Render a plan as an OME ``InferenceService`` (``ome.io/v1beta1``).
 
 Disaggregated plans become ``engine`` (prefill) + ``decoder`` (decode) + ``router``; aggregated
-plans ``engine`` only. Each component's min/max replicas are the engine's replica count. The
+plans ``engine`` only. Each component's ``maxReplicas`` is the engine's planned replica count and
+``minReplicas`` the count it may shrink to when idle (the same unless a budget was filled). The
 engine runs from a ``runner`` container whose args carry the parallelism; an engine spanning
 several nodes becomes ``leader`` + ``worker{size: nodes - 1}``, wired with the LeaderWorkerSet
 variables OME provides (``LWS_LEADER_ADDRESS``, ``LWS_GROUP_SIZE``, ``LWS_WORKER_INDEX``).
@@ -41,7 +42,7 @@ def _runner(plan: Plan, request: PlanRequest, engine: Engine, *, multinode: str 
 
 def _component(plan: Plan, request: PlanRequest, engine: Engine) -> dict:
     """An ``engine`` or ``decoder`` block for one engine role."""
-    spec: dict = {"minReplicas": engine.replicas, "maxReplicas": engine.replicas}
+    spec: dict = {"minReplicas": engine.min_replicas or engine.replicas, "maxReplicas": engine.replicas}
     if engine.nodes > 1:
         spec["leader"] = {"runner": _runner(plan, request, engine, multinode="leader")}
         spec["worker"] = {"size": engine.nodes - 1,
