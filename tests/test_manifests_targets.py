@@ -214,7 +214,14 @@ def test_kthena_structure(pid, plan, group):
             (container,) = pod["spec"]["containers"]
             assert _gpus(container) == engine.gpus_per_pod
             assert _has_pair(container["args"], *_tp_arg(plan, engine))
-            if engine.nodes > 1:
+            if engine.nodes > 1 and plan.backend == "vllm" and engine.dp > 1:
+                # data-parallel ranks spread over the pods: vLLM's data-parallel wiring
+                assert _has_pair(container["args"], "--data-parallel-size-local", str(engine.dp // engine.nodes))
+                worker = pod is not role["entryTemplate"]
+                assert ("--headless" in container["args"]) == worker
+                assert _has_pair(container["args"], "--data-parallel-start-rank",
+                                 str(engine.dp // engine.nodes)) == worker
+            elif engine.nodes > 1:
                 assert _has_pair(container["args"], "--nnodes", str(engine.nodes))
 
 

@@ -391,21 +391,33 @@ def standalone_launch(plan: Plan, engine: Engine, args: list[str]) -> tuple[list
         {"name": TRTLLM_OPTIONS_ENV, "value": options}]
 
 
-def multinode_args(backend: Backend, *, leader: str, nnodes: str, rank: str,
+def multinode_args(backend: Backend, engine: Engine, *, leader: str, nnodes: str, rank: str,
                    worker: bool = False, port: int = 5757) -> list[str]:
-    """Standalone multi-node wiring flags; arguments may be ``$(ENV)`` references.
+    """Standalone multi-node wiring flags of one pod of ``engine``; arguments may be ``$(ENV)``
+    references.
 
     ``leader`` is the leader pod's address, ``nnodes`` the pods per engine, ``rank`` this pod's
-    index (0 = leader), ``worker`` true for non-leader pods. vLLM uses its multiprocess
-    multi-node flags (workers run ``--headless``), SGLang ``--dist-init-addr``.
+    index (0 = leader), ``worker`` true for non-leader pods. SGLang: ``--dist-init-addr``,
+    ``--nnodes``, ``--node-rank``. vLLM: an engine whose data-parallel ranks spread over its pods
+    (each rank's TP × PP within a pod) uses its data-parallel flags — ``--data-parallel-size-local``
+    ranks a pod, ``--data-parallel-address`` / ``--data-parallel-rpc-port`` of the leader, and on
+    the other pod ``--data-parallel-start-rank`` with ``--headless``; a model-parallel engine
+    uses ``--nnodes``, ``--node-rank``, ``--master-addr``, ``--master-port``.
     """
-    if backend == "vllm":
-        args = ["--nnodes", nnodes, "--node-rank", rank, "--master-addr", leader,
-                "--master-port", str(port)]
-        return args + (["--headless"] if worker else [])
     if backend == "sglang":
         return ["--dist-init-addr", f"{leader}:{port}", "--nnodes", nnodes, "--node-rank", rank]
-    raise UnsupportedPlan("multi-node TRT-LLM engines outside Dynamo need MPI wiring; render for Dynamo")
+    if backend != "vllm":
+        raise UnsupportedPlan("multi-node TRT-LLM engines outside Dynamo need MPI wiring; render for Dynamo")
+    if engine.dp > 1 and engine.tp * engine.pp <= engine.gpus_per_pod and engine.dp % engine.nodes == 0:
+        local = engine.dp // engine.nodes
+        if engine.nodes != 2:  # the start rank is local × the pod's index, which an argument cannot compute
+            raise UnsupportedPlan(f"vLLM data-parallel engines over {engine.nodes} pods need a start rank per pod; "
+                                  "render for Dynamo")
+        args = ["--data-parallel-size-local", str(local), "--data-parallel-address", leader,
+                "--data-parallel-rpc-port", str(port)]
+        return args + (["--data-parallel-start-rank", str(local), "--headless"] if worker else [])
+    args = ["--nnodes", nnodes, "--node-rank", rank, "--master-addr", leader, "--master-port", str(port)]
+    return args + (["--headless"] if worker else [])
 
 
 def gpu_vendor(gpu: str) -> str:

@@ -37,7 +37,7 @@ def _container(plan: Plan, request: PlanRequest, engine: Engine, *, rank: str | 
     if rank is not None:
         entry = rank == "0"
         args += common.multinode_args(
-            plan.backend, leader="$(POD_IP)" if entry else "$(ENTRY_ADDRESS)",
+            plan.backend, engine, leader="$(POD_IP)" if entry else "$(ENTRY_ADDRESS)",
             nnodes=str(engine.nodes), rank=rank, worker=not entry)
         if entry:
             env.append({"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}})

@@ -25,7 +25,7 @@ def _runner(plan: Plan, request: PlanRequest, engine: Engine, *, multinode: str 
     args += common.engine_args(plan, engine, runtime="standalone")
     if multinode:
         args += common.multinode_args(
-            plan.backend, leader="$(LWS_LEADER_ADDRESS)", nnodes="$(LWS_GROUP_SIZE)",
+            plan.backend, engine, leader="$(LWS_LEADER_ADDRESS)", nnodes="$(LWS_GROUP_SIZE)",
             rank="$(LWS_WORKER_INDEX)", worker=multinode == "worker")
     command, args, env = common.standalone_launch(plan, engine, args)
     runner = {
