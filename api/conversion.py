@@ -26,7 +26,6 @@ from api.objects import dig, merge_patch
 
 ANNOTATION = "conversion.slaplan.io/lost-fields"
 V1ALPHA1, V1BETA1 = "v1alpha1", "v1beta1"
-_DEFAULT_LENGTHS = {V1ALPHA1: (3000, 500), V1BETA1: (4000, 1000)}  # (isl, osl) tokens when unset
 
 
 def _first(*values: Any) -> Any:
@@ -40,8 +39,10 @@ def _set(out: dict[str, Any], key: str, value: Any) -> None:
 
 def _workload(spec: dict[str, Any], version: str, *sla_sources: dict[str, Any]) -> dict[str, Any]:
     """``workload`` with isl/osl written out (the versions' defaults differ)."""
+    from planner.request import V1ALPHA1_LENGTHS, V1BETA1_LENGTHS  # on use: the API starts without the planner
+
     workload = dict(spec.get("workload") or {}) if isinstance(spec.get("workload"), dict) else {}
-    isl, osl = _DEFAULT_LENGTHS[version]
+    isl, osl = {V1ALPHA1: V1ALPHA1_LENGTHS, V1BETA1: V1BETA1_LENGTHS}[version]
     workload["isl"] = _first(workload.get("isl"), *(s.get("isl") for s in sla_sources), isl)
     workload["osl"] = _first(workload.get("osl"), *(s.get("osl") for s in sla_sources), osl)
     return workload

@@ -17,7 +17,6 @@ if TYPE_CHECKING:
 
 YAML_TYPES = ("application/yaml", "application/x-yaml", "text/yaml", "application/apply-patch+yaml")
 # Matched with ``fullmatch``: ``$`` would also match before a final newline.
-_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 _LABEL_NAME = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
 _LABEL_VALUE = re.compile(r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?")
 _GENERATE_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
@@ -160,13 +159,17 @@ def _is_name_prefix(prefix: Any) -> bool:
 
 
 def is_subdomain(name: str) -> bool:
-    """A DNS-1123 subdomain: what Kubernetes requires of most object names."""
-    return len(name) <= 253 and bool(_SUBDOMAIN.fullmatch(name))
+    """A DNS-1123 subdomain: what Kubernetes requires of most object names (the rule requests use)."""
+    from planner.request.names import is_subdomain as rule  # on use: the API starts without the planner
+
+    return rule(name)
 
 
 def is_label(name: str) -> bool:
-    """A DNS-1123 label (namespaces)."""
-    return len(name) <= 63 and bool(re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", name))
+    """A DNS-1123 label (namespaces; the rule requests use)."""
+    from planner.request.names import is_label as rule  # on use: the API starts without the planner
+
+    return rule(name)
 
 
 def metadata_causes(metadata: dict[str, Any]) -> list[tuple[str, str]]:
@@ -194,10 +197,12 @@ def metadata_causes(metadata: dict[str, Any]) -> list[tuple[str, str]]:
 def _name_causes(metadata: dict[str, Any]) -> list[tuple[str, str]]:
     """What is wrong with ``metadata.generateName`` or else with ``metadata.name`` (the one given or
     generated: ``generate_name`` makes none from a bad prefix, so that is reported once)."""
+    from planner.request.names import MAX_SUBDOMAIN_LENGTH
+
     prefix = metadata.get("generateName")
     if prefix not in (None, "") and not _is_name_prefix(prefix):
         return [("metadata.generateName", "Invalid value: must be a string that starts a lowercase RFC 1123 "
-                 f"subdomain, at most {253 - _GENERATED_LENGTH} characters")]
+                 f"subdomain, at most {MAX_SUBDOMAIN_LENGTH - _GENERATED_LENGTH} characters")]
     name = metadata.get("name")
     if not isinstance(name, str) or not name:
         return [("metadata.name", "Required value: name or generateName is required")]

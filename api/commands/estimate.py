@@ -37,6 +37,7 @@ _DIMS = {"tp": "tp", "pp": "pp", "dp": "dp", "moe_ep": "ep"}
 
 def register(subparsers) -> None:
     from api.commands.arguments import positive
+    from planner.request import V1BETA1_LENGTHS  # a one-configuration estimate assumes what a DGDR does
 
     parser = subparsers.add_parser(
         "estimate", help="predict TTFT, ITL and throughput of one configuration, or of every row of a CSV",
@@ -72,8 +73,10 @@ def register(subparsers) -> None:
                          help="speculative decoding: tokens drafted per decode step (MTP, EAGLE; default 0 = off)"),
         one.add_argument("--spec-acceptance", type=float,
                          help="speculative decoding: chance each drafted token is accepted (default 0.7)"),
-        one.add_argument("--isl", type=positive, default=4000, help="input tokens per request (default 4000)"),
-        one.add_argument("--osl", type=positive, default=1000, help="output tokens per request (default 1000)"),
+        one.add_argument("--isl", type=positive, default=V1BETA1_LENGTHS.isl_tokens,
+                         help=f"input tokens per request (default {V1BETA1_LENGTHS.isl_tokens})"),
+        one.add_argument("--osl", type=positive, default=V1BETA1_LENGTHS.osl_tokens,
+                         help=f"output tokens per request (default {V1BETA1_LENGTHS.osl_tokens})"),
     ]
     load = one.add_mutually_exclusive_group()
     single += [
