@@ -7,7 +7,7 @@ first output token; ITL (= TPOT) is the mean gap between output tokens after the
 from __future__ import annotations
 
 import math
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field, computed_field, model_validator
 
@@ -41,6 +41,19 @@ class _Stored(BaseModel):
 MIN_OSL = 2  # output tokens a request needs for an inter-token latency to exist
 
 
+class Lengths(NamedTuple):
+    """Tokens per request: input (prompt) and output."""
+
+    isl_tokens: int
+    osl_tokens: int
+
+
+V1ALPHA1_LENGTHS = Lengths(isl_tokens=3000, osl_tokens=500)
+"""A v1alpha1 request's lengths when neither ``workload``, ``sla`` nor the profiler config states them."""
+V1BETA1_LENGTHS = Lengths(isl_tokens=4000, osl_tokens=1000)
+"""A v1beta1 request's lengths when ``workload`` does not state them."""
+
+
 class PlanRequest(_Frozen):
     """What a DGDR asks for, normalized across its API versions."""
 
@@ -50,8 +63,9 @@ class PlanRequest(_Frozen):
     backend: Backend = "vllm"
     gpu: str
     precision: str | None = Field(default=None, description="weights dtype; None = the model's own")
-    isl_tokens: int = Field(default=3000, gt=0)
-    osl_tokens: int = Field(default=500, ge=MIN_OSL, description="output tokens (at least two: ITL is their gap)")
+    isl_tokens: int = Field(default=V1ALPHA1_LENGTHS.isl_tokens, gt=0)
+    osl_tokens: int = Field(default=V1ALPHA1_LENGTHS.osl_tokens, ge=MIN_OSL,
+                            description="output tokens (at least two: ITL is their gap)")
     ttft_ms: float = Field(gt=0)
     itl_ms: float = Field(gt=0)
     e2e_ms: float | None = Field(default=None, gt=0)

@@ -2,25 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import Any
+
+from planner.types import V1ALPHA1_LENGTHS, V1BETA1_LENGTHS, Lengths  # noqa: F401 (the lengths each version assumes)
 
 KIND = "DynamoGraphDeploymentRequest"
 V1ALPHA1 = "nvidia.com/v1alpha1"
 V1BETA1 = "nvidia.com/v1beta1"
 API_VERSIONS = (V1ALPHA1, V1BETA1)
-
-
-class Lengths(NamedTuple):
-    """Tokens per request: input (prompt) and output."""
-
-    isl_tokens: int
-    osl_tokens: int
-
-
-V1ALPHA1_LENGTHS = Lengths(isl_tokens=3000, osl_tokens=500)
-"""A v1alpha1 request's lengths when neither ``workload``, ``sla`` nor the profiler config states them."""
-V1BETA1_LENGTHS = Lengths(isl_tokens=4000, osl_tokens=1000)
-"""A v1beta1 request's lengths when ``workload`` does not state them."""
 
 
 def type_causes(doc: dict[str, Any]) -> list[tuple[str, str]]:
