@@ -80,6 +80,7 @@ __all__ = [
     "RefusedYAML",
     "RequestError",
     "load_documents",
+    "model_field",
     "parse_dgdr",
     "parse_documents",
 ]
@@ -632,6 +633,13 @@ def parse_dgdr(obj: dict[str, Any]) -> PlanRequest:
     if causes:
         raise RequestError(causes)
     return request
+
+
+def model_field(spec: Any) -> str:
+    """The field a DGDR's ``spec`` names its model with, for messages: ``spec.modelName``, or
+    ``spec.model`` when that is the one given (v1beta1, the later v1alpha1 revision)."""
+    named_model = isinstance(spec, dict) and "model" in spec and "modelName" not in spec
+    return "spec.model" if named_model else "spec.modelName"
 
 
 def _catalog_causes(raw: dict[str, Any], request: PlanRequest) -> list[tuple[str, str]]:
