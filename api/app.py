@@ -15,9 +15,11 @@ from infra.db import make_engine, make_session_factory
 from infra.settings import Settings, load_settings
 
 
-def create_app(settings: Settings | None = None, *, celery: Any = None) -> FastAPI:
+def create_app(settings: Settings | None = None, *, celery: Any = None, listen_host: str = "127.0.0.1") -> FastAPI:
     """Build the API. ``celery`` is the Celery app requests are enqueued on (default: one built
-    from ``settings``); pass the same app an embedded worker runs so that both share a broker."""
+    from ``settings``); pass the same app an embedded worker runs so that both share a broker.
+    ``listen_host`` is the address the server listens on: off loopback, writes need the token
+    (see ``api.guards``)."""
     settings = settings or load_settings()
     engine = make_engine(settings)
     if celery is None:
@@ -43,7 +45,7 @@ def create_app(settings: Settings | None = None, *, celery: Any = None) -> FastA
     app.include_router(manifest_routes.router)
     app.include_router(bench_results.router)
     app.include_router(dashboard.router)
-    app.add_middleware(guarded, settings=settings, metrics=app.state.metrics)
+    app.add_middleware(guarded, settings=settings, metrics=app.state.metrics, listen_host=listen_host)
     return app
 
 

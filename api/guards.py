@@ -1,4 +1,6 @@
-"""ASGI guards in front of the app: bearer token on mutating calls, body size limit, request metrics."""
+"""ASGI guards in front of the app: the Host a request names, writes only from the server's own
+pages (see ``api.origins``) and with the bearer token when one is set (or on loopback), JSON or
+YAML write bodies of bounded size, and request metrics."""
 
 from __future__ import annotations
 
@@ -8,9 +10,18 @@ import time
 from typing import Any
 
 from api.errors import status_body
+from api.objects import YAML_TYPES
+from api.origins import cross_origin, host_allowed, is_loopback, served_hosts
 from infra.settings import Settings
 
 MUTATING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+# Probes and scrapers address the pod by its IP: these reads answer under any Host.
+ANY_HOST_READS = frozenset({"/healthz", "/readyz", "/metrics"})
+BAD_HOST = "the Host header names a host this server does not answer to (SLAPLAN_ALLOWED_HOSTS lists those it does)"
+UNAUTHENTICATED_WRITE = (
+    "Forbidden: this server listens on a non-loopback address and has no API token, so anyone who can reach it "
+    "could write: set SLAPLAN_API_TOKEN, or SLAPLAN_ALLOW_UNAUTHENTICATED_WRITES=true to allow it"
+)
 
 
 async def _send_status(send, code: int, message: str, extra_headers: list | None = None) -> None:
@@ -20,11 +31,26 @@ async def _send_status(send, code: int, message: str, extra_headers: list | None
     await send({"type": "http.response.body", "body": body})
 
 
-def guarded(app, settings: Settings, metrics: Any = None):
-    """Wrap an ASGI ``app``: 401 without the token on mutating calls (when a token is set),
-    413 for bodies over ``settings.max_body_bytes``, and count every request in ``metrics``."""
+def body_type_accepted(content_type: str) -> bool:
+    """Whether a write body of this Content-Type is read: JSON (``application/json`` and the
+    ``+json`` patch types) or YAML, as kube-apiserver reads them; no type at all is JSON, as there
+    (the ``kubernetes`` client sends none on create). The types a page of another site can send
+    without asking first (text/plain, form encodings) are not among them."""
+    media = content_type.split(";")[0].strip().lower()
+    json_type = media in ("", "application/json") or (media.startswith("application/") and media.endswith("+json"))
+    return json_type or media in YAML_TYPES
+
+
+def guarded(app, settings: Settings, metrics: Any = None, *, listen_host: str = "127.0.0.1"):
+    """Wrap an ASGI ``app``: 400 for a Host not among ``settings.allowed_hosts`` (or
+    ``listen_host``), 403 for a write from another origin, 401 without the token on mutating calls
+    (when a token is set), 403 for a write without one when ``listen_host`` is not loopback (unless
+    ``settings.allow_unauthenticated_writes``), 413 for bodies over ``settings.max_body_bytes``,
+    415 for a write body that is not JSON or YAML; and count every request in ``metrics``."""
     token = settings.api_token.get_secret_value().encode() if settings.api_token else None
     limit = settings.max_body_bytes
+    hosts = served_hosts(settings.allowed_hosts, listen_host)
+    open_writes = token is not None or is_loopback(listen_host) or settings.allow_unauthenticated_writes
 
     async def asgi(scope, receive, send):
         if scope["type"] != "http":
@@ -46,22 +72,42 @@ def guarded(app, settings: Settings, metrics: Any = None):
                 template = getattr(route, "path", None) or "unmatched"
                 metrics.observe_request(scope["method"], template, code_seen["code"], time.perf_counter() - started)
 
-    async def _guarded_call(scope, receive, send):
-        headers = dict(scope.get("headers") or [])
-        if token is not None and scope["method"] in MUTATING:
-            auth = headers.get(b"authorization", b"")
-            scheme, _, given = auth.partition(b" ")
+    def refusal(method: str, path: str, headers: dict[str, str]) -> tuple[int, str, list] | None:
+        """(status code, message, extra headers) refusing a request by its method, path and
+        (lower-case) headers alone, or None to go on."""
+        writes = method in MUTATING
+        if not (path in ANY_HOST_READS and not writes) and not host_allowed(headers.get("host", ""), hosts):
+            return 400, BAD_HOST, []
+        where = cross_origin(headers, settings.trusted_origins) if writes else None
+        if where is not None:
+            return 403, (f"Forbidden: writes from another origin are refused ({where}); "
+                         "SLAPLAN_TRUSTED_ORIGINS lists origins whose pages may write"), []
+        if token is not None and writes:
+            scheme, _, given = headers.get("authorization", "").encode("latin-1").partition(b" ")
             if scheme.lower() != b"bearer" or not secrets.compare_digest(given.strip(), token):
-                await _send_status(send, 401, "Unauthorized", [(b"www-authenticate", b'Bearer realm="slaplan"')])
-                return
-        length = headers.get(b"content-length")
-        if length is not None and length.isdigit() and int(length) > limit:
-            await _send_status(send, 413, f"the request body is larger than {limit} bytes")
+                return 401, "Unauthorized", [(b"www-authenticate", b'Bearer realm="slaplan"')]
+        if writes and not open_writes:
+            return 403, UNAUTHENTICATED_WRITE, []
+        length = headers.get("content-length", "")
+        if length.isdigit() and int(length) > limit:
+            return 413, f"the request body is larger than {limit} bytes", []
+        return None
+
+    async def _guarded_call(scope, receive, send):
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers") or []}
+        refused = refusal(scope["method"], scope["path"], headers)
+        if refused is not None:
+            await _send_status(send, *refused)
             return
         if scope["method"] in MUTATING:
             body, too_large = await _read_body(receive, limit)
             if too_large:
                 await _send_status(send, 413, f"the request body is larger than {limit} bytes")
+                return
+            content_type = headers.get("content-type", "")
+            if body.strip() and not body_type_accepted(content_type):
+                await _send_status(send, 415, f'the body\'s media type "{content_type}" is not supported: send '
+                                              "application/json or application/yaml")
                 return
             receive = _replay(body, receive)
         await app(scope, receive, send)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -40,6 +40,9 @@ class ServedKind:
     convert: Callable[[dict[str, Any], str], dict[str, Any]] = lambda obj, _version: obj
     # deploys(valid object) -> whether the workers will apply something to the cluster for it.
     deploys: Callable[[dict[str, Any]], bool] = lambda _obj: False
+    # model_causes(valid object, model_dirs) -> (field, message) for each model it names that the
+    # server would not load for a request from the network (model_dirs: the allowed local ones).
+    model_causes: Callable[[dict[str, Any], Sequence[str]], list[tuple[str, str]]] = lambda _obj, _dirs: []
 
     @property
     def list_kind(self) -> str:
@@ -62,6 +65,20 @@ def _dgdr_deploys(obj: dict[str, Any]) -> bool:
     from planner.request import parse_dgdr
 
     return parse_dgdr(obj).auto_apply  # the effective value: v1beta1 defaults to true
+
+
+def _dgdr_model_causes(obj: dict[str, Any], model_dirs: Sequence[str]) -> list[tuple[str, str]]:
+    """The model field, when it names neither a catalog model, a Hub id nor a directory under
+    ``model_dirs``: the same message for every such name, whether or not it is a path that exists."""
+    from planner.request import model_field, parse_dgdr
+    from profiler.errors import ModelError
+    from profiler.hub import check_model_name
+
+    try:
+        check_model_name(parse_dgdr(obj).model, local_roots=model_dirs)
+    except ModelError as exc:
+        return [(model_field(obj.get("spec")), f"Invalid value: {exc.message}")]
+    return []
 
 
 def _validate_benchmarkjob(obj: dict[str, Any]) -> None:
@@ -87,6 +104,7 @@ DGDR = ServedKind(
     editable_states=frozenset({"", "Pending"}),
     convert=convert_dgdr,
     deploys=_dgdr_deploys,
+    model_causes=_dgdr_model_causes,
 )
 
 BENCHMARKJOB = ServedKind(

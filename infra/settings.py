@@ -7,6 +7,7 @@ the result down.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from typing import Literal
 
@@ -21,6 +22,10 @@ UNECHOED = ("api_token", "database_url", "broker_url")  # may hold secrets: erro
 DEFAULT_MAX_BODY_BYTES = 1024 * 1024
 # What SLAPLAN_ONLINE_ENGINE_COMMAND may name, filled in for each engine it starts.
 ENGINE_COMMAND_FIELDS = ("model", "gpu", "backend", "tp", "pp", "dp", "ep", "max_batch", "max_num_tokens", "host", "port")
+LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "::1")
+# A host name or IPv4 address (letters, digits, dots, dashes), or * for any; IPv6: see _is_host.
+_HOST = re.compile(r"\*|[a-z0-9]([a-z0-9.-]*[a-z0-9])?")
+_ORIGIN = re.compile(r"https?://([a-z0-9]([a-z0-9.-]*[a-z0-9])?|\[[0-9a-f:.]+\])(:[0-9]{1,5})?")
 
 
 class Settings(BaseModel):
@@ -76,6 +81,26 @@ class Settings(BaseModel):
     online_heartbeat_seconds: int = Field(
         default=60, gt=0, description="a running trial's heartbeat; one silent for twice this is failed and retried"
     )
+    allowed_hosts: tuple[str, ...] = Field(
+        default=LOOPBACK_HOSTS,
+        description="names the Host header may give (no port; * for any): a request for another name is refused, "
+        "so a web page cannot reach the API by pointing its own DNS name at this server",
+    )
+    trusted_origins: tuple[str, ...] = Field(
+        default=(),
+        description="origins (scheme://host[:port]) besides the server's own whose pages may write, e.g. the public "
+        "address of a proxy that rewrites Host",
+    )
+    allow_unauthenticated_writes: bool = Field(
+        default=False,
+        description="accept writes without api_token on a server listening on a non-loopback address "
+        "(anyone reaching it could create and delete objects)",
+    )
+    model_dirs: tuple[str, ...] = Field(
+        default=(),
+        description="absolute directories under which requests arriving over the network may name a local model "
+        "directory; none by default: such requests name catalog or Hugging Face models only",
+    )
 
     @field_validator("database_url")
     @classmethod
@@ -114,6 +139,51 @@ class Settings(BaseModel):
             return value
         raise ValueError(f"not a broker URL: expected {', '.join(s + '://…' for s in sorted(BROKER_SCHEMES))}")
 
+    @field_validator("allowed_hosts", "trusted_origins", mode="before")
+    @classmethod
+    def _split_commas(cls, value: object) -> object:
+        """A comma-separated string (an environment variable) as its non-empty, lower-case items."""
+        if isinstance(value, str):
+            return tuple(item.strip().lower() for item in value.split(",") if item.strip())
+        return value
+
+    @field_validator("allowed_hosts")
+    @classmethod
+    def _hosts(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        """Host names or addresses without a port (an IPv6 address without brackets), or ``*``."""
+        hosts = tuple(host.lower().removeprefix("[").removesuffix("]") for host in value)
+        bad = next((host for host in hosts if not _is_host(host)), None)
+        if bad is not None:
+            raise ValueError(f"{bad!r} is not a host name or address (give names without scheme or port, or *)")
+        return hosts
+
+    @field_validator("trusted_origins")
+    @classmethod
+    def _origins(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        """Origins as browsers send them: ``http(s)://host[:port]``, no path."""
+        origins = tuple(origin.lower().rstrip("/") for origin in value)
+        bad = next((origin for origin in origins if not _ORIGIN.fullmatch(origin)), None)
+        if bad is not None:
+            raise ValueError(f"{bad!r} is not an origin: expected http(s)://host[:port]")
+        return origins
+
+    @field_validator("model_dirs", mode="before")
+    @classmethod
+    def _split_paths(cls, value: object) -> object:
+        """A list of paths separated as in PATH (an environment variable) as its non-empty items."""
+        if isinstance(value, str):
+            return tuple(item for item in value.split(os.pathsep) if item.strip())
+        return value
+
+    @field_validator("model_dirs")
+    @classmethod
+    def _model_dirs(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        """Absolute directories, normalised (no ``..``); the file system is not consulted."""
+        relative = next((path for path in value if not os.path.isabs(path)), None)
+        if relative is not None:
+            raise ValueError(f"{relative!r} is not an absolute path")
+        return tuple(os.path.normpath(path) for path in value)
+
     @field_validator("online_engine_command")
     @classmethod
     def _engine_command(cls, value: str | None) -> str | None:
@@ -130,6 +200,19 @@ class Settings(BaseModel):
     def embedded(self) -> bool:
         """True when no broker is configured: API and worker share one process."""
         return self.broker_url is None
+
+
+def _is_host(host: str) -> bool:
+    """Whether ``host`` is ``*``, a host name, or an IP address (IPv6 without brackets)."""
+    import ipaddress
+
+    if _HOST.fullmatch(host):
+        return True
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True
 
 
 def _template(value: str, fields: tuple[str, ...]) -> str:
@@ -169,6 +252,10 @@ ENV_FIELDS = {
     "SLAPLAN_ONLINE_MAX_TRIALS": "online_max_trials",
     "SLAPLAN_ONLINE_MAX_MINUTES": "online_max_minutes",
     "SLAPLAN_ONLINE_HEARTBEAT_SECONDS": "online_heartbeat_seconds",
+    "SLAPLAN_ALLOWED_HOSTS": "allowed_hosts",
+    "SLAPLAN_TRUSTED_ORIGINS": "trusted_origins",
+    "SLAPLAN_ALLOW_UNAUTHENTICATED_WRITES": "allow_unauthenticated_writes",
+    "SLAPLAN_MODEL_DIRS": "model_dirs",
 }
 
 

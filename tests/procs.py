@@ -50,9 +50,10 @@ def stop(proc) -> None:
             proc.wait(5)
 
 
-def start_serve(workdir, env_extra: dict[str, str] | None = None, *, worker: bool = False):
-    """``slaplan serve`` in ``workdir`` with no ``SLAPLAN_*`` variables but ``env_extra``, and with
-    ``worker`` a ``slaplan worker`` for the plan queue beside it. Returns (base URL, processes)."""
+def start_serve(workdir, env_extra: dict[str, str] | None = None, *, worker: bool = False, host: str | None = None):
+    """``slaplan serve`` in ``workdir`` with no ``SLAPLAN_*`` variables but ``env_extra``, listening
+    on ``host`` (default: serve's own), and with ``worker`` a ``slaplan worker`` for the plan queue
+    beside it. Returns (base URL on 127.0.0.1, processes)."""
     import os
     import subprocess
     import uuid
@@ -63,7 +64,7 @@ def start_serve(workdir, env_extra: dict[str, str] | None = None, *, worker: boo
     port = free_port()
     log = workdir / "serve.log"
     procs = [subprocess.Popen(
-        [*SLAPLAN, "serve", "--port", str(port), "--log-level", "warning"],
+        [*SLAPLAN, "serve", "--port", str(port), "--log-level", "warning", *(["--host", host] if host else [])],
         cwd=workdir, env=env, stdin=subprocess.DEVNULL, stdout=log.open("a"), stderr=subprocess.STDOUT,
     )]
     wait_ready(procs[0], f"http://127.0.0.1:{port}/readyz", log)

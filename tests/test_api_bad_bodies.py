@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from fastapi.testclient import TestClient
+from api_client import api_client, submit_form
 
 from api.app import create_app
 from api.objects import MAX_DEPTH
@@ -39,7 +39,7 @@ def client(tmp_path_factory):
     migrate.upgrade(settings)
     app = create_app(settings)
     app.state.enqueue = lambda kind, uid: None
-    yield TestClient(app, raise_server_exceptions=False)
+    yield api_client(app, raise_server_exceptions=False)
     app.state.engine.dispose()
 
 
@@ -363,7 +363,7 @@ def test_long_set_selectors_still_parse():
 def test_the_dashboard_form_refuses_what_the_api_refuses(client, value, needle):
     # The submit form reads pasted YAML itself: it must not store what the API would refuse.
     text = YAML_HEAD % "form-bad" + f"  profilingConfig:\n    config:\n      x: {value}\n"
-    response = client.post("/ui/submit", content=text.encode())
+    response = submit_form(client, text.encode())
     assert response.status_code == 200, response.text
     answer = response.json()
     assert answer["accepted"] is False and answer["code"] == 400

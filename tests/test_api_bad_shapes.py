@@ -13,7 +13,7 @@ import copy
 import json
 
 import pytest
-from fastapi.testclient import TestClient
+from api_client import api_client, submit_form
 
 from api.app import create_app
 from infra import migrate
@@ -32,7 +32,7 @@ def api(tmp_path_factory):
     migrate.upgrade(settings)
     app = create_app(settings)
     app.state.enqueue = lambda _kind, _uid: None
-    yield TestClient(app, raise_server_exceptions=False)
+    yield api_client(app, raise_server_exceptions=False)
     app.state.engine.dispose()
 
 
@@ -328,7 +328,7 @@ def test_the_dashboards_static_files_are_served(api):
     ("apiVersion: {a: 1}\nkind: BenchmarkJob\nmetadata: {name: x}\n", "apiVersion"),
 ])
 def test_submit_with_kind_or_api_version_of_another_type_is_refused_naming_it(api, manifest, field):
-    r = api.post("/ui/submit", content=manifest.encode())
+    r = submit_form(api, manifest.encode())
     assert r.status_code == 200, r.text
     body = r.json()
     assert body["accepted"] is False and body["code"] == 422
@@ -338,7 +338,7 @@ def test_submit_with_kind_or_api_version_of_another_type_is_refused_naming_it(ap
 
 @pytest.mark.parametrize("manifest", ["[" * 100_000, "a: " + "[" * 5000 + "]" * 5000, "a: " + "{b: " * 3000 + "1" + "}" * 3000])
 def test_submit_nested_deeper_than_the_parser_follows_is_refused(api, manifest):
-    r = api.post("/ui/submit", content=manifest.encode())
+    r = submit_form(api, manifest.encode())
     assert r.status_code == 200, r.text
     assert r.json()["accepted"] is False and r.json()["code"] == 400
 

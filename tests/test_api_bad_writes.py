@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from fastapi.testclient import TestClient
+from api_client import api_client
 
 from api.app import create_app
 from infra import migrate
@@ -67,7 +67,7 @@ def app(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def api(app):
-    return TestClient(app)
+    return api_client(app)
 
 
 def dgdr(name: str) -> dict:

@@ -336,11 +336,11 @@ def test_token_guards_mutating_calls(tmp_path):
 
 
 def test_readyz_fails_on_an_unmigrated_database(tmp_path):
-    from fastapi.testclient import TestClient
+    from api_client import api_client
 
     app = create_app(load_settings({}, database_url=f"sqlite:///{tmp_path / 'empty.db'}"))
     try:
-        r = TestClient(app).get("/readyz")
+        r = api_client(app).get("/readyz")
         assert r.status_code == 503 and "migrat" in r.json()["message"]
     finally:
         app.state.engine.dispose()
@@ -382,7 +382,7 @@ def test_auto_apply_needs_a_token_when_a_cluster_is_configured(tmp_path):
 
 
 def test_a_pending_request_cannot_be_patched_into_applying_without_a_token(tmp_path):
-    from fastapi.testclient import TestClient
+    from api_client import api_client
 
     from infra.db import session_scope
     from infra.resources import ResourceCreate, create_resource
@@ -397,9 +397,9 @@ def test_a_pending_request_cannot_be_patched_into_applying_without_a_token(tmp_p
             create_resource(session, ResourceCreate(
                 group=GROUP, version=V1, kind=body["kind"], plural=PLURAL, namespace="default", name="waiting",
                 spec=body["spec"], status=lifecycle.dgdr_pending(1, datetime.now(UTC))))
-        r = TestClient(app).patch(NS_PATH + "/waiting", json={"spec": {"autoApply": True}},
+        r = api_client(app).patch(NS_PATH + "/waiting", json={"spec": {"autoApply": True}},
                                   headers={"content-type": "application/merge-patch+json"})
         assert r.status_code == 422 and r.json()["details"]["causes"][0]["field"] == "spec.autoApply"
-        assert TestClient(app).get(NS_PATH + "/waiting").json()["spec"] == body["spec"]
+        assert api_client(app).get(NS_PATH + "/waiting").json()["spec"] == body["spec"]
     finally:
         app.state.engine.dispose()

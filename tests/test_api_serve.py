@@ -151,7 +151,7 @@ BNS = "/apis/ome.io/v1beta1/namespaces/default/benchmarkjobs"
 
 
 def _test_client(settings):
-    from fastapi.testclient import TestClient
+    from api_client import api_client
 
     from api.app import create_app
     from infra import migrate
@@ -159,7 +159,7 @@ def _test_client(settings):
     migrate.upgrade(settings)
     app = create_app(settings)
     app.state.enqueue = lambda _kind, _uid: None
-    return app, TestClient(app)
+    return app, api_client(app)
 
 
 def test_a_read_only_postgresql_database_answers_writes_with_a_503(pg_url):

@@ -9,7 +9,7 @@ import uuid
 from datetime import UTC, datetime
 
 import pytest
-from fastapi.testclient import TestClient
+from api_client import api_client
 
 from fake_kube import CRD_DIR, SKIP_REASON, FakeKube
 
@@ -181,7 +181,7 @@ def service(fake, tmp_path):
     app = create_app(settings, celery=celery)
     worker = start_embedded_worker(celery, concurrency=1)
     try:
-        with TestClient(app) as client:
+        with api_client(app) as client:
             yield client
     finally:
         stop_embedded_worker(worker)

@@ -12,7 +12,7 @@ import time
 
 import optuna
 import pytest
-from fastapi.testclient import TestClient
+from api_client import api_client
 from optuna.trial import TrialState
 from sqlalchemy import create_engine, inspect
 
@@ -313,7 +313,7 @@ def test_bad_budgets_are_422_naming_the_field(tmp_path):
                      "profilingConfig": {"config": {"online": {"max_trials": 0, "max_wall_time_minutes": "ten",
                                                                "concurrency": [4, -1]}}}}}
     path = "/apis/nvidia.com/v1alpha1/namespaces/default/dynamographdeploymentrequests"
-    with TestClient(app) as client:
+    with api_client(app) as client:
         answer = client.post(path, json=body)
         assert answer.status_code == 422
         causes = {c["field"]: c["message"] for c in answer.json()["details"]["causes"]}

@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from fastapi.testclient import TestClient
+from api_client import api_client
 
 from api.app import create_app
 from infra import migrate
@@ -61,7 +61,7 @@ def test_an_online_dgdr_through_a_real_worker(pg_url, redis_url, tmp_path):
     worker = start_worker(tmp_path, env, name="online")
     app = create_app(settings)
     try:
-        with TestClient(app) as client:
+        with api_client(app) as client:
             created = client.post(PATH, json=dgdr("online-real"))
             assert created.status_code == 201
             deadline = time.monotonic() + 240

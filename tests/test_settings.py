@@ -169,3 +169,33 @@ def test_tiny_intervals_are_refused(variable, value, least):
 def test_the_smallest_intervals_are_accepted():
     settings = load_settings({"SLAPLAN_BROKER_VISIBILITY_TIMEOUT": "1", "SLAPLAN_DEPLOY_CHECK_SECONDS": "0.1"})
     assert (settings.broker_visibility_timeout_s, settings.deploy_check_seconds) == (1, 0.1)
+
+
+def test_the_origin_and_model_settings_are_read_from_lists():
+    settings = load_settings({
+        "SLAPLAN_ALLOWED_HOSTS": "Slaplan.example, [::1],10.0.0.5",
+        "SLAPLAN_TRUSTED_ORIGINS": "https://slaplan.example/, http://[::1]:8080",
+        "SLAPLAN_ALLOW_UNAUTHENTICATED_WRITES": "true",
+        "SLAPLAN_MODEL_DIRS": os.pathsep.join(["/models", "/data/../srv/models"]),
+    })
+    assert settings.allowed_hosts == ("slaplan.example", "::1", "10.0.0.5")
+    assert settings.trusted_origins == ("https://slaplan.example", "http://[::1]:8080")
+    assert settings.allow_unauthenticated_writes is True
+    assert settings.model_dirs == ("/models", "/srv/models")
+    defaults = load_settings({})
+    assert defaults.allowed_hosts == ("localhost", "127.0.0.1", "::1")
+    assert (defaults.trusted_origins, defaults.model_dirs, defaults.allow_unauthenticated_writes) == ((), (), False)
+
+
+@pytest.mark.parametrize("variable, value, says", [
+    ("SLAPLAN_ALLOWED_HOSTS", "http://slaplan.example", "is not a host name or address"),
+    ("SLAPLAN_ALLOWED_HOSTS", "slaplan.example:8080", "is not a host name or address"),
+    ("SLAPLAN_ALLOWED_HOSTS", "cafe.de:8080", "is not a host name or address"),
+    ("SLAPLAN_TRUSTED_ORIGINS", "slaplan.example", "is not an origin"),
+    ("SLAPLAN_TRUSTED_ORIGINS", "https://slaplan.example/ui", "is not an origin"),
+    ("SLAPLAN_MODEL_DIRS", "models", "is not an absolute path"),
+])
+def test_bad_origin_and_model_settings_name_the_variable(variable, value, says):
+    with pytest.raises(SettingsError) as info:
+        load_settings({variable: value})
+    assert str(info.value).startswith(f"{variable}: ") and says in str(info.value)

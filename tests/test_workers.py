@@ -10,7 +10,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from fastapi.testclient import TestClient
+from api_client import api_client
 
 from api.app import create_app
 from infra import migrate
@@ -41,7 +41,7 @@ def service(pg_url, redis_url, tmp_path):
     worker = start_worker(tmp_path, env)
     app = create_app(settings)
     try:
-        with TestClient(app) as client:
+        with api_client(app) as client:
             yield client, app, worker
     finally:
         stop(worker)

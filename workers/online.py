@@ -118,10 +118,11 @@ def wants_online(sessions: Any, uid: str) -> bool:
 
 
 def run_online(sessions: Any, claimed: Any, request: PlanRequest, *, setup: Online,
-               clock: Callable[[], Any]) -> tuple[PlanResult, Any]:
+               clock: Callable[[], Any], model: tuple[Any, str]) -> tuple[PlanResult, Any]:
     """``profile_online`` inside the DGDR's lifecycle: the stored calibration of the model, GPU
     and backend is where the model starts, progress goes into the Profiling condition, and the
-    new calibration is stored. Returns the result and the DGDR as last saved. Raises
+    new calibration is stored. ``model`` is the request's model as ``profiler.hub.load_model``
+    loaded it. Returns the result and the DGDR as last saved. Raises
     OnlineError, and ``infra.resources.Conflict``/``NotFound`` when the DGDR changed or went
     away meanwhile (another worker claimed it). Any other failure is an OnlineError carrying
     the DGDR as last saved."""
@@ -144,7 +145,7 @@ def run_online(sessions: Any, claimed: Any, request: PlanRequest, *, setup: Onli
         stored = find_calibration(session, request.model, request.gpu, request.backend)
     try:
         result, fit, deployment = profile_online(request, uid=claimed.uid, generation=claimed.generation,
-                                                 setup=setup, params=stored.params if stored else None,
+                                                 setup=setup, model=model, params=stored.params if stored else None,
                                                  progress=progress)
     except (Conflict, NotFound):
         raise

@@ -64,8 +64,9 @@ def _exit_with_parent(parent: int) -> None:
     os._exit(0)
 
 
-def _process_dgdr_here(database_url: str, uid: str) -> str:
-    """In a child: ``tasks.process_dgdr`` on this child's own engine for ``database_url``."""
+def _process_dgdr_here(database_url: str, uid: str, model_dirs: tuple[str, ...]) -> str:
+    """In a child: ``tasks.process_dgdr`` on this child's own engine for ``database_url``, local
+    models allowed under ``model_dirs`` only."""
     from infra.db import make_engine, make_session_factory
     from infra.settings import load_settings
     from workers.tasks import process_dgdr
@@ -74,7 +75,7 @@ def _process_dgdr_here(database_url: str, uid: str) -> str:
     if sessions is None:
         sessions = make_session_factory(make_engine(load_settings({}, database_url=database_url)))
         _child_sessions[database_url] = sessions
-    return process_dgdr(sessions, uid)
+    return process_dgdr(sessions, uid, model_dirs=model_dirs)
 
 
 def process_dgdr_in_pool(app: Any, uid: str) -> str:
@@ -87,7 +88,7 @@ def process_dgdr_in_pool(app: Any, uid: str) -> str:
     for attempt in (1, 2):
         pool = app.slaplan_plan_pool
         try:
-            return pool.submit(_process_dgdr_here, url, uid).result()
+            return pool.submit(_process_dgdr_here, url, uid, app.slaplan_settings.model_dirs).result()
         except BrokenProcessPool:
             if attempt == 2:
                 raise

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -42,12 +42,14 @@ def _load(sessions: SessionFactory, uid: str) -> Resource | None:
 
 
 def process_dgdr(sessions: SessionFactory, uid: str, *, clock: Clock = _utcnow, cluster: Callable | None = None,
-                 online: Callable | None = None) -> str:
+                 online: Callable | None = None, model_dirs: Sequence[str] = ()) -> str:
     """Plan one DGDR. Returns the outcome: ``ready``, ``failed``, ``done`` (already had a result),
     ``gone`` (deleted), ``superseded`` (changed or claimed by another worker meanwhile) or, with
     autoApply and a ``cluster`` (a connector, see ``workers.deploy``), ``deploying``. An
     ``online: true`` DGDR is profiled by measuring candidates (``workers.online``) on the target
-    ``online()`` sets up (default: the one the environment's settings name)."""
+    ``online()`` sets up (default: the one the environment's settings name). Its model is a
+    catalog name, a Hugging Face id or a local directory under ``model_dirs`` (the stored request
+    came from the network: no other server path is read)."""
     resource = _load(sessions, uid)
     if resource is None:
         return "gone"
@@ -59,6 +61,7 @@ def process_dgdr(sessions: SessionFactory, uid: str, *, clock: Clock = _utcnow, 
     from planner import request as request_module
     from planner import status as status_module
     from planner.manifests.dynamo import render_dgd
+    from profiler.errors import ModelError
     from profiler.hub import load_model
 
     make_status = status_module.dgdr_status
@@ -80,16 +83,23 @@ def process_dgdr(sessions: SessionFactory, uid: str, *, clock: Clock = _utcnow, 
         return "superseded"
 
     try:
+        model = load_model(request.model, local_roots=model_dirs)
+    except ModelError as exc:  # named by the field it came from, as a validation error is
+        failed = make_status(None, None, observed_generation=generation, state="Failed", now=stamp(),
+                             error=f"{request_module.model_field(resource.spec)}: {exc.message}", previous=claimed.status)
+        return finish(sessions, claimed, failed, "failed")
+
+    try:
         if request.online:
             from workers.online import online_setup, run_online
 
             setup = online() if online else online_setup(_settings(), cluster)
-            result, claimed = run_online(sessions, claimed, request, setup=setup, clock=clock)
+            result, claimed = run_online(sessions, claimed, request, setup=setup, clock=clock, model=model)
         else:
             with session_scope(sessions) as session:
                 calibration = find_calibration(session, request.model, request.gpu, request.backend)
             params = calibration.params if calibration else None
-            result = with_calibration(plan(request, model=load_model(request.model), params=params), calibration)
+            result = with_calibration(plan(request, model=model, params=params), calibration)
     except (Conflict, NotFound):  # changed, deleted or claimed by another worker during a long online search
         return "superseded"
     except Exception as exc:  # a bug or a model the catalog cannot size: the request fails, visibly
@@ -206,7 +216,8 @@ def register_tasks(app) -> None:
 
             outcome = _measured(PLAN_TASK, lambda: process_dgdr_in_pool(app, uid))
         else:
-            outcome = _measured(PLAN_TASK, lambda: process_dgdr(sessions_for(app), uid, cluster=cluster))
+            outcome = _measured(PLAN_TASK, lambda: process_dgdr(sessions_for(app), uid, cluster=cluster,
+                                                                model_dirs=app.slaplan_settings.model_dirs))
         deploy.track_later(app, uid, outcome)
         return outcome
 
@@ -217,7 +228,8 @@ def register_tasks(app) -> None:
 
         cluster = deploy.cluster_for(app)
         setup = lambda: online_setup(app.slaplan_settings, cluster)  # noqa: E731
-        outcome = _measured(ONLINE_TASK, lambda: process_dgdr(sessions_for(app), uid, cluster=cluster, online=setup))
+        outcome = _measured(ONLINE_TASK, lambda: process_dgdr(sessions_for(app), uid, cluster=cluster, online=setup,
+                                                              model_dirs=app.slaplan_settings.model_dirs))
         deploy.track_later(app, uid, outcome)
         return outcome
 

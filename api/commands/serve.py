@@ -22,7 +22,12 @@ def register(subparsers) -> None:
     parser = subparsers.add_parser(
         "serve", help="serve the API (and, with no SLAPLAN_BROKER_URL, a worker in the same process)"
     )
-    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument(
+        "--host", default="127.0.0.1",
+        help="address to listen on (default: 127.0.0.1, this machine only); on any other, writes need "
+        "SLAPLAN_API_TOKEN unless SLAPLAN_ALLOW_UNAUTHENTICATED_WRITES=true, and clients must use a name in "
+        "SLAPLAN_ALLOWED_HOSTS (or this address)",
+    )
     parser.add_argument("--port", type=port, default=8080, help="TCP port, 1-65535 (default: 8080)")
     parser.add_argument("--concurrency", type=positive, default=2, help="tasks the embedded worker runs at once (≥ 1)")
     parser.add_argument(
@@ -33,6 +38,22 @@ def register(subparsers) -> None:
                         help="do not migrate the database at start (it must be migrated already)")
     parser.add_argument("--log-level", type=str.lower, choices=LOG_LEVELS, default="info")
     parser.set_defaults(func=run)
+
+
+def _warn_if_exposed(settings, host: str) -> None:
+    """Log what a listen address off loopback changes: writes refused without a token, and
+    clients refused unless they name an allowed host."""
+    from api.origins import is_loopback
+    from infra.settings import LOOPBACK_HOSTS
+
+    if is_loopback(host):
+        return
+    if settings.api_token is None and not settings.allow_unauthenticated_writes:
+        log.warning("listening on %s with no SLAPLAN_API_TOKEN: writes are refused (set the token, or "
+                    "SLAPLAN_ALLOW_UNAUTHENTICATED_WRITES=true)", host)
+    if set(settings.allowed_hosts) <= set(LOOPBACK_HOSTS):
+        log.warning("listening on %s, but SLAPLAN_ALLOWED_HOSTS names only loopback: requests for other host "
+                    "names are refused", host)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -55,7 +76,8 @@ def run(args: argparse.Namespace) -> int:
     else:
         migrate.upgrade(settings)
     celery = make_celery(settings)
-    app = create_app(settings, celery=celery)
+    app = create_app(settings, celery=celery, listen_host=args.host)
+    _warn_if_exposed(settings, args.host)
     with_worker = args.worker == "yes" or (args.worker == "auto" and settings.embedded)
     worker = start_embedded_worker(celery, concurrency=args.concurrency, plan_in_processes=True) if with_worker else None
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+import secrets
 from typing import Any
 
 import yaml
@@ -14,6 +15,11 @@ from api.dashboard.html import page
 from api.objects import BadBody, load_yaml_documents
 
 PATH_PART = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
+# The form's CSRF token (double submit): a cookie only this site's pages are sent with, repeated
+# by the form's script in a header; a page of another site can set neither.
+CSRF_COOKIE = "slaplan-csrf"
+CSRF_HEADER = "x-csrf-token"
+_CSRF_TOKEN = re.compile(r"[A-Za-z0-9_-]{43}")  # secrets.token_urlsafe(32)
 
 EXAMPLE_DGDR = """apiVersion: nvidia.com/v1alpha1
 kind: DynamoGraphDeploymentRequest
@@ -128,7 +134,21 @@ def with_lines(text: str, error: dict[str, Any]) -> dict[str, Any]:
     return {**error, "causes": causes}
 
 
-def render_submit(token_required: bool) -> str:
+def csrf_token(cookie: str | None) -> str:
+    """The form's CSRF token: the browser's cookie when it holds one (other open forms stay
+    valid), else a new random one."""
+    return cookie if cookie and _CSRF_TOKEN.fullmatch(cookie) else secrets.token_urlsafe(32)
+
+
+def csrf_matches(cookie: str | None, header: str | None) -> bool:
+    """Whether a submit repeats, in its header, the token of its cookie."""
+    if not (cookie and header and _CSRF_TOKEN.fullmatch(cookie)):
+        return False
+    return secrets.compare_digest(cookie.encode(), header.encode())  # bytes: a header may hold any character
+
+
+def render_submit(token_required: bool, csrf: str) -> str:
+    """The submit page; ``csrf`` is the token the form sends back (see ``csrf_token``)."""
     token = ""
     if token_required:
         token = """<div class="field"><label for="token">API token</label>
@@ -140,6 +160,7 @@ def render_submit(token_required: bool) -> str:
 <strong>BenchmarkJob</strong> (ome.io/v1beta1) as YAML or JSON. It is validated as the REST API validates it; once
 accepted you are taken to its page to watch it progress.</p>
 <form id="submit-form" class="submit" novalidate>
+<input type="hidden" id="csrf" value="{csrf}">
 <div class="field"><label for="file">Upload a file</label>
 <input id="file" type="file" accept=".yaml,.yml,.json,application/yaml,application/json,text/yaml"></div>
 <div class="field">

@@ -92,20 +92,30 @@ def bench_page(namespace: str, name: str, session: SessionDep) -> HTMLResponse:
 
 @router.get("/ui/submit", response_class=HTMLResponse)
 def submit_page(request: Request) -> HTMLResponse:
-    from api.dashboard.submit import render_submit
+    """The form, with its CSRF token in the page and in a cookie sent only to this path by this site."""
+    from api.dashboard.submit import CSRF_COOKIE, csrf_token, render_submit
 
-    return _html(render_submit(request.app.state.settings.api_token is not None))
+    token = csrf_token(request.cookies.get(CSRF_COOKIE))
+    response = _html(render_submit(request.app.state.settings.api_token is not None, token))
+    response.set_cookie(CSRF_COOKIE, token, path="/ui/submit", httponly=True, samesite="strict",
+                        secure=request.url.scheme == "https")
+    return response
 
 
 @router.post("/ui/submit")
 async def submit(request: Request, session: SessionDep, enqueue: EnqueueDep) -> JSONResponse:
     """Create the pasted object: 201 ``{"href": page}``. A refusal is an answer the form shows, not
     a failed request: 200 ``{"accepted": false, "code": <the API's status code, 422 for invalid
-    fields>, "message", "causes": [{field, message, line}]}``."""
+    fields>, "message", "causes": [{field, message, line}]}``. Without the form's CSRF token (its
+    cookie repeated in the ``X-CSRF-Token`` header) nothing is read: 403, in the same shape."""
     from api.dashboard.html import q
-    from api.dashboard.submit import parse_text, target_of, with_lines
+    from api.dashboard.submit import CSRF_COOKIE, CSRF_HEADER, csrf_matches, parse_text, target_of, with_lines
     from api.routes.resources import create
 
+    if not csrf_matches(request.cookies.get(CSRF_COOKIE), request.headers.get(CSRF_HEADER)):
+        return JSONResponse({"accepted": False, "code": 403, "causes": [],
+                             "message": "This form has expired or was not sent from this site: reload the page."},
+                            status_code=403)
     raw = await request.body()
     try:
         text = raw.decode("utf-8")

@@ -394,6 +394,9 @@ def _spec_causes(kind: ServedKind, obj: dict[str, Any], settings: Settings) -> l
         kind.validate(obj)
     except InvalidSpec as exc:
         return exc.causes
+    model_causes = kind.model_causes(obj, settings.model_dirs)
+    if model_causes:
+        return model_causes
     if settings.cluster != "none" and settings.api_token is None and not settings.allow_unauthenticated_apply:
         if kind.deploys(obj):
             return [("spec.autoApply", UNAUTHENTICATED_APPLY)]

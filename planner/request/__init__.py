@@ -55,7 +55,7 @@ object) and ``documents`` (text of one or many).
 from planner.request.documents import load_documents, parse_documents
 from planner.request.errors import RequestError
 from planner.request.loaders import DocumentLoader, DuplicateKey, RefusedYAML, loads_json
-from planner.request.parse import parse_dgdr
+from planner.request.parse import model_field, parse_dgdr
 from planner.request.versions import (
     API_VERSIONS,
     KIND,
@@ -82,6 +82,7 @@ __all__ = [
     "RequestError",
     "load_documents",
     "loads_json",
+    "model_field",
     "parse_dgdr",
     "parse_documents",
 ]

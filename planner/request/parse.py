@@ -99,3 +99,10 @@ def _missing(raw: dict[str, Any], api_version: str) -> Causes:
     if gpu is None:
         causes.append(NO_GPU)
     return causes
+
+
+def model_field(spec: Any) -> str:
+    """The field a DGDR's ``spec`` names its model with, for messages: ``spec.modelName``, or
+    ``spec.model`` when that is the one given (v1beta1, the later v1alpha1 revision)."""
+    named_model = isinstance(spec, dict) and "model" in spec and "modelName" not in spec
+    return "spec.model" if named_model else "spec.modelName"

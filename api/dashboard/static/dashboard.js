@@ -261,7 +261,7 @@
       clearErrors();
       button.disabled = true;
       status.textContent = "Submitting…";
-      const headers = { "Content-Type": "application/yaml" };
+      const headers = { "Content-Type": "application/yaml", "X-CSRF-Token": document.getElementById("csrf").value };
       const token = document.getElementById("token");
       if (token && token.value) headers["Authorization"] = "Bearer " + token.value;
       fetch("/ui/submit", { method: "POST", headers: headers, body: area.value })
