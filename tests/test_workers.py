@@ -78,7 +78,7 @@ def test_real_worker_takes_a_benchmarkjob(service):
     path = "/apis/ome.io/v1beta1/namespaces/default/benchmarkjobs"
     assert client.post(path, json=BENCH).status_code == 201
     obj = _wait_for(client, path + "/bench-worker",
-                    lambda o: o.get("status", {}).get("state") in lifecycle.BENCH_TERMINAL, timeout_s=60)
+                    lambda o: o.get("status", {}).get("state") in lifecycle.BENCH_TERMINAL, timeout_s=180)
     assert worker.poll() is None
     # Nothing serves the endpoint: the job is stored, queued, taken, run and fails saying why.
     status = obj["status"]

@@ -52,7 +52,7 @@ def _ready_condition(status: dict[str, Any], ok: bool, reason: str, message: str
 def deploy_dgdr(sessions: SessionFactory, claimed: Resource, result: Any, request: Any, dgd: dict[str, Any],
                 connect: Connector, *, clock: Callable[[], datetime] | None = None) -> str:
     """Deploying, then apply the DGD. Returns ``deploying`` (track it), ``failed`` or ``superseded``."""
-    from planner.manifests.dynamo import render_dgd
+    from planner.manifests.targets import render_plan
     from planner.status import dgdr_status
 
     from infra.kube_targets import served_version
@@ -67,7 +67,7 @@ def deploy_dgdr(sessions: SessionFactory, claimed: Resource, result: Any, reques
             raise ClusterError("the cluster does not serve nvidia.com DynamoGraphDeployment (v1alpha1 or v1beta1); "
                                "install the Dynamo operator")
         if version != dgd["apiVersion"]:
-            dgd = render_dgd(result.chosen, request, api_version=version.split("/")[1])
+            (dgd,) = render_plan(result.chosen, request, "dynamo", dynamo_version=version.split("/")[1])
     except ClusterError as exc:
         error = exc
     if error is not None and not error.transient:

@@ -60,7 +60,7 @@ def process_dgdr(sessions: SessionFactory, uid: str, *, clock: Clock = _utcnow, 
     from planner import plan
     from planner import request as request_module
     from planner import status as status_module
-    from planner.manifests.dynamo import render_dgd
+    from planner.manifests.targets import render_plan
     from profiler.errors import ModelError
     from profiler.hub import load_model
 
@@ -116,7 +116,8 @@ def process_dgdr(sessions: SessionFactory, uid: str, *, clock: Clock = _utcnow, 
         return finish(sessions, claimed, failed, "failed")
 
     try:
-        dgd = render_dgd(result.chosen, request, api_version=resource.version if resource.version == "v1beta1" else "v1alpha1")
+        version = resource.version if resource.version == "v1beta1" else "v1alpha1"
+        (dgd,) = render_plan(result.chosen, request, "dynamo", dynamo_version=version)
     except ValueError as exc:
         failed = make_status(
             result, None, observed_generation=generation, state="Failed", now=stamp(),

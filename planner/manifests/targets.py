@@ -27,7 +27,7 @@ from planner.manifests.ome import API_VERSION as OME_API_VERSION, render_ome
 from planner.results import ProfilingResults
 from planner.types import Plan, PlanRequest
 
-__all__ = ["REGISTRY", "TARGETS", "TARGET_KINDS", "Rendered", "Target", "render_target"]
+__all__ = ["REGISTRY", "TARGETS", "TARGET_KINDS", "Rendered", "Target", "render_plan", "render_target"]
 
 
 @dataclass(frozen=True)
@@ -72,6 +72,13 @@ class Rendered(NamedTuple):
     notes: list[str]
 
 
+def render_plan(plan: Plan, request: PlanRequest, target: str, *, dynamo_version: str = "v1alpha1",
+                kthena_group: str = LEGACY_GROUP) -> list[dict[str, Any]]:
+    """The objects of ``target`` for exactly ``plan`` (no alternative); raises ``UnsupportedPlan``
+    when the target cannot run it."""
+    return REGISTRY[target].render(plan, request, Options(dynamo_version, kthena_group))
+
+
 def render_target(results: ProfilingResults, request: PlanRequest, target: str, *,
                   dynamo_version: str = "v1alpha1", kthena_group: str = LEGACY_GROUP) -> Rendered:
     """The manifests of ``target`` for the plan stored in ``results`` (made for ``request``).
@@ -84,15 +91,15 @@ def render_target(results: ProfilingResults, request: PlanRequest, target: str, 
     chosen = results.chosen
     if chosen is None:
         raise ValueError(f"no plan to render: {results.reason or 'the SLA cannot be met'}")
-    render, options = REGISTRY[target].render, Options(dynamo_version, kthena_group)
+    options = {"dynamo_version": dynamo_version, "kthena_group": kthena_group}
     try:
-        return Rendered(render(chosen, request, options), [])
+        return Rendered(render_plan(chosen, request, target, **options), [])
     except UnsupportedPlan as exc:
         alternative = results.aggregated_alternative
         if alternative is None:
             raise UnsupportedPlan(f"{target}: {exc}") from None
         try:
-            objects = render(alternative, request, options)
+            objects = render_plan(alternative, request, target, **options)
         except UnsupportedPlan as again:
             raise UnsupportedPlan(f"{target}: {exc}; the aggregated alternative neither: {again}") from None
         return Rendered(objects, [f"{target}: {exc}; wrote the cheapest aggregated plan that meets the SLA instead "
