@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from planner.choice import shortfall
 from planner.types import Plan, PlanResult
 
 __all__ = ["COLUMNS", "MAX_ROWS", "candidate_table"]
@@ -51,13 +52,6 @@ def _row(plan: Plan, *, pareto: bool, chosen: bool) -> list[Any]:
     ]
 
 
-def _miss(plan: Plan, ttft_ms: float, itl_ms: float) -> float:
-    """How far a candidate is from the SLA (0 when within it): the worse ratio over target."""
-    p = plan.predicted
-    ratios = [p.ttft_ms / ttft_ms, p.itl_ms / itl_ms]
-    return max(0.0, *(r - 1 for r in ratios if math.isfinite(r))) if all(map(math.isfinite, ratios)) else math.inf
-
-
 def candidate_table(result: PlanResult, pareto: list[Plan], *, max_rows: int = MAX_ROWS) -> dict[str, Any]:
     """The table of ``result.candidates``; ``pareto`` (a subset) and the chosen plan are marked."""
     on_front = {id(p) for p in pareto}
@@ -65,7 +59,7 @@ def candidate_table(result: PlanResult, pareto: list[Plan], *, max_rows: int = M
     req = result.request
 
     def rank(plan: Plan) -> tuple:
-        return (plan is not chosen, id(plan) not in on_front, not plan.feasible, _miss(plan, req.ttft_ms, req.itl_ms))
+        return (plan is not chosen, id(plan) not in on_front, not plan.feasible, shortfall(plan, req))
 
     kept = sorted(result.candidates, key=rank)[:max_rows] if len(result.candidates) > max_rows else result.candidates
     rows = [_row(p, pareto=id(p) in on_front, chosen=chosen is not None and (p is chosen or p == chosen)) for p in kept]

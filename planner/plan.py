@@ -11,11 +11,12 @@ import math
 import re
 from collections.abc import Collection
 
-from planner.search import objective, search
+from planner.choice import margin, margin_text, preference, shortfall
+from planner.search import search
 from planner.sizing import Candidate, Sized, Target, size_aggregated, size_disaggregated
 from planner.space import check_bounds, describe, engine_options
 from planner.types import Engine, Plan, PlanRequest, PlanResult, Prediction
-from profiler.config import PART_LABELS, Parallel, ServingConfig
+from profiler.config import PART_LABELS, Parallel, ServingConfig, ms_text
 from profiler.engine import FREE_FRACTION_BACKENDS, MEMORY_FRACTION, default_max_num_tokens
 from profiler.errors import ModelError
 from profiler.estimate import Prepared, itl_parts, prepare, ttft_parts
@@ -103,20 +104,20 @@ def plan(request: PlanRequest, *, model: tuple[Model, str] | None = None,
     evaluated = search(cands, size, budget=request.total_gpus, price=request.gpu_price_per_hour,
                        goodput=t.load is None, strategy=request.search_strategy, seed=seed)
     plans = tuple(_plan(s, request, model, gpu.name, precision, node, shapes, t, p) for s in evaluated)
-    ok = [(s, pl) for s, pl in zip(evaluated, plans) if pl.feasible]
-    best_ttft = min(s.prediction["ttft_ms"] for s in evaluated)
-    best_itl = min(s.prediction["itl_ms"] for s in evaluated)
+    ok = [pl for pl in plans if pl.feasible]
     if not ok:
-        reason = _infeasible_reason(request, evaluated, gpu.name, best_ttft, best_itl)
+        closest = _closest(evaluated, plans, request)
+        reason = _infeasible_reason(request, evaluated, plans, closest, gpu.name, t)
         if suggest and not any(s.meets_sla for s in evaluated):
             reason += _suggestion(request, (model, implied), p)
         return PlanResult(request=request, feasible=False, chosen=None, candidates=plans, reason=reason,
-                          best_ttft_ms=best_ttft, best_itl_ms=best_itl, assumptions=assumptions,
-                          evaluated=len(evaluated))
-    goodput = t.load is None
-    chosen = min(ok, key=lambda x: objective(x[0], request.total_gpus, request.gpu_price_per_hour, goodput)[0])[1]
-    return PlanResult(request=request, feasible=True, chosen=chosen, candidates=plans, best_ttft_ms=best_ttft,
-                      best_itl_ms=best_itl, assumptions=assumptions, evaluated=len(evaluated))
+                          closest=closest[1], assumptions=assumptions, evaluated=len(evaluated))
+    chosen = min(ok, key=lambda pl: preference(pl, request))
+    kept = margin(chosen, request)
+    assumptions += (f"margin kept: {margin_text(kept)}; of plans that cost the same, the one with the most "
+                    "headroom (in steps of 10% of the target) is chosen, then the simpler",)
+    return PlanResult(request=request, feasible=True, chosen=chosen, candidates=plans, margin=kept,
+                      assumptions=assumptions, evaluated=len(evaluated))
 
 
 def _engine(role: str, par: Parallel, replicas: int, max_batch: int, node: int, chunk: int,
@@ -188,30 +189,52 @@ def _plan(s: Sized, req: PlanRequest, model: Model, gpu: str, precision: str, no
                 reason=reason, cost_per_hour=cost)
 
 
-def _infeasible_reason(req: PlanRequest, evaluated: list[Sized], gpu: str, best_ttft: float, best_itl: float) -> str:
-    meets = [s for s in evaluated if s.meets_sla]
-    if meets:
-        need = min(s.total_gpus for s in meets)
-        return (f"the cheapest deployment that meets the SLA needs {need} {gpu} GPUs, over the budget of "
-                f"{req.total_gpus} (hardware.totalGpus)")
-    misses = []
-    if best_ttft > req.ttft_ms:
-        misses.append(f"TTFT {req.ttft_ms:g} ms (best reachable {best_ttft:.0f} ms, {_largest(evaluated, 'ttft')})")
-    if best_itl > req.itl_ms:
-        misses.append(f"ITL {req.itl_ms:g} ms (best reachable {best_itl:.1f} ms, {_largest(evaluated, 'itl')})")
-    what = " and ".join(misses) or (f"TTFT {req.ttft_ms:g} ms and ITL {req.itl_ms:g} ms together "
-                                    f"(best reachable separately: {best_ttft:.0f} ms, {best_itl:.1f} ms)")
-    return (f"no configuration of up to {req.max_gpus_per_engine} {gpu} GPUs per engine meets {what} at "
-            f"ISL {req.isl_tokens} / OSL {req.osl_tokens}; allow more GPUs per engine "
-            f"(maxNumGPUsPerEngine), a faster GPU type, or a looser SLA")
+def _closest(evaluated: list[Sized], plans: tuple[Plan, ...], req: PlanRequest) -> tuple[Sized, Plan]:
+    """The configuration an infeasible answer names: the cheapest that meets the SLA (only the
+    budget stands in its way), else the one nearest to the SLA (``shortfall``)."""
+    return min(zip(evaluated, plans), key=lambda x: (not x[0].meets_sla, shortfall(x[1], req), x[1].total_gpus,
+                                                     -x[1].predicted.output_tok_s_per_gpu))
 
 
-def _largest(evaluated: list[Sized], metric: str) -> str:
-    """The largest part of the best ``metric`` ("ttft" or "itl") any candidate reached, in words."""
-    best = min(evaluated, key=lambda s: s.prediction[f"{metric}_ms"]).prediction
-    parts = ttft_parts(best) if metric == "ttft" else itl_parts(best)
+def _named(plan: Plan, s: Sized, t: Target) -> str:
+    """``agg 1×tp8 on 8 GPUs``, saying so when its numbers are at a lighter load than the stated one
+    (a shape that misses the SLA even at the lightest load is reported there)."""
+    unit = "requests/s" if not t.closed else "client" if s.load == 1 else "clients"
+    lighter = "" if t.load is None or s.load >= t.load else f" at {s.load:g} {unit} (it misses the SLA even there)"
+    return f"{plan.mode} {plan.shape()} on {plan.total_gpus} GPUs{lighter}"
+
+
+def _infeasible_reason(req: PlanRequest, evaluated: list[Sized], plans: tuple[Plan, ...],
+                       closest: tuple[Sized, Plan], gpu: str, t: Target) -> str:
+    """Why nothing is feasible, naming the ``closest`` configuration with its numbers, and where another
+    configuration reaches a lower TTFT or ITL, that one with its own numbers."""
+    closest_s, closest = closest
+    c = closest.predicted
+    if any(s.meets_sla for s in evaluated):
+        return (f"the cheapest deployment that meets the SLA needs {closest.total_gpus} {gpu} GPUs, over the budget "
+                f"of {req.total_gpus} (hardware.totalGpus): {_named(closest, closest_s, t)}, TTFT {ms_text(c.ttft_ms, 0)}, "
+                f"ITL {ms_text(c.itl_ms)}")
+    text = (f"no configuration of up to {req.max_gpus_per_engine} {gpu} GPUs per engine meets TTFT {req.ttft_ms:g} ms "
+            f"and ITL {req.itl_ms:g} ms at ISL {req.isl_tokens} / OSL {req.osl_tokens}. Closest: {_named(closest, closest_s, t)}, "
+            f"TTFT {ms_text(c.ttft_ms, 0)}{_largest(closest, 'ttft')} and ITL {ms_text(c.itl_ms)}{_largest(closest, 'itl')}")
+    for metric, other in (("ttft", "itl"), ("itl", "ttft")):
+        i = min(range(len(plans)), key=lambda j: getattr(plans[j].predicted, f"{metric}_ms"))
+        best = plans[i].predicted
+        if getattr(best, f"{metric}_ms") < getattr(c, f"{metric}_ms"):
+            text += (f"; lowest {metric.upper()}: {ms_text(getattr(best, f'{metric}_ms'))}, "
+                     f"{_named(plans[i], evaluated[i], t)} (its {other.upper()} {ms_text(getattr(best, f'{other}_ms'))})")
+    return text + ". Allow more GPUs per engine (maxNumGPUsPerEngine), a faster GPU type, or a looser SLA"
+
+
+def _largest(plan: Plan, metric: str) -> str:
+    """`` (x ms of it the prefill pass)``: the largest part of ``plan``'s ``metric`` ("ttft" or
+    "itl"), or nothing when the parts are not known or the time is unbounded."""
+    parts = plan.predicted.ttft_parts if metric == "ttft" else plan.predicted.itl_parts
+    total = plan.predicted.ttft_ms if metric == "ttft" else plan.predicted.itl_ms
+    if parts is None or not math.isfinite(total):
+        return ""
     name, ms = max(dict(parts).items(), key=lambda kv: kv[1])
-    return f"{ms:.{0 if metric == 'ttft' else 1}f} ms of it the {PART_LABELS[name]}"
+    return f" ({ms_text(ms, 0 if metric == 'ttft' else 1)} of it the {PART_LABELS[name]})"
 
 
 MAX_SUGGESTED_ENGINE_GPUS = 64

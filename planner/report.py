@@ -1,4 +1,8 @@
-"""``plan.json``: the planner's answer in the CLI's documented shape (snake_case, units in names)."""
+"""``plan.json``: the planner's answer in the CLI's documented shape (snake_case, units in names).
+
+The summary at the top is for reading: a time that grows without bound reads ``"unbounded"``.
+The full results below it (``results``) are the stored document, where it is ``null``.
+"""
 
 from __future__ import annotations
 
@@ -9,8 +13,9 @@ from planner.results import ProfilingResults
 from planner.types import Engine, Plan, PlanResult
 
 
-def _num(x: float) -> float | None:
-    return round(x, 4) if math.isfinite(x) else None
+def _num(x: float) -> float | str:
+    """``x`` to 4 decimals, or ``"unbounded"``."""
+    return round(x, 4) if math.isfinite(x) else "unbounded"
 
 
 def _engine(e: Engine) -> dict[str, Any]:
@@ -39,11 +44,17 @@ def plan_summary(plan: Plan) -> dict[str, Any]:
 
 
 def plan_document(result: PlanResult) -> dict[str, Any]:
-    """The whole ``plan.json``: the chosen plan's summary at the top, the full results below."""
+    """The whole ``plan.json``: the chosen plan's summary and its ``margin`` (headroom, % of each
+    target) at the top, or the reason and the ``closest`` configuration it names; the full results below."""
     doc: dict[str, Any] = {"name": result.request.name, "feasible": result.feasible}
     if result.chosen is not None:
         doc.update(plan_summary(result.chosen))
+    if result.margin is not None:
+        doc["margin"] = {"ttft_pct": round(result.margin.ttft_pct, 1), "itl_pct": round(result.margin.itl_pct, 1),
+                         "ttft_basis": result.margin.ttft_basis}
     if result.reason:
         doc["reason"] = result.reason
+    if result.closest is not None:
+        doc["closest"] = plan_summary(result.closest)
     doc["results"] = ProfilingResults.of(result).stored()
     return doc

@@ -6,7 +6,8 @@ document of another shape (any client may write a status). The chosen plan is st
 every engine's parallelism, replicas and limits, the checkpoint, precision and KV-cache dtype —
 so every deployment target is rendered from it without planning again. ``aggregatedAlternative``
 is the cheapest aggregated plan that meets the SLA, for targets that cannot run a disaggregated
-chosen plan (KubeAI).
+chosen plan (KubeAI). ``margin`` is the chosen plan's headroom against the SLA; ``closest`` the
+configuration an infeasible answer names, whole, with its predictions.
 
 Units: times in ms, throughputs in output tokens/s (per GPU, per user), rates in requests/s,
 cost in $ per hour.
@@ -17,15 +18,18 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from pydantic import Field, ValidationError
+from pydantic import Field, ValidationError, model_validator
 
 from planner.candidate_table import candidate_table
-from planner.types import Backend, Plan, PlanResult, _Stored
-from profiler.config import Unbounded
+from planner.choice import preference
+from planner.types import Backend, Margin, Plan, PlanResult, _Stored
 
 __all__ = ["MAX_PARETO", "ProfilingResults", "Sla", "best_aggregated", "pareto_front"]
 
 MAX_PARETO = 64
+# Keys documents stored by earlier versions carry and this one no longer writes: the lowest TTFT
+# and the lowest ITL over all candidates, which came from different configurations (see ``closest``).
+_RETIRED = ("bestTtftMs", "bestItlMs")
 
 
 class Sla(_Stored):
@@ -51,13 +55,18 @@ class ProfilingResults(_Stored):
     chosen: Plan | None = None
     aggregated_alternative: Plan | None = Field(default=None, alias="aggregatedAlternative")
     reason: str | None = None
-    best_ttft_ms: Unbounded | None = Field(default=None, alias="bestTtftMs")
-    best_itl_ms: Unbounded | None = Field(default=None, alias="bestItlMs")
+    margin: Margin | None = Field(default=None, description="the chosen plan's headroom against the SLA")
+    closest: Plan | None = Field(default=None, description="infeasible: the configuration the reason names")
     pareto: tuple[Plan, ...] = ()
     candidates: dict[str, Any] | None = Field(default=None, description="the candidate table (planner.candidate_table)")
     assumptions: tuple[str, ...] = ()
     evaluated: int = 0
     online: dict[str, Any] | None = Field(default=None, description="online search: budget, trials, calibration")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _drop_retired(cls, data: Any) -> Any:
+        return {k: v for k, v in data.items() if k not in _RETIRED} if isinstance(data, dict) else data
 
     @classmethod
     def of(cls, result: PlanResult) -> ProfilingResults:
@@ -69,7 +78,7 @@ class ProfilingResults(_Stored):
             sla=Sla(ttft_ms=req.ttft_ms, itl_ms=req.itl_ms, isl_tokens=req.isl_tokens, osl_tokens=req.osl_tokens,
                     e2e_ms=req.e2e_ms, request_rate=req.request_rate, concurrency=req.concurrency),
             chosen=result.chosen, aggregated_alternative=alternative, reason=result.reason,
-            best_ttft_ms=result.best_ttft_ms, best_itl_ms=result.best_itl_ms, pareto=tuple(front),
+            margin=result.margin, closest=result.closest, pareto=tuple(front),
             candidates=candidate_table(result, front), assumptions=result.assumptions,
             evaluated=result.evaluated, online=result.online,
         )
@@ -97,18 +106,20 @@ class ProfilingResults(_Stored):
 
 
 def best_aggregated(result: PlanResult) -> Plan | None:
-    """The cheapest feasible aggregated candidate (then the fastest per user)."""
+    """The feasible aggregated candidate the planner would choose (``planner.choice.preference``)."""
     agg = [p for p in result.candidates if p.mode == "agg" and p.feasible]
-    return min(agg, key=lambda p: (p.cost_per_hour or p.total_gpus, -p.predicted.tok_s_per_user), default=None)
+    return min(agg, key=lambda p: preference(p, result.request), default=None)
 
 
 def pareto_front(plans: tuple[Plan, ...] | list[Plan], *, limit: int = MAX_PARETO) -> list[Plan]:
-    """Plans not dominated on (tokens/s per user, output tokens/s per GPU), both maximized.
+    """Plans not dominated on (tokens/s per user, output tokens/s per GPU), both maximized, of
+    those whose predictions are all bounded (an unbounded TTFT is no point to trade against).
 
     Sorted by tokens/s per user, highest first. When more than ``limit`` remain, an evenly
     spaced subset (always keeping both ends) is returned.
     """
-    finite = [p for p in plans if _finite(p.predicted.tok_s_per_user) and _finite(p.predicted.output_tok_s_per_gpu)]
+    finite = [p for p in plans if all(map(_finite, (p.predicted.ttft_ms, p.predicted.itl_ms, p.predicted.tok_s_per_user,
+                                                    p.predicted.output_tok_s_per_gpu)))]
     ordered = sorted(finite, key=lambda p: (-p.predicted.tok_s_per_user, -p.predicted.output_tok_s_per_gpu))
     front: list[Plan] = []
     best_per_gpu = float("-inf")

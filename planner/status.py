@@ -37,8 +37,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from planner.choice import margin_text
 from planner.results import ProfilingResults
-from planner.types import Plan, PlanResult
+from planner.types import Margin, Plan, PlanResult
 
 __all__ = [
     "CONDITION_TYPES",
@@ -78,18 +79,11 @@ def _keep_transition_times(conditions: list[dict[str, Any]], previous: dict[str,
 
 
 def _infeasible_message(result: PlanResult) -> str:
-    parts = [result.reason or "no configuration meets the SLA"]
-    best = []
-    if result.best_ttft_ms is not None:
-        best.append(f"TTFT {result.best_ttft_ms:.1f} ms")
-    if result.best_itl_ms is not None:
-        best.append(f"ITL {result.best_itl_ms:.2f} ms")
-    if best:
-        parts.append("best reachable: " + ", ".join(best))
-    return "; ".join(parts)
+    """The reason, which names the configuration closest to the SLA with its own numbers."""
+    return result.reason or "no configuration meets the SLA"
 
 
-def _chosen_message(plan: Plan) -> str:
+def _chosen_message(plan: Plan, kept: Margin | None) -> str:
     p = plan.predicted
     engines = ", ".join(
         f"{e.replicas}x {e.role} (tp{e.tp}" + (f" pp{e.pp}" if e.pp > 1 else "") + (f" dp{e.dp}" if e.dp > 1 else "")
@@ -99,6 +93,7 @@ def _chosen_message(plan: Plan) -> str:
     return (
         f"{plan.mode} {plan.backend} on {plan.total_gpus} {plan.gpu} GPUs: {engines}; predicted TTFT "
         f"{p.ttft_ms:.1f} ms, ITL {p.itl_ms:.2f} ms, {p.output_tok_s_per_gpu:.0f} output tok/s/GPU"
+        + (f"; margin: {margin_text(kept)}" if kept is not None else "")
     )
 
 
@@ -123,7 +118,7 @@ def _conditions(
     elif result is None and state == "Failed":
         profiling = ("False", "ProfilingFailed", error or "profiling failed")
     elif result is not None:
-        profiling = ("True", "ProfilingCompleted", _chosen_message(result.chosen))
+        profiling = ("True", "ProfilingCompleted", _chosen_message(result.chosen, result.margin))
         if dgd is not None:
             generated = ("True", "SpecGenerated", "the deployment is in status.generatedDeployment")
         elif state == "Failed":
@@ -192,7 +187,7 @@ def dgdr_status(
 
     ``result`` may be None while Pending/Profiling or when profiling crashed (then ``error``
     says why and ``state`` is Failed). An infeasible result belongs to state Failed, with the
-    reason and the best reachable TTFT/ITL in the Profiling condition. ``now`` is an RFC 3339
+    reason (naming the closest configuration and its TTFT/ITL) in the Profiling condition. ``now`` is an RFC 3339
     timestamp used as ``lastTransitionTime`` of conditions that changed since ``previous``
     (the prior status, if any). ``results_ref``: see the module docstring. Raises
     ``ValueError`` for a state the inputs cannot be in (e.g. Ready without a deployment).

@@ -174,6 +174,14 @@ class Plan(_Stored):
     def role(self, role: Role) -> Engine | None:
         return next((e for e in self.engines if e.role == role), None)
 
+    def shape(self) -> str:
+        """The engines in a few characters: ``2×tp4`` aggregated, ``P1×tp4 + D2×tp8`` disaggregated."""
+        parts = []
+        for e in self.engines:
+            par = f"tp{e.tp}" + "".join(f"{k}{v}" for k, v in (("pp", e.pp), ("dp", e.dp), ("ep", e.ep)) if v > 1)
+            parts.append(f"{e.replicas}×{par}" if e.role == "aggregated" else f"{e.role[0].upper()}{e.replicas}×{par}")
+        return " + ".join(parts)
+
     @computed_field(alias="totalGpus")
     @property
     def total_gpus(self) -> int:
@@ -184,13 +192,30 @@ class Plan(_Stored):
         return self.model_dump(mode="json", by_alias=True, exclude_none=True)
 
 
+class Margin(_Stored):
+    """The headroom a plan keeps against the SLA, in % of each target: (target − predicted) /
+    target × 100, negative when over it. TTFT is judged at its ``ttft_basis``: the p99 under a
+    Poisson request rate (the tail a rate produces), else the mean the SLA is checked at; ITL
+    at its mean."""
+
+    ttft_pct: float = Field(alias="ttftPct", description="TTFT headroom, % of the TTFT target")
+    itl_pct: float = Field(alias="itlPct", description="ITL headroom, % of the ITL target")
+    ttft_basis: Literal["mean", "p99"] = Field(alias="ttftBasis")
+
+    @property
+    def least_pct(self) -> float:
+        """The headroom against the nearer of the two targets (%)."""
+        return min(self.ttft_pct, self.itl_pct)
+
+
 class PlanResult(_Frozen):
     """The planner's answer: the chosen plan (or why none), and everything it evaluated.
 
     ``candidates`` holds every evaluated configuration (feasible or not) for the Pareto
-    chart of output tokens/s per GPU against tokens/s per user; ``best_ttft_ms`` and
-    ``best_itl_ms`` are the lowest reachable anywhere in the space, reported when the SLA
-    cannot be met.
+    chart of output tokens/s per GPU against tokens/s per user. ``margin`` is the chosen
+    plan's headroom against the SLA. When nothing is feasible, ``closest`` is the one
+    configuration the reason names: the cheapest that meets the SLA when only the budget
+    stands in the way, else the one nearest to the SLA.
     """
 
     request: PlanRequest
@@ -198,8 +223,8 @@ class PlanResult(_Frozen):
     chosen: Plan | None
     candidates: tuple[Plan, ...] = ()
     reason: str | None = None
-    best_ttft_ms: float | None = None
-    best_itl_ms: float | None = None
+    closest: Plan | None = None
+    margin: Margin | None = None
     assumptions: tuple[str, ...] = ()
     evaluated: int = 0
     online: dict[str, Any] | None = Field(default=None, description="online search: budget, trials, calibration")

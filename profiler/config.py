@@ -36,6 +36,11 @@ def _none_if_inf(value: float) -> float | None:
 Unbounded = Annotated[float, BeforeValidator(_inf_if_none), PlainSerializer(_none_if_inf, when_used="json")]
 
 
+def ms_text(value: float, digits: int = 1) -> str:
+    """A time (ms) as people read it: ``12.3 ms``, or ``unbounded`` for one that grows without bound."""
+    return f"{value:.{digits}f} ms" if math.isfinite(value) else "unbounded"
+
+
 class Parallel(_Frozen):
     """Parallelism of one engine.
 
@@ -162,9 +167,10 @@ class Estimate(_Frozen):
     """Predicted behaviour at the stated load (or at concurrency 1 when none is given).
 
     ``saturated`` is true when the load exceeds what the deployment can serve: for a
-    closed loop the extra clients queue (TTFT grows), for a Poisson rate the queue grows
-    without bound and the TTFT figures are those of the requests served at the limit (infinite
-    when the limit is a disaggregated deployment's prefill pool: its queue is what grows).
+    closed loop the extra clients queue (TTFT grows, finite), for a Poisson rate the queue
+    grows without bound and the TTFT figures are infinite (``null`` in JSON); throughput and
+    ITL are those at the limit. Under a Poisson rate the mean TTFT may exceed its p90: when
+    fewer than 10% of arrivals wait for a prefill server, the p90 is the TTFT without waiting.
     """
 
     ttft_ms: float

@@ -240,9 +240,13 @@ def engine_shape(model: Model, gpu: Gpu, backend: str, precision: str, kv_dtype:
         kv_bytes = gpu.memory_bytes * MAX_MEMORY_FRACTION - RESERVED_GIB * 2**30 - weights - act_bytes
     gib = 2**30
     if kv_bytes <= 0:
+        usable = gpu.memory_bytes * MAX_MEMORY_FRACTION - RESERVED_GIB * 2**30
         raise Infeasible(role, f"{model.hf_id} in {precision} needs {weights / gib:.1f} GiB of weights and "
                                f"{act_bytes / gib:.1f} GiB of activations per GPU at tp={tp} pp={pp} ep={par.moe_ep}, "
-                               f"more than a {gpu.name} has ({gpu.memory_gib:.0f} GiB)")
+                               f"more than the {usable / gib:.1f} GiB an engine can use of a {gpu.name}'s "
+                               f"{gpu.memory_gib:.1f} GiB (a memory fraction raised to {MAX_MEMORY_FRACTION} from {backend}'s "
+                               f"{MEMORY_FRACTION[backend]}, less "
+                               f"{RESERVED_GIB:g} GiB for the CUDA context, NCCL buffers and CUDA graphs)")
     tokens_rank = int(kv_bytes / kv_gpu)
     # Sliding-window layers cost a bounded cache; their share is inside the activations margin.
     # A linear-attention state takes the room of state_gpu / kv_gpu tokens in the same pool.

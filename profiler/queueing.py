@@ -38,7 +38,13 @@ def mdc_wait(rate, service_s, servers):
 
 
 def wait_quantile(mean_wait, p_wait, q):
-    """q-quantile of the waiting time (s): zero unless more than 1 − q of arrivals wait."""
+    """q-quantile of the waiting time (s): zero unless more than 1 − q of arrivals wait.
+
+    The wait is zero with probability 1 − ``p_wait`` and exponential beyond, so it can be below
+    the mean: with ``p_wait`` < 1 − q every q-quantile is zero while the mean is not (for q = 0.9,
+    the quantile is at least the mean from ``p_wait`` ≈ 0.112, where ln(p_wait / 0.1) = p_wait).
+    """
     p = np.maximum(p_wait, 1e-12)
-    tail = (mean_wait / p) * np.log(np.maximum(p / (1.0 - q), 1.0))
-    return np.where(np.isfinite(mean_wait), tail, np.inf)
+    bounded = np.isfinite(mean_wait)
+    tail = (np.where(bounded, mean_wait, 0.0) / p) * np.log(np.maximum(p / (1.0 - q), 1.0))
+    return np.where(bounded, tail, np.inf)

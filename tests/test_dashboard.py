@@ -375,3 +375,30 @@ def test_chart_draws_every_point_and_escapes_labels():
                 rules=(Rule("y", 4, "SLA"),), log_x=True)
     assert svg.count('class="pt pt-a"') == 3 and "<t>" not in svg and "&lt;a&gt;" in svg
     assert 'class="rule"' in svg
+
+
+def _stored_plan(*, ttft: float | None, feasible: bool, reason: str | None = None, x: float = 50.0) -> dict:
+    """A plan as the results document stores it (null for an unbounded time)."""
+    return {"mode": "agg", "totalGpus": 8, "feasible": feasible, "reason": reason,
+            "engines": [{"role": "aggregated", "tp": 8, "replicas": 1}],
+            "predicted": {"ttftMs": ttft, "itlMs": 15.0, "tokPerSecPerUser": x, "outputTokPerSecPerGpu": 100.0 - x}}
+
+
+def test_chart_markers_follow_the_tables_feasibility_and_skip_unbounded_points():
+    from api.dashboard.documents import RESULTS, conform
+    from api.dashboard.plan_view import candidates_section, chosen_section, pareto_section
+
+    over_budget = _stored_plan(ttft=200.0, feasible=False, reason="needs 16 GPUs, over the budget of 8", x=40.0)
+    unbounded = _stored_plan(ttft=None, feasible=False, reason="misses the SLA", x=60.0)
+    doc = conform({"feasible": False, "sla": {"ttftMs": 500, "itlMs": 20}, "chosen": None,
+                   "pareto": [over_budget, unbounded], "closest": over_budget, "reason": "needs 16 GPUs",
+                   "candidates": {"columns": ["mode", "engines", "totalGpus", "ttftMs", "itlMs", "feasible", "reason",
+                                              "pareto", "chosen"],
+                                  "rows": [["agg", [["aggregated", 1, 8, 1, 1, 1]], 8, None, 15.0, False,
+                                            "misses the SLA", False, False]]}}, RESULTS)
+    svg = pareto_section(doc)
+    assert 'data-series="Pareto candidate, not feasible"' in svg and 'data-series="Pareto candidate, feasible"' not in svg
+    assert svg.count('class="pt ') == 1, "the unbounded point is not drawn"
+    table = candidates_section(doc)
+    assert "unbounded" in table and 'data-feasible="0"' in table
+    assert 'id="closest"' in chosen_section(doc) and "TTFT 200.0 ms" in chosen_section(doc)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 
 import pytest
 
@@ -183,6 +184,46 @@ def test_json_is_strict_when_a_queue_grows_without_bound(capsys):
     lines = capsys.readouterr().out.splitlines()
     assert lines[2] == "TTFT        mean unbounded   p90 unbounded   p99 unbounded"
     assert lines[3].endswith(" ms + queue wait unbounded")
+
+
+def test_a_rate_above_capacity_is_unbounded_in_the_table_and_the_summary(capsys):
+    argv = ["estimate", "--model", "meta-llama/Llama-3.1-70B", "--gpu", "h200_sxm", "--tp", "8", "--rate"]
+    assert main(argv + ["0.5", "100"]) == 0
+    rows = capsys.readouterr().out.splitlines()[3:5]
+    assert "unbounded" not in rows[0] and "saturated" not in rows[0]
+    assert rows[1].split()[1:4] == ["unbounded"] * 3 and rows[1].endswith("saturated")
+    assert main(argv + ["100"]) == 0
+    out = capsys.readouterr().out
+    assert "mean unbounded" in out and "the queue grows without bound, so TTFT is unbounded" in out
+
+
+def test_a_mean_ttft_above_its_p90_says_why(capsys):
+    from profiler.config import Parallel, ServingConfig
+    from profiler.estimate import estimate
+
+    def at(rate: float):
+        return estimate(ServingConfig(model="meta-llama/Llama-3.1-70B", gpu="h200_sxm", engine=Parallel(tp=8),
+                                      isl_tokens=4000, osl_tokens=1000, request_rate=rate))
+
+    light = [r for r in (0.05, 0.5) if at(r).ttft_ms > at(r).ttft_p90_ms]
+    assert light, "a light Poisson load: fewer than 10% wait"
+    assert main(["estimate", "--model", "meta-llama/Llama-3.1-70B", "--gpu", "h200_sxm", "--tp", "8", "--rate",
+                 str(light[0])]) == 0
+    assert "mean above p90: fewer than 10% of requests wait" in capsys.readouterr().out
+
+
+def test_a_model_that_does_not_fit_says_the_usable_memory_and_the_fraction(capsys):
+    from profiler.engine import MAX_MEMORY_FRACTION, MEMORY_FRACTION, RESERVED_GIB
+    from profiler.gpus import get_gpu
+
+    assert main(["estimate", "--model", "meta-llama/Llama-3.1-70B", "--gpu", "h200_sxm", "--tp", "1"]) == 1
+    err = capsys.readouterr().err
+    gpu = get_gpu("h200_sxm")
+    usable = gpu.memory_bytes * MAX_MEMORY_FRACTION / 2**30 - RESERVED_GIB
+    assert f"the {usable:.1f} GiB an engine can use" in err and f"{gpu.memory_gib:.1f} GiB" in err
+    assert f"raised to {MAX_MEMORY_FRACTION} from vllm's {MEMORY_FRACTION['vllm']}" in err
+    needed = sum(float(x) for x in re.findall(r"([\d.]+) GiB of (?:weights|activations)", err))
+    assert needed > usable
 
 
 @pytest.mark.parametrize("argv,option", [

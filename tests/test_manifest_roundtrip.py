@@ -60,12 +60,17 @@ def _agg(tp: int = 1, dp: int = 1, ep: int = 1) -> tuple[Candidate, ...]:
     return (Candidate("agg", engine=Parallel(tp=tp, dp=dp, moe_ep=ep)),)
 
 
+def _disagg(prefill: Parallel, decode: Parallel) -> tuple[Candidate, ...]:
+    return (Candidate("disagg", prefill=prefill, decode=decode),)
+
+
 CASES: dict[str, Case] = {
     "vllm-agg-dense": Case(_req(LLAMA_8B, "h100_sxm", "vllm", concurrency=32, **_SHORT)),
     "vllm-disagg-dense": Case(_req(LLAMA_70B, "h100_sxm", "vllm", request_rate=6.0, **_LONG)),
     "vllm-disagg-pp-multinode": Case(_req(LLAMA_405B, "h100_sxm", "vllm", concurrency=32, isl_tokens=2000,
                                           osl_tokens=300, ttft_ms=1500, itl_ms=60, max_gpus_per_engine=16)),
-    "vllm-disagg-moe-ep-multinode": Case(_req(DEEPSEEK, "h200_sxm", "vllm", concurrency=512, **_MOE)),
+    "vllm-disagg-moe-ep-multinode": Case(_req(DEEPSEEK, "h200_sxm", "vllm", concurrency=512, **_MOE),
+                                         only=_disagg(Parallel(tp=2, dp=4), Parallel(tp=2, dp=8, moe_ep=16))),
     "vllm-agg-moe-dp-ep": Case(_req(GPT_OSS, "h100_sxm", "vllm", request_rate=5.0, isl_tokens=2000, osl_tokens=500,
                                     ttft_ms=500, itl_ms=15), only=_agg(dp=4, ep=4)),
     "sglang-agg-dense": Case(_req(LLAMA_70B, "h100_sxm", "sglang", request_rate=4.0, **{**_SHORT, "itl_ms": 30})),
@@ -104,10 +109,11 @@ PAIRS = [(case, variant) for case in CASES for variant in VARIANTS]
 # What each target documents it cannot run (its UnsupportedPlan reason), per (case, target).
 _KUBEAI_VLLM_ONLY = "KubeAI runs vLLM, not"
 _KUBEAI_ONE_POD = "KubeAI runs one engine per pod"
+_KUBEAI_NO_DISAGG = "KubeAI has no prefill/decode disaggregation"
 _TRTLLM_MULTINODE = "multi-node TRT-LLM engines outside Dynamo need MPI wiring"
 EXPECTED_REFUSALS: dict[tuple[str, str], str] = {
     ("vllm-disagg-pp-multinode", "kubeai"): _KUBEAI_ONE_POD,
-    ("vllm-disagg-moe-ep-multinode", "kubeai"): _KUBEAI_ONE_POD,
+    ("vllm-disagg-moe-ep-multinode", "kubeai"): _KUBEAI_NO_DISAGG,  # only the pair is planned: no alternative
     ("sglang-agg-dense", "kubeai"): _KUBEAI_VLLM_ONLY,
     ("sglang-disagg-moe-ep-multinode", "kubeai"): _KUBEAI_ONE_POD,
     ("sglang-disagg-moe-fp8", "kubeai"): _KUBEAI_VLLM_ONLY,

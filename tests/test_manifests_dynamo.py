@@ -318,15 +318,18 @@ def test_status_infeasible():
     cand = _dense_agg("vllm").model_copy(update={"feasible": False, "reason": "ITL 31 ms > 20 ms"})
     result = _result(
         None, feasible=False, candidates=(cand,), reason="ITL target below what H200 reaches",
-        best_ttft_ms=120.0, best_itl_ms=31.0, assumptions=("bf16 weights",), evaluated=40,
+        closest=cand, assumptions=("bf16 weights",), evaluated=40,
     )
     status = dgdr_status(result, None, observed_generation=1, state="Failed", now=NOW)
     prof = _cond(status, "Profiling")
     assert prof["status"] == "False" and prof["reason"] == "SLAInfeasible"
-    assert "ITL target below" in prof["message"] and "31.00 ms" in prof["message"]
+    assert "ITL target below" in prof["message"]
     results = json.loads(status["profilingResults"])
     assert results["feasible"] is False and results["chosen"] is None
-    assert results["bestItlMs"] == 31.0 and results["assumptions"] == ["bf16 weights"]
+    assert results["closest"] == cand.stored() and results["assumptions"] == ["bf16 weights"]
+    # a document stored before ``closest`` (with the retired lowest TTFT and ITL) still reads
+    older = {k: v for k, v in results.items() if k != "closest"} | {"bestTtftMs": 120.0, "bestItlMs": 31.0}
+    assert ProfilingResults.read(json.dumps(older)).closest is None
     assert len(results["pareto"]) == 1 and results["pareto"][0]["feasible"] is False
     assert "generatedDeployment" not in status
     assert _validate(_dgdr_with(status)) == []

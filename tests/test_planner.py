@@ -57,12 +57,13 @@ def test_gpu_budget_is_respected_or_reported():
         assert "budget" in tight.reason and str(need) in tight.reason
 
 
-def test_infeasible_sla_is_reported_with_best_reachable():
+def test_infeasible_sla_is_reported_with_the_closest_configuration():
     result = plan(_request(itl_ms=0.5, concurrency=4))
     assert not result.feasible and result.chosen is None
-    assert result.best_itl_ms > 0.5
-    assert "ITL" in result.reason and "best reachable" in result.reason
-    assert "ms of it the decode step" in result.reason  # what the best reachable ITL is made of
+    closest = result.closest
+    assert closest in result.candidates and closest.predicted.itl_ms > 0.5
+    assert f"Closest: {closest.mode} {closest.shape()} on {closest.total_gpus} GPUs" in result.reason
+    assert "ms of it the decode step" in result.reason  # what the closest one's ITL is made of
     assert result.candidates, "the evaluated set is kept even when nothing meets the SLA"
 
 
@@ -127,7 +128,7 @@ def test_unreachable_ttft_does_not_grow_pools_past_their_knee():
     disagg = [p for p in result.candidates if p.mode == "disagg"]
     assert disagg
     assert all(p.role("prefill").replicas < MAX_WORKERS // 4 for p in disagg)
-    assert result.best_ttft_ms > 5
+    assert result.closest.predicted.ttft_ms > 5
 
 
 def test_disaggregated_plans_serve_no_more_than_their_prefill_pool_prefills():

@@ -6,6 +6,9 @@ it must follow from the model's structure, not from lucky parameter values.
 
 from __future__ import annotations
 
+import math
+
+import numpy as np
 import pytest
 
 from profiler.config import Parallel, ServingConfig
@@ -81,6 +84,43 @@ def test_poisson_load_beyond_capacity_is_saturated(params):
     capacity = estimate(config(concurrency=100_000), params=params).requests_per_s
     over = estimate(config(request_rate=capacity * 3), params=params)
     assert over.saturated
+
+
+def test_poisson_load_beyond_capacity_has_an_unbounded_ttft(params):
+    """A rate above what the deployment serves has no steady state: its queue, and so every TTFT
+    figure, grows without bound; a closed loop beyond it only waits for a slot (finite)."""
+    capacity = estimate(config(concurrency=100_000), params=params).requests_per_s
+    over = estimate(config(request_rate=capacity * 3), params=params)
+    assert over.saturated and math.isinf(over.ttft_ms) and math.isinf(over.ttft_p90_ms)
+    assert math.isinf(over.ttft_parts.queueing_ms) and math.isfinite(over.itl_ms)
+    assert over.requests_per_s < capacity * 3
+    closed = estimate(config(concurrency=100_000), params=params)
+    assert closed.saturated and math.isfinite(closed.ttft_ms)
+    under = estimate(config(request_rate=capacity * 0.5), params=params)
+    assert math.isfinite(under.ttft_ms)
+
+
+def test_mean_wait_above_its_p90_is_what_an_md1_queue_does():
+    """A Poisson TTFT's mean may exceed its p90: when fewer than 10% of arrivals wait, the p90 wait
+    is zero and the mean is not. An M/D/1 queue simulated (Lindley's recursion) does the same, and
+    the model's p90 is at least its mean once enough arrivals wait."""
+    from profiler.queueing import mdc_wait, wait_quantile
+
+    rng = np.random.default_rng(0)
+    service, rho = 0.2, 0.05  # s; a light load: about 5% of arrivals find the server busy
+    gaps = rng.exponential(service / rho, 200_000)
+    waits = np.zeros(gaps.size)
+    for i in range(1, gaps.size):
+        waits[i] = max(0.0, waits[i - 1] + service - gaps[i])
+    assert (waits > 0).mean() < 0.1 and np.quantile(waits, 0.9) == 0 < waits.mean()
+    mean, p_wait, _ = mdc_wait(rho / service, service, 1)
+    assert p_wait < 0.1 and wait_quantile(mean, p_wait, 0.9) == 0 < mean
+    assert mean == pytest.approx(waits.mean(), rel=0.1)
+    for rate in (0.6, 2.0, 4.0):  # ρ from 0.12: more than ~11% wait
+        mean, p_wait, _ = mdc_wait(rate, service, 1)
+        assert wait_quantile(mean, p_wait, 0.9) >= mean > 0
+    light = estimate(config(engine=Parallel(tp=8), request_rate=0.05))
+    assert light.ttft_p90_ms == pytest.approx(light.ttft_ms - light.ttft_parts.queueing_ms, rel=1e-9)
 
 
 def test_tail_quantiles_ordered(params):

@@ -331,9 +331,18 @@ def parts_text(parts) -> str:
     return " + ".join([text] + [f"{PART_LABELS[name]} unbounded" for name, ms in items if not math.isfinite(ms)])
 
 
-def _ms(x: float) -> str:
-    """``12.3 ms``, or ``unbounded`` for a time that grows without bound."""
-    return f"{x:.1f} ms" if math.isfinite(x) else "unbounded"
+def cell(x: float, digits: int, width: int) -> str:
+    """A table cell: ``x`` right-aligned in ``width`` characters, or ``unbounded`` for a time that grows
+    without bound (give ``width`` ≥ 10 so that it never touches the cell before it)."""
+    return f"{x:>{width}.{digits}f}" if math.isfinite(x) else f"{'unbounded':>{width}}"
+
+
+def _saturated(config, est) -> str:
+    """Why a saturated estimate's numbers are what they are."""
+    if config.request_rate is not None and not math.isfinite(est.ttft_ms):
+        return (f"saturated: {config.request_rate:g} req/s is more than this deployment serves "
+                f"({est.requests_per_s:.3g} req/s); the queue grows without bound, so TTFT is unbounded")
+    return "saturated: the load is at or beyond what this deployment serves (requests queue for the excess)"
 
 
 def _deployment(config, model_id: str, est) -> str:
@@ -364,11 +373,12 @@ def sweep_table(configs, model_id: str, results) -> str:
     rate = first.request_rate is not None
     lines = [_deployment(first, model_id, results[0]),
              f"workload: ISL {first.isl_tokens} / OSL {first.osl_tokens} tokens",
-             f"{'req/s in' if rate else 'clients':>9}  {'TTFT ms':>9}  {'p90':>9}  {'p99':>9}  {'ITL ms':>8}  "
+             f"{'req/s in' if rate else 'clients':>9} {'TTFT ms':>10} {'p90':>10} {'p99':>10}  {'ITL ms':>8}  "
              f"{'tok/s/GPU':>9}  {'tok/s/user':>10}  {'req/s':>8}  {'decoding':>8}"]
     for config, est in zip(configs, results):
         load = config.request_rate if rate else config.concurrency
-        lines.append(f"{load:>9g}  {est.ttft_ms:>9.1f}  {est.ttft_p90_ms:>9.1f}  {est.ttft_p99_ms:>9.1f}  "
+        ttft = " ".join(cell(x, 1, 10) for x in (est.ttft_ms, est.ttft_p90_ms, est.ttft_p99_ms))
+        lines.append(f"{load:>9g} {ttft}  "
                      f"{est.itl_ms:>8.2f}  {est.output_tok_s_per_gpu:>9.1f}  {est.tok_s_per_user:>10.1f}  "
                      f"{est.requests_per_s:>8.3g}  {est.decode_batch:>8.1f}" + ("  saturated" if est.saturated else ""))
     return "\n".join(lines + _memory_lines(first, results[0]))
@@ -376,19 +386,24 @@ def sweep_table(configs, model_id: str, results) -> str:
 
 def summary(config, model_id: str, est) -> str:
     """A few readable lines: the deployment, latency, throughput and memory of ``est``."""
+    from profiler.config import ms_text
+
     load = (f"concurrency {config.concurrency:g}" if config.request_rate is None
             else f"rate {config.request_rate:g} req/s")
     lines = [
         _deployment(config, model_id, est),
         f"workload: ISL {config.isl_tokens} / OSL {config.osl_tokens} tokens, {load}",
-        f"TTFT        mean {_ms(est.ttft_ms)}   p90 {_ms(est.ttft_p90_ms)}   p99 {_ms(est.ttft_p99_ms)}",
+        f"TTFT        mean {ms_text(est.ttft_ms)}   p90 {ms_text(est.ttft_p90_ms)}   p99 {ms_text(est.ttft_p99_ms)}",
         "  mean of   " + parts_text(est.ttft_parts),
         f"ITL (TPOT)  {est.itl_ms:.2f} ms   ({est.tok_s_per_user:.1f} tok/s per user)",
         "  mean of   " + parts_text(est.itl_parts),
         f"throughput  {est.output_tok_s_per_gpu:.1f} output tok/s per GPU   {est.requests_per_s:.3g} req/s   "
         f"{est.decode_batch:.1f} sequences decoding per engine",
     ]
+    if est.ttft_ms > est.ttft_p90_ms:
+        lines.insert(3, "  mean above p90: fewer than 10% of requests wait for a prefill server, and the few that "
+                        "do lift the mean")
     lines += _memory_lines(config, est)
     if est.saturated:
-        lines.append("saturated: the load exceeds what this deployment serves (clients queue for the excess)")
+        lines.append(_saturated(config, est))
     return "\n".join(lines)

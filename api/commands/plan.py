@@ -25,10 +25,11 @@ from functools import partial
 from pathlib import Path
 from typing import NoReturn
 
-from api.commands.estimate import parts_text
+from api.commands.estimate import cell, parts_text
 from api.objects import manifests_yaml
 from planner.manifests.targets import TARGETS
 from planner.types import PlanRequest, PlanResult
+from profiler.config import ms_text
 
 MAX_MANIFEST_BYTES = 1024 * 1024  # bytes of one input file: more is not a manifest (the API's body limit too)
 MAX_STEM = 200  # characters of a name in file names: with ".kthena.yaml" and the temporary
@@ -238,37 +239,46 @@ def _manifests(result: PlanResult, targets: list[str], api_version: str) -> tupl
     return out, notes
 
 
-def _shape(plan) -> str:
-    parts = []
-    for e in plan.engines:
-        par = f"tp{e.tp}" + (f"pp{e.pp}" if e.pp > 1 else "") + (f"dp{e.dp}" if e.dp > 1 else "") + (f"ep{e.ep}" if e.ep > 1 else "")
-        parts.append(f"{e.replicas}×{par}" if e.role == "aggregated" else f"{e.role[0].upper()}{e.replicas}×{par}")
-    return " + ".join(parts)
+def _order(result: PlanResult):
+    """Sort key of the table's rows: the closest configuration of an infeasible answer first, then the
+    feasible plans as the planner prefers them, then the others nearest to the SLA first."""
+    from planner.choice import preference, shortfall
+
+    req = result.request
+
+    def key(p) -> tuple:
+        if p.feasible:
+            return (1, preference(p, req))
+        return (0 if p == result.closest else 2, (shortfall(p, req), p.total_gpus))
+    return key
 
 
 def table(result: PlanResult, top: int) -> str:
-    """The best candidates (feasible first, cheapest first) and the chosen plan, as text."""
+    """The best candidates (feasible first, as the planner prefers them) and the chosen plan, as text;
+    an infeasible answer shows the configuration its reason names first."""
+    from planner.choice import margin_text
+
     req = result.request
-    goodput = req.concurrency is None and req.request_rate is None
-    rows = sorted(result.candidates, key=lambda p: (
-        not p.feasible, -p.predicted.output_tok_s_per_gpu if goodput else (p.cost_per_hour or p.total_gpus),
-        -p.predicted.tok_s_per_user))[:top]
+    rows = sorted(result.candidates, key=_order(result))[:top]
     head = (f"{req.name}: {req.model} on {req.gpu} ({req.backend}), ISL {req.isl_tokens}/OSL {req.osl_tokens}, "
             f"SLA TTFT ≤ {req.ttft_ms:g} ms, ITL ≤ {req.itl_ms:g} ms"
             + (f", concurrency {req.concurrency}" if req.concurrency else "")
             + (f", {req.request_rate:g} req/s" if req.request_rate else "")
             + (f", budget {req.total_gpus} GPUs" if req.total_gpus else ""))
-    lines = [head, f"  {'':2}{'mode':7}{'shape':28}{'GPUs':>5}{'TTFT ms':>9}{'ITL ms':>8}{'tok/s/GPU':>10}{'tok/s/user':>11}"]
+    lines = [head, f"  {'':2}{'mode':7}{'shape':28}{'GPUs':>5}{'TTFT ms':>10}{'ITL ms':>10}{'tok/s/GPU':>10}"
+                   f"{'tok/s/user':>11}"]
     for p in rows:
         mark = "→" if result.chosen is not None and p == result.chosen else ("✓" if p.feasible else "✗")
         pr = p.predicted
-        lines.append(f"  {mark:2}{p.mode:7}{_shape(p):28}{p.total_gpus:>5}{pr.ttft_ms:>9.0f}{pr.itl_ms:>8.1f}"
-                     f"{pr.output_tok_s_per_gpu:>10.0f}{pr.tok_s_per_user:>11.1f}")
+        lines.append(f"  {mark:2}{p.mode:7}{p.shape():28}{p.total_gpus:>5}{cell(pr.ttft_ms, 0, 10)}"
+                     f"{cell(pr.itl_ms, 1, 10)}{cell(pr.output_tok_s_per_gpu, 0, 10)}{cell(pr.tok_s_per_user, 1, 11)}")
     if result.chosen is not None:
         c = result.chosen
-        lines.append(f"  chosen: {c.mode} {_shape(c)} = {c.total_gpus} GPUs, TTFT {c.predicted.ttft_ms:.0f} ms "
-                     f"(p99 {c.predicted.ttft_p99_ms:.0f}), ITL {c.predicted.itl_ms:.1f} ms, "
+        lines.append(f"  chosen: {c.mode} {c.shape()} = {c.total_gpus} GPUs, TTFT {c.predicted.ttft_ms:.0f} ms "
+                     f"(p99 {ms_text(c.predicted.ttft_p99_ms, 0)}), ITL {c.predicted.itl_ms:.1f} ms, "
                      f"{c.predicted.output_tok_s_per_gpu:.0f} tok/s/GPU ({result.evaluated} evaluated)")
+        if result.margin is not None:
+            lines.append(f"    margin: {margin_text(result.margin)}")
         if c.predicted.ttft_parts is not None and c.predicted.itl_parts is not None:
             lines.append(f"    TTFT = {parts_text(c.predicted.ttft_parts)}; ITL = {parts_text(c.predicted.itl_parts)}")
     else:

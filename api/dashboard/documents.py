@@ -85,8 +85,9 @@ ONLINE = {**_texts("target", "stopped", "best"), "trialsDone": is_number,
           "sweep": {"scenario": is_text, "concurrency": [is_number]},
           "calibration": {"unit": is_text, "scale": is_number, "before": ERRORS, "after": ERRORS},
           "trials": [TRIAL]}
-RESULTS = {**_texts("model", "gpu", "backend", "reason"), **_numbers("bestTtftMs", "bestItlMs", "evaluated"),
-           "feasible": is_flag,
+MARGIN = {**_numbers("ttftPct", "itlPct"), "ttftBasis": is_text}
+RESULTS = {**_texts("model", "gpu", "backend", "reason"), "evaluated": is_number, "feasible": is_flag,
+           "closest": PLAN, "margin": MARGIN,
            "sla": _numbers("ttftMs", "itlMs", "e2eMs", "islTokens", "oslTokens", "concurrency", "requestRate"),
            "chosen": PLAN, "pareto": [PLAN], "candidates": CANDIDATES, "assumptions": [is_text], "online": ONLINE}
 CONDITIONS = [_texts("type", "status", "reason", "message", "lastTransitionTime")]

@@ -1,10 +1,13 @@
 """The planner's answer on the DGDR page: the chosen plan against the SLA, the Pareto chart of
 output tokens/s per GPU against tokens/s per user, and the candidate table.
 
-A candidate meets the SLA when its predicted mean TTFT and ITL are within the targets. In the
-chart's plane, ITL ≤ target is the same as tokens/s per user ≥ 1000 / ITL target, which is the
-shaded region; TTFT is not an axis, so candidates inside the region may still miss TTFT (they
-are drawn hollow).
+A candidate is feasible as the planner says (it meets the SLA within the GPU budget; for
+results without its verdict, when its predicted mean TTFT and ITL are within the targets): the
+table and the chart mark it by the same rule. In the chart's plane, ITL ≤ target is the same as
+tokens/s per user ≥ 1000 / ITL target, which is the shaded region; TTFT is not an axis, so
+candidates inside the region may still miss TTFT, or the budget (they are drawn hollow). A
+candidate with an unbounded TTFT or ITL (``null`` when stored) is not drawn; the table says
+"unbounded".
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from api.dashboard.charts import Rule, Series, chart, figure
-from api.dashboard.documents import candidate
+from api.dashboard.documents import candidate, is_number
 from api.dashboard.html import dl, h, num
 
 
@@ -54,6 +57,17 @@ def meets(plan: dict[str, Any], sla: dict[str, Any]) -> bool | None:
     return all(checks) if checks else None
 
 
+def feasible(plan: dict[str, Any], sla: dict[str, Any]) -> bool | None:
+    """The planner's verdict on ``plan`` when stored, else whether it meets the SLA (None if unknown)."""
+    verdict = plan.get("feasible")
+    return meets(plan, sla) if verdict is None else verdict
+
+
+def _time(value: Any, digits: int) -> str:
+    """A predicted time of a stored plan: ``null`` (absent once conformed) is an unbounded one."""
+    return "unbounded" if value is None else num(value, digits)
+
+
 def _verdict(value: Any, target: Any, *, higher_is_better: bool = False) -> str:
     if value is None or target is None:
         return '<td class="verdict">—</td>'
@@ -66,16 +80,17 @@ def chosen_section(doc: dict[str, Any]) -> str:
     chosen = doc.get("chosen")
     sla = doc.get("sla") or {}
     if not chosen:
-        best = []
-        if doc.get("bestTtftMs") is not None:
-            best.append(f"TTFT {num(doc['bestTtftMs'], 1, 'ms')}")
-        if doc.get("bestItlMs") is not None:
-            best.append(f"ITL {num(doc['bestItlMs'], 2, 'ms')}")
-        best_text = f" The best reachable anywhere in the search space: {', '.join(best)}." if best else ""
+        closest = doc.get("closest")
+        named = ""
+        if closest:
+            p = closest.get("predicted") or {}
+            named = (f'<p id="closest">The configuration it names: {h(shape(closest))} ({h(engines_text(closest))}), '
+                     f"{h(closest.get('totalGpus'))} GPUs, TTFT {_time(p.get('ttftMs'), 1)} ms, "
+                     f"ITL {_time(p.get('itlMs'), 2)} ms.</p>")
         return (
             '<section aria-labelledby="plan-h"><h2 id="plan-h">Chosen plan</h2>'
             f'<p class="notice notice-bad">No configuration meets the SLA: {h(doc.get("reason") or "no candidate is feasible")}.'
-            f"{h(best_text)}</p></section>"
+            f"</p>{named}</section>"
         )
     p = chosen.get("predicted") or {}
     engines = "".join(
@@ -91,6 +106,7 @@ def chosen_section(doc: dict[str, Any]) -> str:
         ("GPU", h(f"{chosen.get('totalGpus')} × {chosen.get('gpu')}")),
         ("Precision", h(chosen.get("precision"))),
         ("Cost", num(chosen.get("costPerHour"), 2, "$/h") if chosen.get("costPerHour") is not None else ""),
+        ("Margin", _margin(doc.get("margin") or {})),
     ])
     user_target = 1000.0 / sla["itlMs"] if sla.get("itlMs") else None
     ttft_extra = f" (p90 {num(p.get('ttftP90Ms'), 0)}, p99 {num(p.get('ttftP99Ms'), 0)})" if p.get("ttftP90Ms") is not None else ""
@@ -124,6 +140,13 @@ def chosen_section(doc: dict[str, Any]) -> str:
 </section>"""
 
 
+def _margin(m: dict[str, Any]) -> str:
+    """The headroom the chosen plan keeps, in % of each target ('' when not stored)."""
+    if "ttftPct" not in m or "itlPct" not in m:
+        return ""
+    return h(f"TTFT {m.get('ttftBasis', 'mean')} {m['ttftPct']:.0f}% under its target, ITL {m['itlPct']:.0f}% under")
+
+
 # The stored keys (camelCase field names of profiler.config's TtftParts/ItlParts) in words, as the CLI says them.
 _TTFT_PARTS = (("frontend", "frontend"), ("prefill", "prefill pass"), ("kvTransfer", "KV transfer"),
                ("firstStep", "first decode step"), ("queueing", "queue wait"),
@@ -153,9 +176,10 @@ def _tip(plan: dict[str, Any]) -> str:
 
 
 def _xy(plan: dict[str, Any]) -> tuple[float, float] | None:
+    """The chart point of ``plan``; None when a prediction is missing or unbounded (stored as null)."""
     p = plan.get("predicted") or {}
     x, y = p.get("tokPerSecPerUser"), p.get("outputTokPerSecPerGpu")
-    if isinstance(x, (int, float)) and isinstance(y, (int, float)):
+    if all(is_number(p.get(k)) for k in ("ttftMs", "itlMs")) and is_number(x) and is_number(y):
         return float(x), float(y)
     return None
 
@@ -169,10 +193,11 @@ def pareto_section(doc: dict[str, Any]) -> str:
         xy = _xy(plan)
         if xy is None:
             continue
-        (good if meets(plan, sla) is not False else bad).append((*xy, _tip(plan)))
+        (good if feasible(plan, sla) is not False else bad).append((*xy, _tip(plan)))
     line = Series("Pareto front", [*good, *bad], tone="a", joined=True, radius=0)
-    series = [line, Series("Pareto candidate meeting the SLA", good, tone="a"), Series("Pareto candidate missing the SLA", bad, tone="miss")]
-    legend = [("a", "Pareto candidate meeting the SLA"), ("miss", "Pareto candidate missing the SLA (e.g. TTFT)")]
+    series = [line, Series("Pareto candidate, feasible", good, tone="a"), Series("Pareto candidate, not feasible", bad, tone="miss")]
+    legend = [("a", "Pareto candidate, feasible: meets the SLA within the budget"),
+              ("miss", "Pareto candidate, not feasible: misses the SLA (e.g. TTFT) or the GPU budget")]
     chosen_xy = _xy(chosen) if chosen else None
     if chosen_xy:
         series.append(Series("Chosen plan", [(*chosen_xy, "Chosen: " + _tip(chosen))], tone="chosen", radius=7.5))
@@ -220,9 +245,7 @@ def candidate_rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
 
 def _feasible_cell(plan: dict[str, Any], sla: dict[str, Any]) -> tuple[str, str]:
     """(sort value, html) of the Feasible column: the planner's verdict, or the SLA check."""
-    ok = plan.get("feasible")
-    if ok is None:
-        ok = meets(plan, sla)
+    ok = feasible(plan, sla)
     if ok is None:
         return "", "—"
     if ok:
@@ -237,7 +260,7 @@ def candidates_section(doc: dict[str, Any], *, feasible_only: bool = False, acti
     plans = candidate_rows(doc)
     if not plans:
         return ""
-    shown = [p for p in plans if p.get("feasible", meets(p, sla)) is not False] if feasible_only else plans
+    shown = [p for p in plans if feasible(p, sla) is not False] if feasible_only else plans
     body = []
     for i, plan in enumerate(shown, 1):
         p = plan.get("predicted") or {}
@@ -249,8 +272,8 @@ def candidates_section(doc: dict[str, Any], *, feasible_only: bool = False, acti
             (shape(plan), h(shape(plan))),
             (engines_text(plan), h(engines_text(plan))),
             (plan.get("totalGpus"), h(plan.get("totalGpus"))),
-            (p.get("ttftMs"), num(p.get("ttftMs"), 1)),
-            (p.get("itlMs"), num(p.get("itlMs"), 2)),
+            (p.get("ttftMs"), _time(p.get("ttftMs"), 1)),
+            (p.get("itlMs"), _time(p.get("itlMs"), 2)),
             (p.get("tokPerSecPerUser"), num(p.get("tokPerSecPerUser"), 1)),
             (p.get("outputTokPerSecPerGpu"), num(p.get("outputTokPerSecPerGpu"), 0)),
             (p.get("requestsPerSec"), num(p.get("requestsPerSec"), 2)),

@@ -1,0 +1,71 @@
+"""Which plan to choose among those that meet the SLA, and how far a plan is from the SLA.
+
+The planner minimizes ``cost``: GPUs (or $ per hour) for a stated load; with no load stated,
+−output tokens/s per GPU (per $), the goodput objective. At equal cost it prefers, in order:
+
+1. headroom against the SLA (``margin``): the least of the TTFT and ITL headroom, in % of
+   each target, with TTFT judged at its p99 under a Poisson rate; compared in whole steps of
+   MARGIN_STEP_PCT, since a finer difference is within the model's error;
+2. the simpler deployment: aggregated over disaggregated, then fewer engines;
+3. more tokens/s per user.
+"""
+
+from __future__ import annotations
+
+import math
+
+from planner.types import Margin, Plan, PlanRequest
+
+__all__ = ["MARGIN_STEP_PCT", "cost", "margin", "margin_text", "preference", "shortfall"]
+
+# Headroom is compared in steps of this many % of the target: the model's held-out error
+# (docs/accuracy.md: tens of % for TTFT, about 12% for ITL) is larger than a finer difference.
+MARGIN_STEP_PCT = 10.0
+
+
+def _headroom_pct(value_ms: float, target_ms: float) -> float:
+    """(target − value) / target, in % (−inf for an unbounded value)."""
+    return (target_ms - value_ms) / target_ms * 100.0
+
+
+def margin(plan: Plan, request: PlanRequest) -> Margin:
+    """The headroom ``plan`` keeps against ``request``'s SLA (TTFT at p99 under a Poisson rate)."""
+    p = plan.predicted
+    poisson = request.request_rate is not None
+    return Margin(ttft_pct=_headroom_pct(p.ttft_p99_ms if poisson else p.ttft_ms, request.ttft_ms),
+                  itl_pct=_headroom_pct(p.itl_ms, request.itl_ms), ttft_basis="p99" if poisson else "mean")
+
+
+def margin_text(m: Margin) -> str:
+    """``TTFT p99 43% under its target, ITL 17% under`` (``over`` for a negative headroom)."""
+    words = [f"{name} {abs(pct):.0f}% {'under' if pct >= 0 else 'over'}"
+             for name, pct in ((f"TTFT {m.ttft_basis}", m.ttft_pct), ("ITL", m.itl_pct))]
+    return f"{words[0]} its target, {words[1]}"
+
+
+def cost(plan: Plan, request: PlanRequest) -> float:
+    """What the planner minimizes: GPUs × $ per GPU-hour (1 when no price is given) for a stated
+    load; −output tokens/s per GPU per $ with none."""
+    price = request.gpu_price_per_hour or 1.0
+    if request.concurrency is None and request.request_rate is None:
+        return -plan.predicted.output_tok_s_per_gpu / price
+    return plan.total_gpus * price
+
+
+def _margin_steps(pct: float) -> float:
+    """Whole MARGIN_STEP_PCT steps of headroom (−inf for an unbounded time)."""
+    return math.floor(pct / MARGIN_STEP_PCT) if math.isfinite(pct) else -math.inf
+
+
+def preference(plan: Plan, request: PlanRequest) -> tuple[float, float, bool, int, float]:
+    """Sort key of feasible plans, best first: cost, then headroom, simplicity, tokens/s per user."""
+    engines = sum(e.replicas for e in plan.engines)
+    return (cost(plan, request), -_margin_steps(margin(plan, request).least_pct), plan.mode == "disagg", engines,
+            -plan.predicted.tok_s_per_user)
+
+
+def shortfall(plan: Plan, request: PlanRequest) -> float:
+    """How far ``plan``'s mean TTFT and ITL are from the SLA: the worse ratio over its target
+    minus 1 (0 when both are within, inf when either is unbounded)."""
+    p = plan.predicted
+    return max(0.0, p.ttft_ms / request.ttft_ms - 1.0, p.itl_ms / request.itl_ms - 1.0)
