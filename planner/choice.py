@@ -1,7 +1,8 @@
 """Which plan to choose among those that meet the SLA, and how far a plan is from the SLA.
 
 The planner minimizes ``cost``: GPUs (or $ per hour) for a stated load; with no load stated,
-−output tokens/s per GPU (per $), the goodput objective. At equal cost it prefers, in order:
+−output tokens/s per GPU (per $), the goodput objective, or with a GPU budget −output tokens/s
+of the whole deployment (the units the budget holds). At equal cost it prefers, in order:
 
 1. headroom against the SLA (``margin``): the least of the TTFT and ITL headroom, in % of
    each target, with TTFT judged at its p99 under a Poisson rate; compared in whole steps of
@@ -16,7 +17,7 @@ import math
 
 from planner.types import Margin, Plan, PlanRequest
 
-__all__ = ["MARGIN_STEP_PCT", "cost", "margin", "margin_text", "preference", "shortfall"]
+__all__ = ["MARGIN_STEP_PCT", "cost", "cost_of", "margin", "margin_text", "preference", "shortfall"]
 
 # Headroom is compared in steps of this many % of the target: the model's held-out error
 # (docs/accuracy.md: tens of % for TTFT, about 12% for ITL) is larger than a finer difference.
@@ -43,13 +44,20 @@ def margin_text(m: Margin) -> str:
     return f"{words[0]} its target, {words[1]}"
 
 
+def cost_of(gpus: int, tok_s_per_gpu: float, *, goodput: bool, budget: int | None, price: float | None) -> float:
+    """What the planner minimizes for a deployment of ``gpus`` GPUs serving ``tok_s_per_gpu`` output
+    tokens/s each: GPUs × $ per GPU-hour (1 when no price is given) for a stated load; with none
+    (``goodput``), −tokens/s per GPU per $, or −the whole deployment's tokens/s per $ with a budget."""
+    if goodput:
+        return -tok_s_per_gpu * (gpus if budget else 1) / (price or 1.0)
+    return gpus * (price or 1.0)
+
+
 def cost(plan: Plan, request: PlanRequest) -> float:
-    """What the planner minimizes: GPUs × $ per GPU-hour (1 when no price is given) for a stated
-    load; −output tokens/s per GPU per $ with none."""
-    price = request.gpu_price_per_hour or 1.0
-    if request.concurrency is None and request.request_rate is None:
-        return -plan.predicted.output_tok_s_per_gpu / price
-    return plan.total_gpus * price
+    """``cost_of`` a plan made for ``request``."""
+    return cost_of(plan.total_gpus, plan.predicted.output_tok_s_per_gpu,
+                   goodput=request.concurrency is None and request.request_rate is None,
+                   budget=request.total_gpus, price=request.gpu_price_per_hour)
 
 
 def _margin_steps(pct: float) -> float:

@@ -13,6 +13,7 @@ from collections.abc import Callable
 
 import optuna
 
+from planner.choice import cost_of
 from planner.sizing import Candidate, Sized
 
 GRID_LIMIT = 2048
@@ -22,12 +23,11 @@ INFEASIBLE_PENALTY = 1e9
 
 
 def objective(s: Sized, budget: int | None, price: float | None, goodput: bool) -> tuple[float, list[float]]:
-    """(value to minimize, constraints): GPUs or $/h for a stated load; without one, −tok/s per GPU,
-    or with a GPU budget −tok/s of the whole deployment (the units the budget holds)."""
-    if goodput:
-        value = -s.prediction["output_tok_s_per_gpu"] * (s.total_gpus if budget else 1) / (price or 1.0)
-    else:
-        value = s.total_gpus * (price or 1.0) - 1e-6 * s.prediction["tok_s_per_user"]
+    """(value to minimize, constraints): ``planner.choice.cost_of`` the sized deployment (ties toward
+    more tokens/s per user for a stated load)."""
+    value = cost_of(s.total_gpus, s.prediction["output_tok_s_per_gpu"], goodput=goodput, budget=budget, price=price)
+    if not goodput:
+        value -= 1e-6 * s.prediction["tok_s_per_user"]
     constraints = [0.0 if s.meets_sla else 1.0, float(s.total_gpus - budget) if budget else 0.0]
     return value, constraints
 

@@ -174,3 +174,14 @@ def test_a_stated_load_still_takes_the_fewest_gpus():
     req = _request(concurrency=8, total_gpus=16)
     chosen = plan(req).chosen
     assert chosen.total_gpus < 16 and all(e.min_replicas is None for e in chosen.engines)
+
+
+def test_the_cli_reports_the_capacity_a_filled_budget_reaches(tmp_path, capsys):
+    from pathlib import Path
+
+    example = Path(__file__).resolve().parent.parent / "examples" / "llama-70b-h200.dgdr.yaml"  # 16-GPU budget
+    assert main(["plan", str(example), "--out", str(tmp_path)]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.strip().startswith("capacity:"))
+    doc = json.loads((tmp_path / "llama-70b-h200.plan.json").read_text())
+    assert f"{doc['results']['chosen']['predicted']['requestsPerSec']:.2f} req/s" in line
+    assert "of the 16-GPU budget" in line and "scales down to" in line

@@ -277,6 +277,7 @@ def table(result: PlanResult, top: int) -> str:
         lines.append(f"  chosen: {c.mode} {c.shape()} = {c.total_gpus} GPUs, TTFT {c.predicted.ttft_ms:.0f} ms "
                      f"(p99 {ms_text(c.predicted.ttft_p99_ms, 0)}), ITL {c.predicted.itl_ms:.1f} ms, "
                      f"{c.predicted.output_tok_s_per_gpu:.0f} tok/s/GPU ({result.evaluated} evaluated)")
+        lines.append(f"    capacity: {capacity_text(result)}")
         if result.margin is not None:
             lines.append(f"    margin: {margin_text(result.margin)}")
         if c.predicted.ttft_parts is not None and c.predicted.itl_parts is not None:
@@ -284,6 +285,18 @@ def table(result: PlanResult, top: int) -> str:
     else:
         lines.append(f"  infeasible: {result.reason}")
     return "\n".join(lines)
+
+
+def capacity_text(result: PlanResult) -> str:
+    """The load the chosen plan serves within the SLA: requests/s and requests in flight, and how
+    far it may scale down when idle."""
+    c, req = result.chosen, result.request
+    p = c.predicted
+    text = f"{p.requests_per_s:.2f} req/s, {p.concurrency:.0f} requests in flight within the SLA"
+    if req.total_gpus and req.concurrency is None and req.request_rate is None:
+        text += f" on {c.total_gpus} of the {req.total_gpus}-GPU budget"
+    floors = [f"{e.role} {e.min_replicas}" for e in c.engines if e.min_replicas is not None]
+    return text + (f"; scales down to {', '.join(floors)} when idle" if floors else "")
 
 
 def _progress(done: int, total: int) -> None:
