@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 from fastapi import FastAPI
@@ -16,17 +18,32 @@ from infra.settings import Settings, load_settings
 
 
 def create_app(settings: Settings | None = None, *, celery: Any = None, listen_host: str = "127.0.0.1") -> FastAPI:
-    """Build the API. ``celery`` is the Celery app requests are enqueued on (default: one built
+    """Build the API. ``celery`` is the Celery app requests are published on (default: one built
     from ``settings``); pass the same app an embedded worker runs so that both share a broker.
-    ``listen_host`` is the address the server listens on: off loopback, writes need the token
-    (see ``api.guards``)."""
+    While the app runs (its lifespan), a dispatcher publishes stored requests (``workers.dispatcher``):
+    no request waits on the broker. ``listen_host`` is the address the server listens on: off
+    loopback, writes need the token (see ``api.guards``)."""
+    from workers.dispatcher import Dispatcher
+
     settings = settings or load_settings()
     engine = make_engine(settings)
     if celery is None:
         from workers.celery_app import make_celery
 
         celery = make_celery(settings)
+    sessions = make_session_factory(engine)
+    dispatcher = Dispatcher(celery, sessions)
+
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        dispatcher.start()
+        try:
+            yield
+        finally:
+            dispatcher.stop()
+
     app = FastAPI(
+        lifespan=lifespan,
         title="slaplan",
         description="SLA profiler and deployment planner: DynamoGraphDeploymentRequests and BenchmarkJobs, "
         "served as a Kubernetes API server serves custom resources.",
@@ -34,9 +51,10 @@ def create_app(settings: Settings | None = None, *, celery: Any = None, listen_h
     )
     app.state.settings = settings
     app.state.engine = engine
-    app.state.sessions = make_session_factory(engine)
+    app.state.sessions = sessions
     app.state.celery = celery
-    app.state.enqueue = _enqueuer(celery)
+    app.state.dispatcher = dispatcher
+    app.state.enqueue = dispatcher.wake
     app.state.metrics = make_metrics(app.state.sessions)
     install_error_handlers(app)
     app.include_router(health.router)
@@ -48,11 +66,3 @@ def create_app(settings: Settings | None = None, *, celery: Any = None, listen_h
     app.add_middleware(guarded, settings=settings, metrics=app.state.metrics, listen_host=listen_host)
     return app
 
-
-def _enqueuer(celery):
-    from workers.celery_app import enqueue
-
-    def enqueue_kind(kind, uid: str) -> None:
-        enqueue(celery, kind.task, uid, kind.queue)
-
-    return enqueue_kind

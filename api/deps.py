@@ -12,7 +12,7 @@ from api.errors import ApiError
 from api.objects import BadBody, parse_body
 from infra.settings import Settings
 
-# enqueue(kind, uid) -> None: hands a committed request to the workers.
+# enqueue(kind, uid) -> None: tells the dispatcher that a committed request is due (never waits).
 Enqueue = Callable[[Any, str], None]
 
 

@@ -1,4 +1,4 @@
-"""The custom resources slaplan serves, and how each is validated, initialised and queued."""
+"""The custom resources slaplan serves, and how each is validated and initialised."""
 
 from __future__ import annotations
 
@@ -30,8 +30,6 @@ class ServedKind:
     plural: str
     singular: str
     short_names: tuple[str, ...]
-    queue: str
-    task: str
     validate: Callable[[dict[str, Any]], None]
     initial_status: Callable[[int, datetime], dict[str, Any]]
     # States in which the spec may still change (before work starts).
@@ -97,8 +95,6 @@ DGDR = ServedKind(
     plural="dynamographdeploymentrequests",
     singular="dynamographdeploymentrequest",
     short_names=("dgdr",),
-    queue="plan",
-    task="slaplan.plan_dgdr",
     validate=_validate_dgdr,
     initial_status=lifecycle.dgdr_pending,
     editable_states=frozenset({"", "Pending"}),
@@ -114,8 +110,6 @@ BENCHMARKJOB = ServedKind(
     plural="benchmarkjobs",
     singular="benchmarkjob",
     short_names=(),
-    queue="bench",
-    task="slaplan.run_benchmarkjob",
     validate=_validate_benchmarkjob,
     initial_status=lambda _generation, _now: lifecycle.bench_pending(),
     editable_states=frozenset({"", "Pending"}),

@@ -60,6 +60,13 @@ class Settings(BaseModel):
         description="Redis broker: seconds a task taken by a worker may stay unacknowledged before Redis hands it "
         "to another worker; longer than the longest task (tasks are acknowledged when they finish)",
     )
+    lease_seconds: float = Field(
+        default=15.0,
+        ge=1,
+        le=3600,
+        description="a worker's hold on the request it works on, renewed every third of it; work whose worker "
+        "stopped renewing is queued again this long after the last renewal",
+    )
     online_target: Literal["auto", "local", "kubernetes"] = Field(
         default="auto",
         description="where online DGDRs deploy their candidates: local engine processes, the cluster, or auto "
@@ -245,6 +252,7 @@ ENV_FIELDS = {
     "SLAPLAN_DEPLOY_CHECK_SECONDS": "deploy_check_seconds",
     "SLAPLAN_ALLOW_UNAUTHENTICATED_APPLY": "allow_unauthenticated_apply",
     "SLAPLAN_BROKER_VISIBILITY_TIMEOUT": "broker_visibility_timeout_s",
+    "SLAPLAN_LEASE_SECONDS": "lease_seconds",
     "SLAPLAN_ONLINE_TARGET": "online_target",
     "SLAPLAN_ONLINE_ENGINE_COMMAND": "online_engine_command",
     "SLAPLAN_ONLINE_EMULATOR_SPEED": "online_emulator_speed",

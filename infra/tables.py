@@ -17,6 +17,11 @@ class ResourceRow(Base):
 
     ``resource_version`` is bumped on every write and checked on conditional writes
     (optimistic concurrency); ``generation`` is bumped only when the spec changes.
+
+    The outbox and the lease (``infra.outbox``, ``infra.leases``; never part of the object, never
+    a new resource version): ``publish_due_at`` is when a dispatcher should next publish the task
+    for this resource (None: nothing to publish); ``lease_owner`` is the worker working on it
+    until ``lease_expires_at`` unless it renews the lease.
     """
 
     __tablename__ = "slaplan_resources"
@@ -24,6 +29,8 @@ class ResourceRow(Base):
         UniqueConstraint("group", "plural", "namespace", "name", name="uq_slaplan_resources_identity"),
         UniqueConstraint("uid", name="uq_slaplan_resources_uid"),
         Index("ix_slaplan_resources_kind_ns", "group", "plural", "namespace"),
+        Index("ix_slaplan_resources_publish_due", "publish_due_at"),
+        Index("ix_slaplan_resources_lease_expiry", "lease_expires_at"),
     )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
@@ -43,6 +50,9 @@ class ResourceRow(Base):
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     deleted_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    publish_due_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    lease_owner: Mapped[str | None] = mapped_column(String(255), nullable=True)
+    lease_expires_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
 
 
 class CalibrationRow(Base):

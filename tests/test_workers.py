@@ -1,4 +1,4 @@
-"""Workers: a real Celery worker process on real Redis and PostgreSQL, task idempotency, recovery."""
+"""Workers: a real Celery worker process on real Redis and PostgreSQL, task idempotency."""
 
 from __future__ import annotations
 
@@ -6,7 +6,6 @@ import json
 import os
 import time
 import uuid
-from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -18,7 +17,6 @@ from infra.db import make_engine, make_session_factory, session_scope
 from infra.resources import ResourceCreate, create_resource, get_resource_by_uid
 from infra.settings import load_settings
 from workers import lifecycle, tasks
-from workers.recovery import unfinished
 from procs import start_worker, stop
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -154,13 +152,6 @@ def test_running_the_task_twice_plans_once(sessions):
     assert tasks.process_dgdr(sessions, uid) == "done"
     with session_scope(sessions) as s:
         assert get_resource_by_uid(s, uid).resource_version == after_first.resource_version
-    assert unfinished(sessions) == []
-
-
-def test_recovery_finds_only_idle_unfinished_requests(sessions):
-    uid = _store_dgdr(sessions, "idle")
-    assert [u for _t, _q, u in unfinished(sessions)] == [uid]
-    assert unfinished(sessions, idle_for=timedelta(hours=1)) == []
 
 
 def test_each_celery_app_runs_its_own_task_bodies(tmp_path):

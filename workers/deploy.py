@@ -4,7 +4,8 @@ Lifecycle (REFERENCE §1, the v1alpha1 controller): after planning, a DGDR with 
 configured cluster goes to ``Deploying``; its DGD is server-side applied (labels
 ``dgdr.nvidia.com/name``, ``dgdr.nvidia.com/namespace``, ``nvidia.com/managed-by``; no
 ownerReference, it outlives the request) in the Dynamo API version the cluster serves. A
-tracking task checks the DGD every ``settings.deploy_check_seconds``: ``Ready`` when its
+tracking task checks the DGD every ``settings.deploy_check_seconds`` (the outbox schedules it:
+only DGDRs with something applied are ever checked, ``workers.dispatcher``): ``Ready`` when its
 ``status.state`` is ``successful``; ``DeploymentDeleted`` (terminal, never recreated) when it
 disappears. ``status.deployment{name, namespace, state, created}`` mirrors it throughout.
 
@@ -19,10 +20,8 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
-
-from sqlalchemy import select
 
 from infra.db import SessionFactory, session_scope
 from infra.kube import Cluster, ClusterError
@@ -190,38 +189,20 @@ def cluster_for(app: Any) -> Connector | None:
     return connect
 
 
-def track_later(app: Any, uid: str, outcome: str) -> None:
-    """Schedule the next check of ``uid``'s deployment when ``outcome`` says it is followed."""
-    if outcome in ("deploying", "ready"):
-        app.send_task(TRACK_TASK, args=[uid], queue="plan", countdown=app.slaplan_settings.deploy_check_seconds)
+def next_check(app: Any) -> datetime:
+    """When an applied deployment is next checked."""
+    return datetime.now(UTC) + timedelta(seconds=app.slaplan_settings.deploy_check_seconds)
 
 
 def register_deploy_tasks(app: Any) -> None:
-    """Define the tracking task on a Celery ``app`` (a task that re-enqueues itself)."""
+    """Define the tracking task on a Celery ``app``: one check, then the next one is due."""
+    from infra import outbox
     from workers.celery_app import sessions_for
 
     @app.task(name=TRACK_TASK, shared=False, bind=True, acks_late=True, ignore_result=True)
     def track_deployment(self, uid: str) -> str:
-        outcome = track_dgdr(sessions_for(app), uid, cluster_for(app))
-        track_later(app, uid, outcome)
+        sessions = sessions_for(app)
+        outcome = track_dgdr(sessions, uid, cluster_for(app))
+        with session_scope(sessions) as session:
+            outbox.settle(session, [uid], next_check(app) if outcome in ("deploying", "ready") else None)
         return outcome
-
-
-def requeue_tracking(sessions: SessionFactory, send: Callable[[str, str, str], None]) -> int:
-    """Enqueue a check of every applied deployment (at start: scheduled checks of an in-process
-    queue do not survive a restart). Returns how many."""
-    from infra.tables import ResourceRow
-
-    count = 0
-    with session_scope(sessions) as session:
-        rows = session.execute(select(ResourceRow.uid, ResourceRow.status).where(
-            ResourceRow.group == "nvidia.com", ResourceRow.plural == "dynamographdeploymentrequests")).all()
-    for uid, status in rows:
-        status = status or {}
-        if status.get("state") in TRACKED_STATES and status.get("deployment"):
-            try:
-                send(TRACK_TASK, uid, "plan")
-                count += 1
-            except Exception:
-                log.warning("could not enqueue the deployment check of %s", uid, exc_info=True)
-    return count

@@ -107,16 +107,6 @@ def measured_points(iterations: list[IterationMetrics]) -> list[search.SweepPoin
             for it in iterations if it.successes > 0 and it.ttft.mean_ms is not None and it.tpot.mean_ms is not None]
 
 
-def wants_online(sessions: Any, uid: str) -> bool:
-    """Whether the stored DGDR ``uid`` asks for online profiling (``spec.online: true``)."""
-    from infra.db import session_scope
-    from infra.resources import get_resource_by_uid
-
-    with session_scope(sessions) as session:
-        resource = get_resource_by_uid(session, uid)
-    return resource is not None and resource.spec.get("online") is True
-
-
 def run_online(sessions: Any, claimed: Any, request: PlanRequest, *, setup: Online,
                clock: Callable[[], Any], model: tuple[Any, str]) -> tuple[PlanResult, Any]:
     """``profile_online`` inside the DGDR's lifecycle: the stored calibration of the model, GPU

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from sqlalchemy.exc import OperationalError
@@ -190,7 +190,8 @@ def _measured(name: str, run: Callable[[], str]) -> str:
 
 
 def register_tasks(app) -> None:
-    """Define the tasks on a Celery ``app`` (called by ``make_celery``)."""
+    """Define the tasks on a Celery ``app`` (called by ``make_celery``). Each holds its request's
+    lease while it runs (``workers.heartbeat``); a duplicate arriving meanwhile returns ``busy``."""
     from workers.celery_app import sessions_for
 
     common = {
@@ -203,24 +204,28 @@ def register_tasks(app) -> None:
         "max_retries": 5,
     }
 
+    def leased_run(name: str, uid: str, run: Callable[[], str]) -> str:
+        from workers.deploy import next_check
+        from workers.heartbeat import leased
+
+        with leased(sessions_for(app), uid, timedelta(seconds=app.slaplan_settings.lease_seconds)) as lease:
+            if lease is None:
+                return "busy"
+            outcome = _measured(name, run)
+            lease.next_due = next_check(app) if outcome == "deploying" else None  # then its deployment is checked
+            return outcome
+
     @app.task(name=PLAN_TASK, **common)
     def plan_dgdr(self, uid: str) -> str:
         from workers import deploy
-        from workers.online import wants_online
 
-        if wants_online(sessions_for(app), uid):  # long: measured on the bench queue
-            app.send_task(ONLINE_TASK, args=[uid], queue="bench")
-            return "online"
         cluster = deploy.cluster_for(app)
         if getattr(app, "slaplan_plan_pool", None) is not None and cluster is None:
             from workers.plan_pool import process_dgdr_in_pool
 
-            outcome = _measured(PLAN_TASK, lambda: process_dgdr_in_pool(app, uid))
-        else:
-            outcome = _measured(PLAN_TASK, lambda: process_dgdr(sessions_for(app), uid, cluster=cluster,
-                                                                model_dirs=app.slaplan_settings.model_dirs))
-        deploy.track_later(app, uid, outcome)
-        return outcome
+            return leased_run(PLAN_TASK, uid, lambda: process_dgdr_in_pool(app, uid))
+        return leased_run(PLAN_TASK, uid, lambda: process_dgdr(sessions_for(app), uid, cluster=cluster,
+                                                               model_dirs=app.slaplan_settings.model_dirs))
 
     @app.task(name=ONLINE_TASK, **common)
     def profile_dgdr_online(self, uid: str) -> str:
@@ -229,16 +234,15 @@ def register_tasks(app) -> None:
 
         cluster = deploy.cluster_for(app)
         setup = lambda: online_setup(app.slaplan_settings, cluster)  # noqa: E731
-        outcome = _measured(ONLINE_TASK, lambda: process_dgdr(sessions_for(app), uid, cluster=cluster, online=setup,
-                                                              model_dirs=app.slaplan_settings.model_dirs))
-        deploy.track_later(app, uid, outcome)
-        return outcome
+        return leased_run(ONLINE_TASK, uid, lambda: process_dgdr(sessions_for(app), uid, cluster=cluster, online=setup,
+                                                                 model_dirs=app.slaplan_settings.model_dirs))
 
     @app.task(name=BENCH_TASK, **common)
     def run_benchmarkjob(self, uid: str) -> str:
         from workers.deploy import cluster_for
 
-        return _measured(BENCH_TASK, lambda: process_benchmarkjob(sessions_for(app), uid, cluster=cluster_for(app)))
+        return leased_run(BENCH_TASK, uid,
+                          lambda: process_benchmarkjob(sessions_for(app), uid, cluster=cluster_for(app)))
 
     from workers.deploy import register_deploy_tasks
 

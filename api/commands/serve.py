@@ -11,8 +11,7 @@ from api.commands.arguments import port, positive
 
 log = logging.getLogger(__name__)
 
-SWEEP_EVERY_S = 60.0
-STALE_AFTER = timedelta(minutes=10)
+COMPACT_EVERY_S = 60.0  # how often the watch history is pruned
 WATCH_HISTORY = timedelta(minutes=15)  # how far back a watch may resume (older: 410 Expired)
 GRACEFUL_SHUTDOWN_S = 5  # open watches are cut after this on shutdown
 LOG_LEVELS = ("critical", "error", "warning", "info", "debug", "trace")  # uvicorn's
@@ -64,10 +63,8 @@ def run(args: argparse.Namespace) -> int:
     from infra import events, migrate
     from infra.db import session_scope
     from infra.settings import load_settings
-    from workers.celery_app import enqueue, make_celery
+    from workers.celery_app import make_celery
     from workers.embedded import start_embedded_worker, stop_embedded_worker
-    from workers.recovery import requeue_unfinished
-    from workers.deploy import requeue_tracking
 
     logging.basicConfig(level=LEVEL_NUMBERS[args.log_level], format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     settings = load_settings()
@@ -81,30 +78,18 @@ def run(args: argparse.Namespace) -> int:
     with_worker = args.worker == "yes" or (args.worker == "auto" and settings.embedded)
     worker = start_embedded_worker(celery, concurrency=args.concurrency, plan_in_processes=True) if with_worker else None
 
-    def send(task: str, uid: str, queue: str) -> None:
-        enqueue(celery, task, uid, queue)
-
+    # Requests are published by the app's dispatcher while it runs (workers.dispatcher).
     stop = threading.Event()
 
-    def sweep() -> None:
-        # At start every unfinished request is enqueued again (in-process queues are empty after a
-        # restart); afterwards only those that have not moved for a while (a lost task).
-        n = requeue_unfinished(app.state.sessions, send)
-        requeue_tracking(app.state.sessions, send)  # applied deployments are checked again
-        if n:
-            log.info("re-enqueued %d unfinished request(s)", n)
-        while not stop.wait(SWEEP_EVERY_S):
-            n = requeue_unfinished(app.state.sessions, send, idle_for=STALE_AFTER)
-            if n:
-                log.info("re-enqueued %d stale request(s)", n)
+    def compact() -> None:
+        while not stop.wait(COMPACT_EVERY_S):
             try:
                 with session_scope(app.state.sessions) as session:
                     events.compact(session, datetime.now(UTC) - WATCH_HISTORY)
             except Exception:  # the database is away for a moment: compact on the next round
                 log.warning("could not compact the watch history", exc_info=True)
 
-    sweeper = threading.Thread(target=sweep, name="slaplan-recovery", daemon=True)
-    sweeper.start()
+    threading.Thread(target=compact, name="slaplan-compact", daemon=True).start()
     try:
         uvicorn.run(
             app, host=args.host, port=args.port, log_level=args.log_level,

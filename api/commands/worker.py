@@ -1,4 +1,8 @@
-"""``slaplan worker``: a Celery worker pulling requests from the broker (SLAPLAN_BROKER_URL)."""
+"""``slaplan worker``: a Celery worker pulling requests from the broker (SLAPLAN_BROKER_URL).
+
+Beside it runs a dispatcher (``workers.dispatcher``) on its own database engine: it expires the
+leases of dead workers and publishes what is due, so recovery does not wait on ``slaplan serve``.
+The worker reconnects to a lost broker for as long as it is away."""
 
 from __future__ import annotations
 
@@ -53,5 +57,34 @@ def run(args: argparse.Namespace) -> int:
     argv += ["--hostname", args.hostname or f"slaplan-{os.getpid()}@%h", "--without-gossip", "--without-mingle"]
     if args.concurrency is not None:
         argv += ["--concurrency", str(args.concurrency)]
-    make_celery(settings).worker_main(argv)
+    app = make_celery(settings)
+    _dispatch_beside(app)
+    app.worker_main(argv)
     return 0
+
+
+def _dispatch_beside(app) -> None:
+    """Run a dispatcher in this process from when the worker is first ready (its pool's processes
+    forked first; it is ready again after each reconnect) until it shuts down."""
+    from celery import signals
+
+    from infra.db import make_engine, make_session_factory
+    from workers.dispatcher import Dispatcher
+
+    holder = {}
+
+    def start(**_: object) -> None:
+        if "dispatcher" in holder:
+            return
+        engine = make_engine(app.slaplan_settings)
+        holder["engine"] = engine
+        holder["dispatcher"] = Dispatcher(app, make_session_factory(engine))
+        holder["dispatcher"].start()
+
+    def stop(**_: object) -> None:
+        if "dispatcher" in holder:
+            holder["dispatcher"].stop()
+            holder["engine"].dispose()
+
+    signals.worker_ready.connect(start, weak=False)
+    signals.worker_shutdown.connect(stop, weak=False)

@@ -7,7 +7,6 @@ way to change ``status``; the main resource ignores status in bodies.
 
 from __future__ import annotations
 
-import logging
 import re
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
@@ -23,12 +22,11 @@ from api.kinds import InvalidSpec, ServedKind, find_kind
 from api.field_selector import FieldSelectorError, fields_match, parse_field_selector
 from api.watch import DEFAULT_TIMEOUT_S, WatchRequest, watch_response
 from api.objects import generate_name, is_label, merge_patch, metadata_causes, render
-from infra import events
+from infra import events, outbox
 from infra import resources as repo
 from infra.labels import SelectorError, parse_selector
 from infra.settings import Settings
 
-log = logging.getLogger(__name__)
 router = APIRouter(tags=["resources"])
 
 NS = "/apis/{group}/{version}/namespaces/{namespace}/{plural}"
@@ -230,8 +228,9 @@ def create(
         stored = repo.create_resource(session, new)
     except repo.AlreadyExists:
         raise errors.already_exists(plural, name, group) from None
-    session.commit()  # committed before it is enqueued: nothing is lost if the broker is down
-    _enqueue(enqueue, kind, stored)
+    outbox.mark_due(session, stored.uid, stored.created_at)  # the stored request is the message
+    session.commit()
+    enqueue(kind, stored.uid)
     return JSONResponse(_present(kind, version, stored), status_code=201)
 
 
@@ -506,12 +505,13 @@ def _update(
         if spec_changed:
             status = kind.initial_status(updated.generation, datetime.now(UTC))
             updated = repo.update_status(session, status, key=current.key, expected_version=updated.resource_version)
+            outbox.mark_due(session, updated.uid, updated.updated_at)
     except repo.Conflict as exc:
         session.rollback()
         raise errors.conflict(kind.plural, current.name, kind.group, str(exc)) from None
     session.commit()
     if spec_changed:
-        _enqueue(enqueue, kind, updated)
+        enqueue(kind, updated.uid)
     return _present(kind, version, updated)
 
 
@@ -574,12 +574,3 @@ def _condition_causes(path: str, condition: Any, required: tuple[str, ...]) -> l
 
 def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _enqueue(enqueue, kind: ServedKind, resource: repo.Resource) -> None:
-    try:
-        enqueue(kind, resource.uid)
-    except Exception:  # the request is stored; the recovery sweep enqueues it again
-        log.warning("could not enqueue %s %s/%s; it stays %s until re-enqueued",
-                    kind.kind, resource.namespace, resource.name, resource.status.get("state"), exc_info=True)
-

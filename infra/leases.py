@@ -1,0 +1,56 @@
+"""Leases on claimed work: the worker running a request's task holds it until ``lease_expires_at``
+and renews the lease while it works (``workers.heartbeat``). A lease that was not renewed in time
+(its worker was killed, lost its machine or its database) is expired by any dispatcher, which makes
+the request due for publishing again (``infra.outbox``).
+
+Lease writes never bump the resource version: the worker's own conditional status writes are not
+disturbed by its heartbeats.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from sqlalchemy import func, or_, update
+from sqlalchemy.orm import Session
+
+from infra.tables import ResourceRow
+
+
+def take(session: Session, uid: str, owner: str, now: datetime, ttl: timedelta) -> bool:
+    """Hold ``uid`` for ``owner`` until ``now + ttl`` unless another owner holds a live lease.
+    Taking it clears its publish time: the work is in hand. True when taken."""
+    return session.execute(
+        update(ResourceRow)
+        .where(ResourceRow.uid == uid,
+               or_(ResourceRow.lease_owner.is_(None), ResourceRow.lease_expires_at < now))
+        .values(lease_owner=owner, lease_expires_at=now + ttl, publish_due_at=None)
+        .execution_options(synchronize_session=False)
+    ).rowcount == 1
+
+
+def renew(session: Session, uid: str, owner: str, now: datetime, ttl: timedelta) -> bool:
+    """Extend ``owner``'s lease on ``uid`` to ``now + ttl``; False when it is no longer ``owner``'s."""
+    return session.execute(
+        update(ResourceRow).where(ResourceRow.uid == uid, ResourceRow.lease_owner == owner)
+        .values(lease_expires_at=now + ttl).execution_options(synchronize_session=False)
+    ).rowcount == 1
+
+
+def release(session: Session, uid: str, owner: str, next_due: datetime | None) -> None:
+    """End ``owner``'s lease on ``uid``. ``next_due``: when its task is due again (None: not
+    again); a publish time set meanwhile by someone else (a changed spec) is kept."""
+    values: dict = {"lease_owner": None, "lease_expires_at": None}
+    if next_due is not None:
+        values["publish_due_at"] = func.coalesce(ResourceRow.publish_due_at, next_due)
+    session.execute(update(ResourceRow).where(ResourceRow.uid == uid, ResourceRow.lease_owner == owner)
+                    .values(**values).execution_options(synchronize_session=False))
+
+
+def expire(session: Session, now: datetime) -> int:
+    """End every lease that expired before ``now``; its request is due now. Returns how many."""
+    return session.execute(
+        update(ResourceRow).where(ResourceRow.lease_expires_at < now)
+        .values(lease_owner=None, lease_expires_at=None, publish_due_at=now)
+        .execution_options(synchronize_session=False)
+    ).rowcount

@@ -1,0 +1,87 @@
+"""The outbox: the stored request is the message.
+
+A request that needs a worker carries ``publish_due_at``, the time a dispatcher should publish its
+task (``workers.dispatcher``). The API sets it to now in the transaction that stores the request,
+so a create never waits on the broker. A dispatcher takes due rows (moving them to
+``now + republish_after``, so that no other dispatcher publishes them too and a message that
+is lost is published again), publishes, and puts back the ones it could not publish. A worker
+taking the request (``infra.leases``) clears the time; finished work leaves it cleared, work
+with a next step (a deployment to check again) sets it to that step's time.
+
+Nothing here bumps a resource version or records a watch event: the outbox is bookkeeping, not
+part of the object.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import datetime, timedelta
+from typing import Any, NamedTuple
+
+from sqlalchemy import select, update
+from sqlalchemy.orm import Session
+
+from infra.tables import CounterRow, ResourceRow
+
+BROKER_COUNTER = "broker_identity"  # a hash of the broker process the dispatchers saw last (0: none yet)
+
+
+class Due(NamedTuple):
+    """A request whose task is due to be published."""
+
+    uid: str
+    group: str
+    plural: str
+    spec: dict[str, Any]
+    status: dict[str, Any]
+
+
+def mark_due(session: Session, uid: str, at: datetime) -> None:
+    """Make ``uid``'s task due at ``at`` (in the caller's transaction)."""
+    session.execute(update(ResourceRow).where(ResourceRow.uid == uid).values(publish_due_at=at)
+                    .execution_options(synchronize_session=False))
+
+
+def take_due(session: Session, now: datetime, *, limit: int, republish_after: timedelta) -> list[Due]:
+    """Up to ``limit`` requests due at ``now``, oldest first, each due again ``republish_after``
+    from now (so a concurrent dispatcher skips them). The caller publishes them, then commits."""
+    ids = session.scalars(
+        select(ResourceRow.id).where(ResourceRow.publish_due_at <= now)
+        .order_by(ResourceRow.publish_due_at).limit(limit)
+    ).all()
+    if not ids:
+        return []
+    rows = session.execute(
+        update(ResourceRow).where(ResourceRow.id.in_(ids), ResourceRow.publish_due_at <= now)
+        .values(publish_due_at=now + republish_after)
+        .returning(ResourceRow.uid, ResourceRow.group, ResourceRow.plural, ResourceRow.spec, ResourceRow.status)
+        .execution_options(synchronize_session=False)
+    ).all()
+    return [Due(uid, group, plural, dict(spec or {}), dict(status or {})) for uid, group, plural, spec, status in rows]
+
+
+def settle(session: Session, uids: list[str], at: datetime | None) -> None:
+    """Set the next publish time of ``uids`` (None: nothing more to publish)."""
+    if uids:
+        session.execute(update(ResourceRow).where(ResourceRow.uid.in_(uids)).values(publish_due_at=at)
+                        .execution_options(synchronize_session=False))
+
+
+def republish_waiting(session: Session, now: datetime) -> int:
+    """Make every request that waits for a publish (or a republish) and that no worker holds due
+    now: after a broker restart its queued messages may be gone. Returns how many."""
+    return session.execute(
+        update(ResourceRow).where(ResourceRow.publish_due_at > now, ResourceRow.lease_owner.is_(None))
+        .values(publish_due_at=now).execution_options(synchronize_session=False)
+    ).rowcount
+
+
+def broker_changed(session: Session, identity: str) -> bool:
+    """Note that the broker answering is ``identity`` (e.g. a Redis run id); True when it differs
+    from the one any dispatcher noted last (a restarted broker, whose queues may be empty). Only
+    one of several dispatchers noting the same change gets True."""
+    value = int.from_bytes(hashlib.sha256(identity.encode()).digest()[:8], "big") >> 2  # > 0, < 2^63
+    return session.execute(
+        update(CounterRow).where(CounterRow.name == BROKER_COUNTER, CounterRow.value != value)
+        .values(value=value).execution_options(synchronize_session=False)
+    ).rowcount == 1

@@ -1,0 +1,175 @@
+"""The outbox and leases, driven by a clock the test owns: what a dispatcher publishes, when it
+publishes again, and that a lease which runs out puts the request back in the queue. The broker
+is a recorder (the dispatcher's view of it is patched); real brokers: test_worker_failures.py."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from types import SimpleNamespace
+
+import pytest
+
+from infra import leases, migrate, outbox
+from infra.db import make_engine, make_session_factory, session_scope
+from infra.resources import ResourceCreate, create_resource, update_status
+from infra.settings import load_settings
+from workers import dispatcher as dispatch
+from workers import lifecycle
+from workers.deploy import TRACK_TASK
+from workers.tasks import BENCH_TASK, ONLINE_TASK, PLAN_TASK
+
+T0 = datetime(2026, 11, 27, 12, 0, tzinfo=UTC)
+TTL = timedelta(seconds=15)
+
+
+class Broker:
+    """Records what is published; ``down`` makes it refuse; ``run_id`` names the process."""
+
+    def __init__(self):
+        self.conf = SimpleNamespace(broker_url="redis://broker.invalid:6379/0")
+        self.sent: list[tuple[str, str, str]] = []
+        self.down = False
+        self.run_id = "first"
+
+    def send_task(self, task: str, args: list[str], queue: str) -> None:
+        if self.down:
+            raise ConnectionError("refused")
+        self.sent.append((task, args[0], queue))
+
+
+@pytest.fixture
+def world(tmp_path, monkeypatch):
+    settings = load_settings({}, database_url=f"sqlite:///{tmp_path / 'd.db'}")
+    migrate.upgrade(settings)
+    engine = make_engine(settings)
+    sessions = make_session_factory(engine)
+    broker = Broker()
+
+    def identity(app, timeout_s):
+        if app.down:
+            raise ConnectionError("refused")
+        return app.run_id
+
+    monkeypatch.setattr(dispatch, "broker_identity", identity)
+    clock = {"now": T0}
+    yield SimpleNamespace(sessions=sessions, broker=broker, clock=clock,
+                          dispatcher=lambda: dispatch.Dispatcher(broker, sessions, clock=lambda: clock["now"]))
+    engine.dispose()
+
+
+def _store(world, name: str, *, group="nvidia.com", plural="dynamographdeploymentrequests", spec=None,
+           status=None) -> str:
+    with session_scope(world.sessions) as session:
+        stored = create_resource(session, ResourceCreate(
+            group=group, version="v1", kind="K", plural=plural, namespace="default", name=name, spec=spec or {},
+            status=status if status is not None else lifecycle.dgdr_pending(1, T0)))
+        outbox.mark_due(session, stored.uid, world.clock["now"])
+        return stored.uid
+
+
+def _row(world, uid: str):
+    from infra.tables import ResourceRow
+
+    with session_scope(world.sessions) as session:
+        row = session.query(ResourceRow).filter_by(uid=uid).one()
+        return SimpleNamespace(due=row.publish_due_at, owner=row.lease_owner, expires=row.lease_expires_at)
+
+
+def test_a_stored_request_is_published_once_then_again_only_if_nobody_took_it(world):
+    uid = _store(world, "a")
+    d = world.dispatcher()
+    assert d.run_once() == 1 and world.broker.sent == [(PLAN_TASK, uid, "plan")]
+    assert d.broker_problem is None
+    assert d.run_once() == 0
+    world.clock["now"] = T0 + dispatch.REPUBLISH_AFTER + timedelta(seconds=1)
+    assert d.run_once() == 1 and len(world.broker.sent) == 2
+
+
+def test_a_taken_request_is_not_published_while_its_lease_is_renewed(world):
+    uid = _store(world, "leased")
+    d = world.dispatcher()
+    d.run_once()
+    with session_scope(world.sessions) as session:
+        assert leases.take(session, uid, "w1", T0, TTL)
+        assert not leases.take(session, uid, "w2", T0 + timedelta(seconds=1), TTL)  # held: a duplicate skips
+    for second in (10, 20, 30):  # heartbeats every 10 s keep it
+        world.clock["now"] = T0 + timedelta(seconds=second)
+        with session_scope(world.sessions) as session:
+            assert leases.renew(session, uid, "w1", world.clock["now"], TTL)
+        assert d.run_once() == 0
+    # the worker dies: 15 s after its last heartbeat the request is published again
+    world.clock["now"] = T0 + timedelta(seconds=44)
+    assert d.run_once() == 0
+    world.clock["now"] = T0 + timedelta(seconds=46)
+    assert d.run_once() == 1 and world.broker.sent[-1] == (PLAN_TASK, uid, "plan")
+    with session_scope(world.sessions) as session:
+        assert not leases.renew(session, uid, "w1", world.clock["now"], TTL)  # the dead worker's lease is gone
+        assert leases.take(session, uid, "w2", world.clock["now"], TTL)
+
+
+def test_nothing_is_lost_while_the_broker_is_down_and_a_restart_publishes_again(world):
+    d = world.dispatcher()
+    first = _store(world, "before")
+    d.run_once()
+    world.broker.down = True
+    during = _store(world, "during")
+    assert d.run_once() == 0
+    assert d.broker_problem.startswith("broker unreachable")
+    assert _row(world, during).due is not None
+    # back, but a new process (a Redis restart without persistence): its queue is empty
+    world.broker.down, world.broker.run_id = False, "second"
+    world.clock["now"] = T0 + timedelta(seconds=2)
+    assert d.run_once() == 2
+    assert sorted(uid for _t, uid, _q in world.broker.sent) == sorted([first, first, during])
+    assert d.broker_problem is None
+
+
+def test_a_publish_that_fails_leaves_the_request_due(world):
+    d = world.dispatcher()
+    d.run_once()  # the broker seen once
+    uid = _store(world, "x")
+    world.broker.send_task = lambda *a, **k: (_ for _ in ()).throw(ConnectionError("reset"))
+    assert d.run_once() == 0 and d.broker_problem
+    assert _row(world, uid).due is not None
+
+
+def test_routes_by_kind_and_state_and_finished_work_is_not_published(world):
+    d = world.dispatcher()
+    plan = _store(world, "plan")
+    online = _store(world, "online", spec={"online": True})
+    bench = _store(world, "bench", group="ome.io", plural="benchmarkjobs", status={"state": "Running"})
+    deployed = _store(world, "deployed", status={"state": "Deploying", "deployment": {"created": False}})
+    ready = _store(world, "ready", status={"state": "Ready"})
+    d.run_once()
+    assert sorted(world.broker.sent) == sorted([
+        (PLAN_TASK, plan, "plan"), (ONLINE_TASK, online, "bench"), (BENCH_TASK, bench, "bench"),
+        (TRACK_TASK, deployed, "plan"),
+    ])
+    assert _row(world, ready).due is None
+
+
+def test_two_dispatchers_publish_each_request_once(world):
+    uids = [_store(world, f"r{i}") for i in range(dispatch.BATCH + 5)]
+    first, second = world.dispatcher(), world.dispatcher()
+    first.run_once(), second.run_once()
+    sent = [uid for _t, uid, _q in world.broker.sent]
+    assert sorted(sent) == sorted(uids)
+
+
+def test_a_finished_lease_keeps_a_publish_time_set_meanwhile(world):
+    uid = _store(world, "changed")
+    with session_scope(world.sessions) as session:
+        assert leases.take(session, uid, "w", T0, TTL)
+        outbox.mark_due(session, uid, T0 + timedelta(seconds=1))  # the spec changed while it ran
+        leases.release(session, uid, "w", T0 + timedelta(minutes=5))
+    assert _row(world, uid).due is not None and _row(world, uid).owner is None
+    world.clock["now"] = T0 + timedelta(seconds=2)
+    assert world.dispatcher().run_once() == 1
+
+
+def test_a_status_write_does_not_disturb_the_lease(world):
+    uid = _store(world, "status")
+    with session_scope(world.sessions) as session:
+        assert leases.take(session, uid, "w", T0, TTL)
+        update_status(session, {"state": "Profiling"}, uid=uid)
+    assert _row(world, uid).owner == "w"

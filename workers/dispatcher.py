@@ -1,0 +1,155 @@
+"""The dispatcher: publishes the tasks the outbox says are due (``infra.outbox``), off every
+request's path. ``slaplan serve`` and every ``slaplan worker`` run one; they share the work
+through the database (a due request is taken by one dispatcher) and any of them alone suffices.
+
+Each round (every ``DISPATCH_EVERY_S``, or at once when woken by a create):
+1. expire leases that were not renewed (their workers are gone): those requests are due now;
+2. look at the broker with a short timeout. When it is down, publish nothing (requests stay due)
+   and say so (``broker_problem``, which readiness reports). When it is a different broker
+   process than the dispatchers saw last (a Redis restart, whose queues may be empty; a new
+   ``slaplan serve`` with its in-process queue), every request waiting for a worker is made due
+   now, by the one dispatcher that notices first;
+3. publish what is due, routed by kind and state (``route``).
+A request's task is published again if no worker took it ``REPUBLISH_AFTER`` after it was
+published: the last resort for a message lost some other way. Tasks are idempotent and leased,
+so a duplicate costs one database read.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from infra import leases, outbox
+from infra.db import SessionFactory, session_scope
+from workers import lifecycle
+from workers.celery_app import broker_identity, enqueue
+from workers.deploy import TRACK_TASK, TRACKED_STATES
+from workers.tasks import BENCH_TASK, ONLINE_TASK, PLAN_TASK
+
+log = logging.getLogger(__name__)
+
+DISPATCH_EVERY_S = 1.0  # a round at least this often (s)
+BATCH = 200  # requests taken per database round trip
+REPUBLISH_AFTER = timedelta(minutes=10)  # a published task no worker took is published again
+PROBE_TIMEOUT_S = 1.0  # the longest a round waits for the broker to answer (s)
+DGDR = ("nvidia.com", "dynamographdeploymentrequests")
+BENCHMARKJOB = ("ome.io", "benchmarkjobs")
+NOT_CHECKED = "broker not checked yet"
+
+Clock = Callable[[], datetime]
+
+
+def _utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+def route(due: outbox.Due) -> tuple[str, str] | None:
+    """(task, queue) for a due request, or None when it has nothing left to do."""
+    state = due.status.get("state") or ""
+    if (due.group, due.plural) == DGDR:
+        if state in TRACKED_STATES and due.status.get("deployment"):
+            return TRACK_TASK, "plan"
+        if state in lifecycle.DGDR_UNFINISHED:
+            return (ONLINE_TASK, "bench") if due.spec.get("online") is True else (PLAN_TASK, "plan")
+    elif (due.group, due.plural) == BENCHMARKJOB and state in lifecycle.BENCH_UNFINISHED:
+        return BENCH_TASK, "bench"
+    return None
+
+
+class Dispatcher:
+    """One process's dispatcher: ``start`` runs rounds in a daemon thread, ``wake`` asks for a
+    round now (never blocks), ``run_once`` is one round (tests call it with their own clock)."""
+
+    def __init__(self, celery: Any, sessions: SessionFactory, *, clock: Clock = _utcnow):
+        self.celery = celery
+        self.sessions = sessions
+        self.clock = clock
+        self.broker_problem: str | None = NOT_CHECKED  # what readiness reports; None when it answered
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def wake(self, *_: object) -> None:
+        """Ask for a round now (a request was stored). Accepts and ignores the API's (kind, uid)."""
+        self._wake.set()
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._loop, name="slaplan-dispatcher", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout_s: float = 5.0) -> None:
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout_s)
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            self._wake.clear()
+            try:
+                self.run_once()
+            except Exception:  # the database is away for a moment: the next round tries again
+                log.warning("dispatch round failed", exc_info=True)
+            self._wake.wait(DISPATCH_EVERY_S)
+
+    def run_once(self) -> int:
+        """One round; returns how many tasks were published."""
+        now = self.clock()
+        with session_scope(self.sessions) as session:
+            expired = leases.expire(session, now)
+        if expired:
+            log.info("%d lease(s) ran out; their requests are queued again", expired)
+        identity = self._probe()
+        if identity is None:
+            return 0
+        with session_scope(self.sessions) as session:
+            waiting = outbox.republish_waiting(session, now) if outbox.broker_changed(session, identity) else 0
+        if waiting:
+            log.info("a new broker process: publishing %d waiting request(s) again", waiting)
+        published = 0
+        while True:
+            with session_scope(self.sessions) as session:
+                batch = outbox.take_due(session, now, limit=BATCH, republish_after=REPUBLISH_AFTER)
+            sent, stopped = self._publish(batch, now)
+            published += sent
+            if stopped or len(batch) < BATCH:
+                return published
+
+    def _publish(self, batch: list[outbox.Due], now: datetime) -> tuple[int, bool]:
+        """Publish ``batch``; (how many were published, whether the broker failed)."""
+        idle, unsent, sent = [], [], 0
+        for due in batch:
+            target = route(due)
+            if target is None:
+                idle.append(due.uid)
+            elif unsent:  # the broker failed on this batch: do not wait on it for every request
+                unsent.append(due.uid)
+            else:
+                try:
+                    enqueue(self.celery, target[0], due.uid, target[1])
+                    sent += 1
+                except Exception as exc:
+                    unsent.append(due.uid)
+                    self._down(f"broker unreachable: {type(exc).__name__}")
+        with session_scope(self.sessions) as session:
+            outbox.settle(session, idle, None)
+            outbox.settle(session, unsent, now)
+        return sent, bool(unsent)
+
+    def _probe(self) -> str | None:
+        try:
+            identity = broker_identity(self.celery, timeout_s=PROBE_TIMEOUT_S)
+        except Exception as exc:
+            self._down(f"broker unreachable: {type(exc).__name__}")
+            return None
+        self.broker_problem = None
+        return identity
+
+    def _down(self, problem: str) -> None:
+        if self.broker_problem != problem:
+            log.warning("%s; requests stay stored and are published when it answers", problem)
+        self.broker_problem = problem
