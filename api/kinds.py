@@ -69,7 +69,7 @@ def _dgdr_model_causes(obj: dict[str, Any], model_dirs: Sequence[str]) -> list[t
     """The model field, when it names neither a catalog model, a Hub id nor a directory under
     ``model_dirs``: the same message for every such name, whether or not it is a path that exists."""
     from planner.request import model_field, parse_dgdr
-    from profiler.errors import ModelError
+    from profiler.model.errors import ModelError
     from profiler.hub import check_model_name
 
     try:
@@ -80,7 +80,7 @@ def _dgdr_model_causes(obj: dict[str, Any], model_dirs: Sequence[str]) -> list[t
 
 
 def _validate_benchmarkjob(obj: dict[str, Any]) -> None:
-    from planner.benchmarkjob import BenchmarkJobError, parse_benchmarkjob
+    from profiler.bench.spec import BenchmarkJobError, parse_benchmarkjob
 
     try:
         parse_benchmarkjob(obj)

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from api.kinds import BENCHMARKJOB
-from profiler.bench_results import METADATA_FILE
+from profiler.bench.results import METADATA_FILE
 
 MAX_FILES = 500
 

@@ -97,7 +97,7 @@ INPUTS = ("model", "gpu", "backend", "precision", "mode", "isl", "osl", "concurr
 
 def inputs_key(row: dict) -> tuple[str, ...]:
     """The estimate's inputs of a row (``INPUTS``), numbers written alike however the data spells them."""
-    from profiler.calibrate import rounded
+    from profiler.model.calibrate import rounded
 
     return tuple(rounded(row.get(k), 12) for k in INPUTS)
 
@@ -125,7 +125,7 @@ def measured_twice(rows: list[dict], positions, ttft_ms, tpot_ms) -> list[tuple[
 def workload_key(row: dict) -> str:
     """The workload a row measures, for the selection regret: its source and origin (the
     provenance's first field), model, GPU, backend and version, input and output length."""
-    from profiler.calibrate import rounded
+    from profiler.model.calibrate import rounded
 
     origin = str(row.get("provenance") or "").split(" | ")[0]
     return "|".join((str(row.get("source") or ""), origin, *(rounded(row.get(k), 12) for k in WORKLOAD)))
@@ -247,9 +247,9 @@ def main(argv: list[str] | None = None) -> int:
 
     import numpy as np
 
-    from profiler.calibrate import kernel_prior, measured_column, measured_mask, median_errors, prepare_rows
-    from profiler.estimate import evaluate
-    from profiler.params import shipped_params
+    from profiler.model.calibrate import kernel_prior, measured_column, measured_mask, median_errors, prepare_rows
+    from profiler.model.estimate import evaluate
+    from profiler.model.params import shipped_params
 
     path = Path(args.data) if args.data else default_data_path()
     if path is None or not path.is_file():

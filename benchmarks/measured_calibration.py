@@ -66,10 +66,10 @@ def measure(gpu: str, slower: float, levels: list[int], scenario: str, workdir: 
 
 
 def main() -> int:
-    from profiler.bench_runner import read_results
-    from profiler.config import Parallel, ServingConfig
-    from profiler.estimate import estimate
-    from profiler.measured import fit_deployment
+    from profiler.bench.runner import read_results
+    from profiler.model.config import Parallel, ServingConfig
+    from profiler.model.estimate import estimate
+    from profiler.model.measured import fit_deployment
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--gpu", default="l40s")

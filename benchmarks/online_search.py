@@ -50,7 +50,7 @@ SCENARIOS = [  # (label, request fields)
 
 def truth(seed: int, spread: float) -> dict[str, float]:
     """The shipped parameters, each efficiency and fixed cost off by a seeded random factor."""
-    from profiler.params import PARAMS, shipped_params
+    from profiler.model.params import PARAMS, shipped_params
 
     rng = random.Random(seed)
     out = dict(shipped_params())
@@ -71,7 +71,7 @@ def run(label: str, fields: dict, seed: int, spread: float) -> dict:
     from planner import online as search
     from planner import plan
     from planner.types import PlanRequest
-    from profiler.bench_model import model_iterations
+    from profiler.bench.standin import model_iterations
     from profiler.hub import load_model
     from workers import online
 

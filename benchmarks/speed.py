@@ -28,11 +28,11 @@ from api.commands.calibrate import default_data_path, read_rows  # noqa: E402
 
 def single_estimates(rows: list[dict], repeats: int) -> tuple[float, float, int]:
     """(median ms, p90 ms, configurations) of one ``estimate()`` call."""
-    from profiler.dataset import row_config
-    from profiler.errors import ModelError
-    from profiler.estimate import estimate
-    from profiler.gpus import get_gpu
-    from profiler.model_catalog import resolve_model
+    from profiler.model.dataset import row_config
+    from profiler.model.errors import ModelError
+    from profiler.model.estimate import estimate
+    from profiler.model.gpus import get_gpu
+    from profiler.model.model_catalog import resolve_model
 
     configs = []
     for row in rows:

@@ -33,7 +33,7 @@ MEASURED = "derived_output_tok_s_per_gpu"
 
 def table(labels: dict, pred, measured) -> list[tuple[str, str, int, float, float]]:
     """(group, value, n, MdAPE %, median bias %) overall and per value of each label."""
-    from profiler.calibrate import median_errors
+    from profiler.model.calibrate import median_errors
 
     rows = [("all", "", *median_errors(pred, measured))]
     for group in ("gpu", "family", "backend", "mode"):
@@ -51,9 +51,9 @@ def main(argv: list[str] | None = None) -> int:
 
     import numpy as np
 
-    from profiler.calibrate import measured_column, prepare_rows
-    from profiler.estimate import evaluate
-    from profiler.params import shipped_params
+    from profiler.model.calibrate import measured_column, prepare_rows
+    from profiler.model.estimate import evaluate
+    from profiler.model.params import shipped_params
 
     path = Path(args.data) if args.data else default_data_path()
     if path is None or not path.is_file():

@@ -16,8 +16,8 @@ from infra.db import make_engine, make_session_factory, session_scope
 from infra.settings import Settings
 from infra.tables import CalibrationRow
 from planner.types import PlanResult
-from profiler.errors import ModelError
-from profiler.measured import DeploymentFit, calibration_key
+from profiler.model.errors import ModelError
+from profiler.model.measured import DeploymentFit, calibration_key
 
 
 class Calibration(BaseModel):
@@ -25,7 +25,7 @@ class Calibration(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    model: str = Field(description="canonical model id (profiler.measured.calibration_key)")
+    model: str = Field(description="canonical model id (profiler.model.measured.calibration_key)")
     gpu: str
     backend: str
     params: dict[str, float]

@@ -161,7 +161,7 @@ class LocalTarget:
 
     def _start(self, name: str, argv: list[str], port: int) -> str:
         """Start one engine process, wait until it serves; returns its base URL."""
-        from profiler.bench_runner import stop_group
+        from profiler.bench.runner import stop_group
 
         log = Path(tempfile.mkstemp(prefix=f"slaplan-{name}-", suffix=".log")[1])
         with log.open("wb") as out:

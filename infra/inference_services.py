@@ -18,8 +18,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from infra.kube import Cluster, ClusterError
-from planner.benchmarkjob import InferenceServiceReference
-from profiler.bench_runner import Failure, ServiceResolver
+from profiler.bench.spec import InferenceServiceReference
+from profiler.bench.runner import Failure, ServiceResolver
 
 API_VERSION = "ome.io/v1beta1"
 KIND = "InferenceService"
@@ -79,7 +79,7 @@ def resolve(cluster: Cluster, ref: InferenceServiceReference, *, timeout_s: floa
 
 def resolver_for(connect: Callable[[], Cluster], *, timeout_s: float, poll_s: float = POLL_S,
                  progress: Callable[[str], None] | None = None) -> ServiceResolver:
-    """A resolver for ``profiler.bench_runner`` on the cluster that ``connect`` returns."""
+    """A resolver for ``profiler.bench.runner`` on the cluster that ``connect`` returns."""
 
     def resolve_ref(ref: InferenceServiceReference) -> str:
         try:

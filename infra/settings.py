@@ -13,7 +13,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 
-from profiler.emulator_engine import MIN_SPEED
+from profiler.emulator.engine import MIN_SPEED
 
 DEFAULT_DATABASE_URL = "sqlite:///slaplan.db"
 DATABASE_DRIVERS = ("sqlite", "sqlite+pysqlite", "postgresql+psycopg")  # the drivers slaplan installs

@@ -16,15 +16,15 @@ from planner.search import search
 from planner.sizing import Candidate, Sized, Target, size_aggregated, size_disaggregated
 from planner.space import check_bounds, describe, engine_options
 from planner.types import Engine, Plan, PlanRequest, PlanResult, Prediction
-from profiler.config import PART_LABELS, Parallel, ServingConfig, ms_text
-from profiler.engine import FREE_FRACTION_BACKENDS, MEMORY_FRACTION, default_max_num_tokens
-from profiler.errors import ModelError
-from profiler.estimate import Prepared, itl_parts, prepare, ttft_parts
-from profiler.gpus import GPUS, get_gpu, runs_on
-from profiler.model_catalog import resolve_model
-from profiler.models import Model
-from profiler.params import shipped_params
-from profiler.precision import check_precision, default_kv_dtype
+from profiler.model import PART_LABELS, Parallel, ServingConfig, ms_text
+from profiler.model import FREE_FRACTION_BACKENDS, MEMORY_FRACTION, default_max_num_tokens
+from profiler.model import ModelError
+from profiler.model import Prepared, itl_parts, prepare, ttft_parts
+from profiler.model import GPUS, get_gpu, runs_on
+from profiler.model import resolve_model
+from profiler.model import Model
+from profiler.model import shipped_params
+from profiler.model import check_precision, default_kv_dtype
 
 
 def _target(req: PlanRequest) -> Target:

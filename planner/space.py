@@ -15,11 +15,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from profiler.config import Parallel
-from profiler.engine import check_parallel
-from profiler.errors import ModelError
-from profiler.gpus import Gpu
-from profiler.models import Model
+from profiler.model import Parallel
+from profiler.model import check_parallel
+from profiler.model import ModelError
+from profiler.model import Gpu
+from profiler.model import Model
 
 
 def engine_sizes(lo: int, hi: int, gpus_per_node: int) -> list[int]:

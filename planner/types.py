@@ -11,7 +11,7 @@ from typing import Any, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field, computed_field, model_validator
 
-from profiler.config import ItlParts, TtftParts, Unbounded
+from profiler.model import ItlParts, TtftParts, Unbounded
 
 Backend = Literal["vllm", "sglang", "trtllm"]
 Mode = Literal["agg", "disagg"]

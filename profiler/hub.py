@@ -17,9 +17,9 @@ import re
 from collections.abc import Sequence
 from pathlib import Path
 
-from profiler.errors import ModelError, UnknownName
-from profiler.model_catalog import model_from_config, model_names, resolve_model
-from profiler.models import Model
+from profiler.model.errors import ModelError, UnknownName
+from profiler.model.model_catalog import model_from_config, model_names, resolve_model
+from profiler.model.models import Model
 
 _TRUE = {"1", "true", "yes", "on"}
 # org/name; the Hub allows at most 96 characters each (huggingface_hub.utils.validate_repo_id).

@@ -21,7 +21,7 @@ from typing import Any, Literal
 
 import yaml
 
-from profiler.model_catalog import resolve_model
+from profiler.model.model_catalog import resolve_model
 
 __all__ = ["Deployed", "DeployedEngine", "read_deployment"]
 

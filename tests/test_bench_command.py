@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from planner.benchmarkjob import StorageSpec, parse_benchmarkjob
-from profiler.bench_command import (
+from profiler.bench.spec import StorageSpec, parse_benchmarkjob
+from profiler.bench.command import (
     DEFAULT_CONCURRENCY,
     DEFAULT_SCENARIOS,
     BenchOptions,

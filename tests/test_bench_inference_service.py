@@ -14,8 +14,8 @@ import pytest
 from fake_kube import CRD_DIR, SKIP_REASON, FakeKube
 from infra.inference_services import advertised_url, resolve
 from infra.kube import connect
-from planner.benchmarkjob import InferenceServiceReference
-from profiler.bench_runner import Failure, runner_settings
+from profiler.bench.spec import InferenceServiceReference
+from profiler.bench.runner import Failure, runner_settings
 from tests.test_bench_run import _status, _store, sessions  # noqa: F401  (sessions is a fixture)
 from tests.test_emulator import start_emulator, stop
 from workers import tasks

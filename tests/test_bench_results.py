@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from profiler.bench_results import parse_folder, parse_iteration, result_file_kind, status_metrics, table
-from profiler.bench_runner import explain_exit, read_results
+from profiler.bench.results import parse_folder, parse_iteration, result_file_kind, status_metrics, table
+from profiler.bench.runner import explain_exit, read_results
 
 
 def _stat(mean, p50=None, p90=None, p99=None):

@@ -17,9 +17,9 @@ from infra import migrate
 from infra.db import make_engine, make_session_factory, session_scope
 from infra.resources import ResourceCreate, create_resource, get_resource_by_uid
 from infra.settings import load_settings
-from planner.benchmarkjob import parse_benchmarkjob
-from profiler.bench_results import parse_iteration
-from profiler.bench_runner import BenchOutcome, run_benchmarkjob, runner_settings
+from profiler.bench.spec import parse_benchmarkjob
+from profiler.bench.results import parse_iteration
+from profiler.bench.runner import BenchOutcome, run_benchmarkjob, runner_settings
 from tests.test_emulator import MODEL, start_emulator, stop
 from workers import lifecycle, tasks
 
@@ -44,8 +44,8 @@ def test_genai_bench_against_the_emulator_matches_the_model(tmp_path):
     if not Path(runner_settings().genai_bench).is_file():
         pytest.skip("genai-bench's environment is missing: run scripts/setup.sh (it installs it) "
                     "or set SLAPLAN_GENAI_BENCH")
-    from profiler.config import Parallel, ServingConfig
-    from profiler.estimate import estimate
+    from profiler.model.config import Parallel, ServingConfig
+    from profiler.model.estimate import estimate
 
     # A quarter of the model's speed: the engine's times then dwarf HTTP and client overheads on a
     # busy 2-core machine, and --speed is checked on the way (times scale by 1/speed).
@@ -192,7 +192,7 @@ def _status(sessions, uid):
 
 
 def test_worker_runs_a_job_to_completion(sessions, tmp_path):
-    from profiler.bench_results import IterationMetrics, Percentiles
+    from profiler.bench.results import IterationMetrics, Percentiles
 
     seen = {}
 

@@ -7,10 +7,11 @@ performance model in profiler) also import only the third-party libraries the ta
 Optuna storage in planner) and no I/O library of the standard library, and touch no clock,
 environment, console, file, process or network: they are handed what they need.
 
-profiler/ is flat until it is split (issue 36, item 2): its I/O modules are named one by one in
-:data:`PROFILER_IO`, grouped as the packages they will become; every other profiler module is the
-pure model. The tree breaks the rule in a few places today; each is listed in :data:`KNOWN` with the
-issue that removes it, and the test fails both on a new violation and on a listed one that is gone.
+profiler/ holds the pure model (``profiler.model``, whose front door — its package, names
+re-exported through ``__all__`` — is all planner may import) and its I/O packages
+(:data:`PROFILER_IO`). The tree breaks the rule in a few places today; each is listed in
+:data:`KNOWN` with the issue that removes it, and the test fails both on a new violation and on a
+listed one that is gone.
 """
 
 from __future__ import annotations
@@ -26,11 +27,9 @@ from import_graph import Source, Use, calls, cycles, imports, references, source
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("profiler", "planner", "infra", "workers", "api", "migrations")
 
-PROFILER_IO = {
-    "profiler.bench": ("profiler.bench_command", "profiler.bench_model", "profiler.bench_results",
-                       "profiler.bench_runner", "profiler.bench_tokenizer"),
-    "profiler.emulator": ("profiler.emulator", "profiler.emulator_engine", "profiler.emulator_length",
-                          "profiler.emulator_timing"),
+PROFILER_IO = {  # the profiler's I/O parts, each a package (or module) of its own
+    "profiler.bench": ("profiler.bench",),
+    "profiler.emulator": ("profiler.emulator",),
     "profiler.hub": ("profiler.hub",),
 }
 _PROFILER = {"profiler.model", *PROFILER_IO}
@@ -74,19 +73,14 @@ OPTUNA_STORAGE = ("optuna.storages", "optuna.load_study", "optuna.copy_study", "
 IO_METHODS = frozenset({"read_text", "write_text", "read_bytes", "write_bytes", "open", "unlink", "mkdir", "rmdir",
                         "touch", "iterdir", "glob", "rglob", "exists", "is_file", "is_dir", "urlopen", "cwd"})
 # The one file a pure module reads: profiler.params, its own package data through importlib.resources.
-PACKAGE_DATA_READER, PACKAGE_DATA_CALL = "profiler.params", "importlib.resources.files()"
+PACKAGE_DATA_READER, PACKAGE_DATA_CALL = "profiler.model.params", "importlib.resources.files()"
 
 # Violations of today's tree, (module, rule, name), each with the issue that removes it.
 KNOWN = {
-    # issue 36 item 2: the BenchmarkJob spec moves from planner to profiler/bench.
-    ("profiler.bench_command", "import of planner", "planner.benchmarkjob.BenchmarkJobSpec"),
-    ("profiler.bench_command", "import of planner", "planner.benchmarkjob.StorageSpec"),
-    ("profiler.bench_runner", "import of planner", "planner.benchmarkjob.BenchmarkJobSpec"),
-    ("profiler.bench_runner", "import of planner", "planner.benchmarkjob.InferenceServiceReference"),
     # issue 36 (no import upward): infra finds Alembic's scripts by importing migrations, which imports infra.
     ("infra.migrate", "import of migrations", "migrations"),
 }
-KNOWN_CYCLES = [["infra", "migrations"], ["planner", "profiler"]]  # the edges above, package to package
+KNOWN_CYCLES = [["infra", "migrations"]]  # the edge above, package to package
 # issue 36 item 3: the Celery app, its tasks and their helpers import each other.
 KNOWN_MODULE_CYCLES = [["workers.celery_app", "workers.deploy", "workers.plan_pool", "workers.tasks"]]
 
@@ -117,6 +111,8 @@ def violations(source: Source) -> set[tuple[str, str, str]]:
 def _import_rule(mine: str | None, name: str) -> str | None:
     """Why importing ``name`` breaks the rule of part ``mine``, or None."""
     theirs, top = part(name), name.split(".")[0]
+    if mine == "planner" and theirs == "profiler.model" and _past_front_door(name):
+        return "import past profiler.model's front door"
     if theirs is not None:
         return None if theirs in (mine, *MAY_IMPORT[mine]) else f"import of {theirs}"
     if mine in THIRD_PARTY and top in STDLIB_IO:
@@ -124,6 +120,16 @@ def _import_rule(mine: str | None, name: str) -> str | None:
     if mine in THIRD_PARTY and top not in sys.stdlib_module_names and top not in THIRD_PARTY[mine]:
         return "import of a library the table does not allow"
     return None
+
+
+def _past_front_door(name: str) -> bool:
+    """Whether ``name`` (resolved) reaches into a module of the model rather than a name its
+    package exports: ``profiler.model.steps.decode_step_s`` does, ``profiler.model.estimate`` (the
+    function the package exports) does not."""
+    import profiler.model as front
+
+    rest = name.removeprefix("profiler.model").lstrip(".")
+    return bool(rest) and rest.split(".")[0] not in front.__all__
 
 
 def _purity_rule(mine: str, use: Use) -> str | None:
@@ -155,8 +161,8 @@ SOURCES = sources_under(ROOT, PACKAGES)
 
 def test_there_is_something_to_check():
     modules = {s.module: part(s.module) for s in SOURCES}
-    assert modules["profiler.estimate"] == modules["profiler.steps"] == "profiler.model"
-    assert modules["profiler.hub"] == "profiler.hub" and modules["profiler.bench_runner"] == "profiler.bench"
+    assert modules["profiler.model.estimate"] == modules["profiler.model.steps"] == "profiler.model"
+    assert modules["profiler.hub"] == "profiler.hub" and modules["profiler.bench.runner"] == "profiler.bench"
     assert {"planner", "infra", "workers", "api", "migrations"} <= set(modules.values())
     assert set(MAY_IMPORT) == set(modules.values())
 
@@ -219,12 +225,14 @@ PROBES = [  # (module, source, a violation it must give as (rule, name))
     ("planner.probe", "import httpx\n", ("import of a library the table does not allow", "httpx")),
     ("profiler.probe", "import yaml\n", ("import of a library the table does not allow", "yaml")),
     ("profiler.probe", "from . import hub\n", ("import of profiler.hub", "profiler.hub")),
-    ("profiler.probe", "from .bench_runner import run\n", ("import of profiler.bench", "profiler.bench_runner.run")),
+    ("profiler.model.probe", "from ..bench.runner import run\n", ("import of profiler.bench", "profiler.bench.runner.run")),
+    ("planner.probe", "from profiler.model.steps import decode_step_s\n",
+     ("import past profiler.model's front door", "profiler.model.steps.decode_step_s")),
     ("profiler.probe", "import importlib\nimportlib.import_module('profiler.hub')\n",
      ("import of profiler.hub", "profiler.hub")),
     ("planner.probe", "from profiler.hub import load_model\n", ("import of profiler.hub", "profiler.hub.load_model")),
     ("profiler.probe", "from planner.types import Plan\n", ("import of planner", "planner.types.Plan")),
-    ("profiler.bench_runner", "from planner import benchmarkjob\n", ("import of planner", "planner.benchmarkjob")),
+    ("profiler.bench.runner", "from planner import request\n", ("import of planner", "planner.request")),
     ("workers.probe", "from api import app\n", ("import of api", "api.app")),
     ("workers.probe", "def f():\n    from api.kinds import KINDS\n", ("import of api", "api.kinds.KINDS")),
     ("migrations.probe", "from planner import plan\n", ("import of planner", "planner.plan")),
@@ -254,11 +262,11 @@ def test_a_new_model_module_importing_the_hub_relatively_is_flagged(tmp_path: Pa
 HARMLESS = [  # (module, source): nothing to flag
     ("planner.probe", "import optuna\noptuna.create_study(sampler=optuna.samplers.TPESampler(seed=1))\n"),
     ("planner.probe", "import optuna\noptuna.create_study(storage=None)\n"),
-    ("planner.probe", "from pydantic import BaseModel\nimport numpy, yaml\nfrom profiler.steps import f\n"),
+    ("planner.probe", "from pydantic import BaseModel\nimport numpy, yaml\nfrom profiler.model import decode_step_s\n"),
     ("planner.probe", "def f(items, print):\n    items.remove(3)\n    print('a parameter, not the builtin')\n"),
     ("planner.probe", "import os\nos.path.join('a', 'b')\n"),
     ("planner.probe", "import math\nmath.sqrt(2)\nfrom . import hub\n"),  # planner.hub would be planner's own
-    ("profiler.params", "from importlib import resources\nresources.files('profiler').joinpath('x').read_text()\n"),
+    ("profiler.model.params", "from importlib import resources\nresources.files('profiler').joinpath('x').read_text()\n"),
     ("profiler.hub", "import os\nimport httpx\nos.environ.get('HF_HOME')\nopen('config.json')\n"),
     ("workers.probe", "import time\nfrom infra.db import engine\nfrom planner import plan\ntime.time()\n"),
 ]

@@ -21,10 +21,10 @@ from infra.db import make_engine, make_session_factory, session_scope
 from infra.resources import ResourceCreate, create_resource, get_resource_by_uid
 from infra.settings import load_settings
 from procs import SLAPLAN
-from profiler.bench_runner import read_results, runner_settings
-from profiler.config import Parallel, ServingConfig
-from profiler.estimate import estimate
-from profiler.measured import Point, calibration_key, fit_deployment
+from profiler.bench.runner import read_results, runner_settings
+from profiler.model.config import Parallel, ServingConfig
+from profiler.model.estimate import estimate
+from profiler.model.measured import Point, calibration_key, fit_deployment
 from tests.test_emulator import MODEL, start_emulator, stop
 
 ROOT = Path(__file__).resolve().parents[1]

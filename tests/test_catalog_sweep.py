@@ -7,11 +7,11 @@ import math
 
 import pytest
 
-from profiler.config import Parallel, ServingConfig
-from profiler.errors import ModelError
-from profiler.estimate import estimate
-from profiler.gpus import GPUS
-from profiler.model_catalog import MODELS
+from profiler.model.config import Parallel, ServingConfig
+from profiler.model.errors import ModelError
+from profiler.model.estimate import estimate
+from profiler.model.gpus import GPUS
+from profiler.model.model_catalog import MODELS
 
 CLIENTS = (1, 16, 256)
 

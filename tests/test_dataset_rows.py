@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from profiler.dataset import row_config
-from profiler.errors import ModelError
+from profiler.model.dataset import row_config
+from profiler.model.errors import ModelError
 
 DEEPSEEK = dict(model="deepseek-ai/DeepSeek-R1", gpu="b200_sxm", backend="sglang", precision="fp4",
                 mode="agg", isl="1024", osl="1024", concurrency="4", pp="1", attn_dp="1")
@@ -61,7 +61,7 @@ def test_a_dense_model_is_never_reread():
 
 
 def test_releases_of_one_architecture_are_one_cross_validation_family():
-    from profiler.calibrate import family
+    from profiler.model.calibrate import family
 
     assert family("deepseek-ai/DeepSeek-R1") == family("deepseek-ai/DeepSeek-V3") == family("nvidia/DeepSeek-R1-FP4")
     assert family("deepseek-ai/DeepSeek-V3.1") == family("deepseek-ai/DeepSeek-V3")
@@ -71,7 +71,7 @@ def test_releases_of_one_architecture_are_one_cross_validation_family():
 
 
 def test_a_measurement_repeated_without_its_deployment_is_scored_once_under_the_recorded_row():
-    from profiler.calibrate import prepare_rows
+    from profiler.model.calibrate import prepare_rows
 
     measured = dict(ttft_ms="812.5", tpot_ms="21.125")
     recorded = {**DEEPSEEK, **measured, "mode": "disagg", "p_workers": "1", "p_tp": "4", "p_attn_dp": "1",
@@ -110,7 +110,7 @@ def test_engine_limit_columns_are_read_when_present_and_named_when_bad():
 def test_worker_counts_must_be_whole_and_positive_and_names_are_read_in_any_case():
     import pytest
 
-    from profiler.errors import ModelError
+    from profiler.model.errors import ModelError
 
     disagg = dict(mode="Disagg", backend=" SGLang ", p_tp="8", d_tp="8", p_workers="1", d_workers="2")
     config, notes = read(**disagg)
@@ -144,7 +144,7 @@ def test_num_gpus_of_whole_engines_is_replicas_sharing_the_concurrency():
 def test_num_gpus_no_whole_deployment_has_is_an_error_naming_it():
     import pytest
 
-    from profiler.errors import ModelError
+    from profiler.model.errors import ModelError
 
     for columns in (dict(tp="8", num_gpus="12"), dict(tp="8", num_gpus="4"), dict(tp="8", num_gpus="0"),
                     dict(mode="disagg", p_tp="8", d_tp="8", p_workers="1", d_workers="2", num_gpus="16"),
@@ -175,7 +175,7 @@ def test_num_gpus_is_not_read_where_the_row_spells_its_engine_as_a_product():
 def test_an_expert_parallelism_that_does_not_divide_the_engine_names_its_column():
     import pytest
 
-    from profiler.errors import ModelError
+    from profiler.model.errors import ModelError
 
     assert read(tp="8", moe_ep="8")[0].engine.moe_ep == 8
     assert read(tp="8", moe_ep="0")[0].engine.moe_ep == 1  # 0: no expert parallelism
@@ -194,8 +194,8 @@ def test_an_expert_parallelism_that_does_not_divide_the_engine_names_its_column(
 def test_the_required_columns_are_those_a_row_cannot_do_without():
     import pytest
 
-    from profiler.dataset import REQUIRED_COLUMNS, row_prepared
-    from profiler.errors import ModelError
+    from profiler.model.dataset import REQUIRED_COLUMNS, row_prepared
+    from profiler.model.errors import ModelError
 
     row = dict(model="meta-llama/Llama-3.1-8B", gpu="h100", isl="512", osl="128", concurrency="4")
     assert tuple(row) == REQUIRED_COLUMNS
@@ -207,7 +207,7 @@ def test_the_required_columns_are_those_a_row_cannot_do_without():
 
 
 def test_a_measured_column_reads_empty_and_non_positive_cells_as_unmeasured_and_names_words():
-    from profiler.calibrate import measured_column
+    from profiler.model.calibrate import measured_column
 
     rows = [{"tok": "1200.5"}, {"tok": ""}, {"tok": "-3"}, {"tok": "fast"}, {"tok": "inf"}, {}]
     values, bad = measured_column(rows, range(6), "tok")

@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from profiler.emulator_engine import Engine, Rank, Sequence, Stats, Timing, count_tokens
+from profiler.emulator.engine import Engine, Rank, Sequence, Stats, Timing, count_tokens
 from procs import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -119,8 +119,8 @@ def test_errors_look_like_openai(emulator):
 
 
 def test_one_request_takes_what_the_model_says(emulator):
-    from profiler.config import Parallel
-    from profiler.emulator_timing import model_timing, serving_config
+    from profiler.model.config import Parallel
+    from profiler.emulator.timing import model_timing, serving_config
 
     timing, _ = model_timing(serving_config(MODEL, "a100_sxm", "vllm", Parallel(tp=1), "agg"))
     prompt = "x" * 400
@@ -166,7 +166,7 @@ def _chat(base: str, content: str, **fields) -> tuple[list, dict]:
 
 
 def test_answers_end_at_their_sampled_length_with_stop(short_answers):
-    from profiler.emulator_length import natural_length
+    from profiler.emulator.length import natural_length
 
     prompt = "tell me about queues"
     natural = natural_length(prompt, mean_tokens=4, seed=7)
@@ -186,7 +186,7 @@ def test_answers_end_at_their_sampled_length_with_stop(short_answers):
 
 
 def test_ignore_eos_min_tokens_and_max_tokens(short_answers):
-    from profiler.emulator_length import natural_length
+    from profiler.emulator.length import natural_length
 
     prompt = next(p for p in (f"prompt {i}" for i in range(100)) if natural_length(p, mean_tokens=4, seed=7) >= 3)
     natural = natural_length(prompt, mean_tokens=4, seed=7)
@@ -208,7 +208,7 @@ def test_ignore_eos_min_tokens_and_max_tokens(short_answers):
 
 
 def test_the_request_seed_changes_answer_lengths(short_answers):
-    from profiler.emulator_length import natural_length
+    from profiler.emulator.length import natural_length
 
     prompt = "same prompt"
     seeds = [s for s in range(50) if natural_length(prompt, mean_tokens=4, seed=7, request_seed=s)
@@ -233,7 +233,7 @@ def test_bad_length_fields_are_named(short_answers, fields, named):
 
 
 def test_natural_lengths_are_seeded_geometric():
-    from profiler.emulator_length import natural_length, output_plan
+    from profiler.emulator.length import natural_length, output_plan
 
     prompts = [f"question number {i}" for i in range(4000)]
     lengths = [natural_length(p, mean_tokens=50, seed=1) for p in prompts]

@@ -86,8 +86,8 @@ def test_csv_missing_optional_columns_and_bad_values(tmp_path):
 
 
 def test_csv_matches_the_python_api(tmp_path):
-    from profiler.config import Parallel, ServingConfig
-    from profiler.estimate import estimate
+    from profiler.model.config import Parallel, ServingConfig
+    from profiler.model.estimate import estimate
 
     src, dst = tmp_path / "in.csv", tmp_path / "out.csv"
     write_csv(src, ["model", "gpu", "backend", "mode", "isl", "osl", "concurrency", "tp"],
@@ -102,8 +102,8 @@ def test_csv_matches_the_python_api(tmp_path):
 
 
 def test_csv_engine_limits_match_the_python_api_and_bad_ones_are_row_errors(tmp_path):
-    from profiler.config import Parallel, ServingConfig
-    from profiler.estimate import estimate
+    from profiler.model.config import Parallel, ServingConfig
+    from profiler.model.estimate import estimate
 
     src, dst = tmp_path / "in.csv", tmp_path / "out.csv"
     base = ["openai/gpt-oss-20b", "h100_sxm", "trtllm", "agg", "1024", "1024", "3000", "1"]
@@ -144,8 +144,8 @@ def test_one_configuration_json_disagg(capsys):
 
 
 def test_several_loads_give_a_table_and_a_json_sweep_matching_single_estimates(capsys):
-    from profiler.config import Parallel, ServingConfig
-    from profiler.estimate import estimate
+    from profiler.model.config import Parallel, ServingConfig
+    from profiler.model.estimate import estimate
 
     argv = ["estimate", "--model", "meta-llama/Llama-3.1-70B", "--gpu", "h100", "--tp", "8", "--isl", "4096",
             "--osl", "512", "--concurrency", "1", "64", "2048"]
@@ -198,8 +198,8 @@ def test_a_rate_above_capacity_is_unbounded_in_the_table_and_the_summary(capsys)
 
 
 def test_a_mean_ttft_above_its_p90_says_why(capsys):
-    from profiler.config import Parallel, ServingConfig
-    from profiler.estimate import estimate
+    from profiler.model.config import Parallel, ServingConfig
+    from profiler.model.estimate import estimate
 
     def at(rate: float):
         return estimate(ServingConfig(model="meta-llama/Llama-3.1-70B", gpu="h200_sxm", engine=Parallel(tp=8),
@@ -213,8 +213,8 @@ def test_a_mean_ttft_above_its_p90_says_why(capsys):
 
 
 def test_a_model_that_does_not_fit_says_the_usable_memory_and_the_fraction(capsys):
-    from profiler.engine import MAX_MEMORY_FRACTION, MEMORY_FRACTION, RESERVED_GIB
-    from profiler.gpus import get_gpu
+    from profiler.model.engine import MAX_MEMORY_FRACTION, MEMORY_FRACTION, RESERVED_GIB
+    from profiler.model.gpus import get_gpu
 
     assert main(["estimate", "--model", "meta-llama/Llama-3.1-70B", "--gpu", "h200_sxm", "--tp", "1"]) == 1
     err = capsys.readouterr().err

@@ -9,9 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from profiler.errors import ModelError
-from profiler.kernels import FITTED, fit_kernels, group_seconds, kernel_groups
-from profiler.params import PARAMS
+from profiler.model.errors import ModelError
+from profiler.model.kernels import FITTED, fit_kernels, group_seconds, kernel_groups
+from profiler.model.params import PARAMS
 
 KERNELS = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "vidur_linear_ops_measured.csv"
 

@@ -27,8 +27,8 @@ from planner.plan import plan
 from planner.results import ProfilingResults
 from planner.sizing import Candidate
 from planner.types import Plan, PlanRequest, PlanResult
-from profiler.config import Parallel, ServingConfig
-from profiler.estimate import estimate
+from profiler.model.config import Parallel, ServingConfig
+from profiler.model.estimate import estimate
 
 CRD_DIR = Path(__file__).resolve().parents[1].parent / "shared" / "crds"
 TOLERANCE = 0.01  # relative: the re-estimate of what is deployed against the plan's prediction

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-from profiler.bench_results import IterationMetrics, Percentiles
-from profiler.config import Parallel, ServingConfig
-from profiler.errors import ModelError
-from profiler.estimate import estimate
-from profiler.measured import Point, fit_deployment, fitted_names
-from profiler.params import shipped_params
+from profiler.bench.results import IterationMetrics, Percentiles
+from profiler.model.config import Parallel, ServingConfig
+from profiler.model.errors import ModelError
+from profiler.model.estimate import estimate
+from profiler.model.measured import Point, fit_deployment, fitted_names
+from profiler.model.params import shipped_params
 
 MODEL = "meta-llama/Llama-3.1-8B-Instruct"
 DEPLOYMENT = ServingConfig(model=MODEL, gpu="a100_sxm", engine=Parallel(tp=1), isl_tokens=1, osl_tokens=1)

@@ -9,9 +9,9 @@ from dataclasses import replace
 import pytest
 
 from profiler import hub
-from profiler.errors import ModelError, UnknownName
-from profiler.model_catalog import MODELS, model_from_config, model_names, resolve_model
-from profiler.models import Model
+from profiler.model.errors import ModelError, UnknownName
+from profiler.model.model_catalog import MODELS, model_from_config, model_names, resolve_model
+from profiler.model.models import Model
 
 B = 1e9
 

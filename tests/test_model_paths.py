@@ -19,7 +19,7 @@ from infra.db import session_scope
 from infra.resources import ResourceCreate, create_resource, get_resource_by_uid
 from infra.settings import load_settings
 from profiler import hub
-from profiler.errors import ModelError
+from profiler.model.errors import ModelError
 from workers import lifecycle, tasks
 
 DGDRS = "/apis/nvidia.com/v1alpha1/namespaces/default/dynamographdeploymentrequests"

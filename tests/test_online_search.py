@@ -23,9 +23,9 @@ from infra.tables import Base
 from planner import online as search
 from planner import plan
 from planner.types import PlanRequest
-from profiler.bench_model import model_iterations
+from profiler.bench.standin import model_iterations
 from profiler.hub import load_model
-from profiler.params import shipped_params
+from profiler.model.params import shipped_params
 from workers import online
 
 REQUEST = PlanRequest(name="big", model="meta-llama/Llama-3.1-70B-Instruct", gpu="h100_sxm", ttft_ms=600, itl_ms=30,

@@ -25,7 +25,7 @@ from planner import online as search
 from planner import plan
 from planner.request import parse_dgdr
 from procs import start_worker, stop
-from profiler.bench_runner import runner_settings
+from profiler.bench.runner import runner_settings
 from workers import lifecycle, online, tasks
 
 ROOT = Path(__file__).resolve().parents[1]

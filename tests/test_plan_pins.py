@@ -14,10 +14,10 @@ from planner.results import ProfilingResults
 from planner.sizing import Candidate
 from planner.space import engine_options
 from planner.types import PlanRequest
-from profiler.config import Parallel, ServingConfig
-from profiler.estimate import estimate
-from profiler.gpus import get_gpu
-from profiler.model_catalog import resolve_model
+from profiler.model.config import Parallel, ServingConfig
+from profiler.model.estimate import estimate
+from profiler.model.gpus import get_gpu
+from profiler.model.model_catalog import resolve_model
 
 
 def _request(**kw) -> PlanRequest:

@@ -15,7 +15,7 @@ from planner.report import plan_document
 from planner.results import ProfilingResults, pareto_front
 from planner.sizing import Candidate
 from planner.types import Engine, Plan, PlanRequest, PlanResult, Prediction
-from profiler.config import Parallel
+from profiler.model.config import Parallel
 
 LLAMA_70B = dict(name="l70", model="meta-llama/Llama-3.1-70B-Instruct", backend="vllm", gpu="h200_sxm",
                  isl_tokens=3000, osl_tokens=500, ttft_ms=500, itl_ms=20, max_gpus_per_engine=8)

@@ -134,10 +134,10 @@ def test_unreachable_ttft_does_not_grow_pools_past_their_knee():
 def test_disaggregated_plans_serve_no_more_than_their_prefill_pool_prefills():
     """Long prompts at a Poisson rate: every disaggregated candidate's rate stays within what its
     prefill workers prefill, and a feasible one has enough of them for the whole rate."""
-    from profiler.config import Parallel, ServingConfig
-    from profiler.estimate import prepare
-    from profiler.params import shipped_params
-    from profiler.serving import prefill_batching, prefill_capacity
+    from profiler.model.config import Parallel, ServingConfig
+    from profiler.model.estimate import prepare
+    from profiler.model.params import shipped_params
+    from profiler.model.serving import prefill_batching, prefill_capacity
 
     rate = 6.0
     result = plan(_request(isl_tokens=8000, osl_tokens=200, ttft_ms=3000, itl_ms=40, request_rate=rate))

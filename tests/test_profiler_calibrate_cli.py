@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from api.cli import main
-from profiler.params import PARAMS
+from profiler.model.params import PARAMS
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "measured_serving_calibration.csv"
 
@@ -87,8 +87,8 @@ def test_cross_validation_in_processes_matches_one_process(subset):
     import numpy as np
 
     from api.commands.calibrate import read_rows, run_cross_validation
-    from profiler.calibrate import prepare_rows
-    from profiler.params import default_params
+    from profiler.model.calibrate import prepare_rows
+    from profiler.model.params import default_params
 
     data = prepare_rows(read_rows(subset))
     disagg = data.labels["mode"] == "disagg"
@@ -177,7 +177,7 @@ def test_a_measurement_that_is_not_a_number_makes_its_row_unusable(subset, tmp_p
     assert prov["rows_not_predictable"] == clean["rows_not_predictable"] + 1
     assert prov["rows_used"] == clean["rows_used"] - 1
 
-    from profiler.calibrate import prepare_rows
+    from profiler.model.calibrate import prepare_rows
 
     data = prepare_rows([{"model": "meta-llama/Llama-3.1-8B", "gpu": "h100", "isl": "512", "osl": "128",
                           "concurrency": "4", "ttft_ms": "abc", "tpot_ms": "20"}])

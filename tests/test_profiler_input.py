@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from profiler.config import MAX_STEP_TOKENS, Parallel, ServingConfig
-from profiler.errors import Infeasible, ModelError
-from profiler.estimate import estimate
+from profiler.model.config import MAX_STEP_TOKENS, Parallel, ServingConfig
+from profiler.model.errors import Infeasible, ModelError
+from profiler.model.estimate import estimate
 
 
 def config(**changes) -> ServingConfig:
@@ -46,7 +46,7 @@ def test_gpu_aliases_resolve(alias):
                                         ("MI325X", "mi325x"), ("instinct-mi355x", "mi355x")])
 def test_other_system_names_resolve(alias, name):
     """Names other tools use for the same GPUs (AIConfigurator's ``gb200_sxm``, vendors' own)."""
-    from profiler.gpus import get_gpu
+    from profiler.model.gpus import get_gpu
 
     assert get_gpu(alias).name == name
 
@@ -81,11 +81,11 @@ def test_experts_split_by_tp_must_divide_their_width_and_wide_ep_takes_redundant
     with pytest.raises(ModelError) as err:
         estimate(config(engine=Parallel(tp=1, dp=512, moe_ep=512), **deepseek))
     assert err.value.field == "engine.moe_ep" and "256 experts" in err.value.message
-    from profiler.estimate import prepare
-    from profiler.model_catalog import resolve_model
+    from profiler.model.estimate import prepare
+    from profiler.model.model_catalog import resolve_model
 
     model = resolve_model("deepseek-ai/DeepSeek-R1")[0]
-    from profiler.engine import WEIGHT_BYTES
+    from profiler.model.engine import WEIGHT_BYTES
 
     per_expert_layer = model.expert_params() * WEIGHT_BYTES["fp4"]  # one expert in one layer, with its scales
     wide = prepare(config(engine=Parallel(tp=1, dp=36, moe_ep=36), **deepseek))

@@ -11,12 +11,12 @@ import math
 import numpy as np
 import pytest
 
-from profiler.config import Parallel, ServingConfig
-from profiler.errors import ModelError
-from profiler.estimate import estimate, evaluate, prepare
-from profiler.gpus import get_gpu
-from profiler.params import default_params, shipped_params
-from profiler.steps import _collectives, attention_pairs, decode_step_s, mixed_prefill_s, prefill_s
+from profiler.model.config import Parallel, ServingConfig
+from profiler.model.errors import ModelError
+from profiler.model.estimate import estimate, evaluate, prepare
+from profiler.model.gpus import get_gpu
+from profiler.model.params import default_params, shipped_params
+from profiler.model.steps import _collectives, attention_pairs, decode_step_s, mixed_prefill_s, prefill_s
 
 GIB = 2**30
 
@@ -104,7 +104,7 @@ def test_mean_wait_above_its_p90_is_what_an_md1_queue_does():
     """A Poisson TTFT's mean may exceed its p90: when fewer than 10% of arrivals wait, the p90 wait
     is zero and the mean is not. An M/D/1 queue simulated (Lindley's recursion) does the same, and
     the model's p90 is at least its mean once enough arrivals wait."""
-    from profiler.queueing import mdc_wait, wait_quantile
+    from profiler.model.queueing import mdc_wait, wait_quantile
 
     rng = np.random.default_rng(0)
     service, rho = 0.2, 0.05  # s; a light load: about 5% of arrivals find the server busy
@@ -369,7 +369,7 @@ def test_disaggregated_serving_serves_no_more_than_its_prefill_pool_prefills(par
     # the prefill pool's capacity (passes of one prompt each, 8192-token passes: t1 per prompt),
     # every further client waits for prefill (Little's law: TTFT = C/X − decoding time), and a
     # Poisson rate beyond it queues without bound.
-    from profiler.serving import batched_prefill, prefill_batching, prefill_capacity
+    from profiler.model.serving import batched_prefill, prefill_batching, prefill_capacity
 
     cfg = dict(model="meta-llama/Llama-3.1-8B", engine=None, prefill=Parallel(tp=1), decode=Parallel(tp=1),
                prefill_workers=1, decode_workers=8, isl_tokens=8000, osl_tokens=200)
@@ -400,7 +400,7 @@ def test_prompts_arriving_together_share_prefill_passes(params):
     # Under a Poisson load the first token's prefill pass grows with the prompts that join it,
     # but the prefill work per prompt falls: the queue saturates at a far higher rate than
     # prompts prefilled one at a time would allow (MoE experts see more tokens per pass).
-    from profiler.serving import batched_prefill, prefill_batching
+    from profiler.model.serving import batched_prefill, prefill_batching
 
     prep = prepare(config(model="Qwen/Qwen3-30B-A3B", engine=Parallel(tp=1), isl_tokens=1000, osl_tokens=200))
     pf = prefill_batching(prep.prefill, params, 1000.0)
@@ -577,7 +577,7 @@ def test_pipeline_stages_hand_off_over_the_link_between_them():
     # a TP8 stage fills it (the hand-off of a two-node PP2 engine crosses nodes), a node holds
     # four TP2 stages (a PP8 engine: six hand-offs inside nodes, one between); a GB200 NVL72
     # domain holds nine TP8 stages.
-    from profiler.engine import _stage_boundaries
+    from profiler.model.engine import _stage_boundaries
 
     assert _stage_boundaries(4, 2, 8) == (1, 0)
     assert _stage_boundaries(8, 2, 8) == (0, 1)
@@ -609,7 +609,7 @@ def test_pipeline_runs_micro_batches_and_overlaps_prefill_chunks(params):
         return (params["step_ms_vllm"] * 1e-3 + params["seq_us"] * 1e-6 * b
                 + params["layer_us"] * 1e-6 * f["num_layers"])
 
-    from profiler.steps import _stage_sends_s, micro_batch
+    from profiler.model.steps import _stage_sends_s, micro_batch
 
     assert float(micro_batch(f, 64.0)) == 32.0 and float(micro_batch(f, 1.0)) == 1.0
     stage = float(decode_step_s(one_stage, params, 32.0, 4352.0)) - fixed(32)
@@ -627,7 +627,7 @@ def test_pipeline_runs_micro_batches_and_overlaps_prefill_chunks(params):
         assert both == pytest.approx(stages * (1 + 1 / chunks) + extra, rel=1e-9)
     # Queueing: a prompt holds the pipeline's first stage for half its pass, so the engine
     # starts a new pass twice as often as the pass takes: twice the prefill capacity.
-    from profiler.serving import batched_prefill, prefill_batching, prefill_capacity
+    from profiler.model.serving import batched_prefill, prefill_batching, prefill_capacity
 
     pf = prefill_batching(f, params, 1024.0)
     t1, added, most, stages = (float(v) for v in pf)

@@ -14,10 +14,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import profiler.serving as serving
-from profiler.config import Parallel, ServingConfig
-from profiler.estimate import estimate, evaluate, prepare
-from profiler.params import default_params, shipped_params
+import profiler.model.serving as serving
+from profiler.model.config import Parallel, ServingConfig
+from profiler.model.estimate import estimate, evaluate, prepare
+from profiler.model.params import default_params, shipped_params
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "measured_serving_calibration.csv"
 OUTPUTS = ("ttft_ms", "ttft_p90_ms", "ttft_p99_ms", "itl_ms", "requests_per_s", "output_tok_s_per_gpu",
@@ -83,7 +83,7 @@ def test_single_estimate_matches_bisection(monkeypatch):
 def test_root_finder_matches_bisection_on_calibration_rows(monkeypatch):
     if not DATA.is_file():
         pytest.skip("../shared/data/measured_serving_calibration.csv is absent")
-    from profiler.calibrate import prepare_rows
+    from profiler.model.calibrate import prepare_rows
 
     with DATA.open(newline="", encoding="utf-8") as f:
         rows = list(csv.DictReader(f))
@@ -114,9 +114,9 @@ def test_one_configuration_alone_matches_it_inside_a_batch_on_calibration_rows()
     # saturated) must come out the same either way.
     if not DATA.is_file():
         pytest.skip("../shared/data/measured_serving_calibration.csv is absent")
-    from profiler.dataset import row_prepared
-    from profiler.errors import ModelError
-    from profiler.estimate import _evaluate_one, stack_prepared
+    from profiler.model.dataset import row_prepared
+    from profiler.model.errors import ModelError
+    from profiler.model.estimate import _evaluate_one, stack_prepared
 
     with DATA.open(newline="", encoding="utf-8") as f:
         rows = list(csv.DictReader(f))[::5]

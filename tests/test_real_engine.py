@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from procs import SLAPLAN, free_port, stop, wait_ready
-from profiler.bench_runner import read_results, runner_settings
+from profiler.bench.runner import read_results, runner_settings
 
 ROOT = Path(__file__).resolve().parents[1]
 VENV_PYTHON = ROOT / ".venv-llama" / "bin" / "python"

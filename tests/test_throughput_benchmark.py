@@ -3,9 +3,9 @@
 import csv
 
 from benchmark_scripts import load
-from profiler.calibrate import prepare_rows
-from profiler.estimate import evaluate
-from profiler.params import shipped_params
+from profiler.model.calibrate import prepare_rows
+from profiler.model.estimate import evaluate
+from profiler.model.params import shipped_params
 
 COLUMNS = ["model", "gpu", "backend", "precision", "mode", "isl", "osl", "concurrency", "tp", "attn_dp", "moe_ep",
            "derived_output_tok_s_per_gpu"]

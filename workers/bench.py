@@ -26,7 +26,7 @@ Connector = Callable[[], Any]  # () -> infra.kube.Cluster
 
 def outcome_status(status: dict[str, Any], outcome, now: datetime) -> dict[str, Any]:
     """The finished status for a ``BenchOutcome``."""
-    from profiler.bench_results import status_metrics
+    from profiler.bench.results import status_metrics
 
     details = outcome.details or ("the benchmark did not start" if not outcome.started else "")
     done = lifecycle.bench_finished(status, now, ok=outcome.ok, details=details, failure=outcome.failure)
@@ -43,8 +43,8 @@ def run_job(resource: Resource, *, save: Callable[[Resource, dict[str, Any]], Re
     ``superseded`` (changed or claimed elsewhere meanwhile). ``endpoint.inferenceService``
     references are resolved on ``cluster`` (``infra.inference_services``); without one such a
     job fails saying no cluster is configured."""
-    from planner.benchmarkjob import BenchmarkJobError, parse_benchmarkjob
-    from profiler.bench_runner import BenchOutcome, run_benchmarkjob, runner_settings
+    from profiler.bench.spec import BenchmarkJobError, parse_benchmarkjob
+    from profiler.bench.runner import BenchOutcome, run_benchmarkjob, runner_settings
 
     base = {k: v for k, v in resource.status.items() if k not in ("failureMessage", "results", "resultsLocation")}
     try:

@@ -13,7 +13,7 @@ Inside the DGDR lifecycle (state Profiling):
    benchmarked with genai-bench (``D(isl,osl)`` at each sweep concurrency), torn down, and told
    its score (goodput per GPU within the SLA); the Profiling condition shows trials done of
    the budget and the best so far;
-4. the best unit's measurements calibrate the model (``profiler.measured.fit_deployment``),
+4. the best unit's measurements calibrate the model (``profiler.model.measured.fit_deployment``),
    the calibration is stored for later plans of the same model, GPU and backend, and the
    calibrated model sizes the best unit for the load exactly as offline (``plan(params=…,
    only=…)``), or the other units measured within the SLA if it cannot meet it. ``PlanResult.online`` carries the trials for ``status.profilingResults``.
@@ -34,8 +34,8 @@ from infra import studies
 from infra.deploy_targets import DeploymentTarget, Endpoint, KubeTarget, LocalTarget, TargetError, deployed
 from planner import online as search
 from planner.types import Plan, PlanRequest, PlanResult
-from profiler.bench_results import IterationMetrics
-from profiler.bench_runner import RunnerSettings, run_benchmarkjob
+from profiler.bench.results import IterationMetrics
+from profiler.bench.runner import RunnerSettings, run_benchmarkjob
 
 log = logging.getLogger(__name__)
 
@@ -69,7 +69,7 @@ class Online:
 def online_setup(settings: Any, cluster: Callable | None = None) -> Online:
     """The online search of the service with ``settings``; ``cluster`` connects to the cluster
     (``workers.deploy.cluster_for``), None when none is configured."""
-    from profiler.bench_runner import runner_settings
+    from profiler.bench.runner import runner_settings
 
     wanted = settings.online_target
     if wanted == "kubernetes" and cluster is None:
@@ -86,7 +86,7 @@ def online_setup(settings: Any, cluster: Callable | None = None) -> Online:
 
 def sweep_job(endpoint: Endpoint, request: PlanRequest, concurrency: tuple[int, ...], folder: str) -> Any:
     """The BenchmarkJob spec of one unit's sweep: ``D(isl,osl)`` at each concurrency."""
-    from planner.benchmarkjob import parse_benchmarkjob
+    from profiler.bench.spec import parse_benchmarkjob
 
     return parse_benchmarkjob({"spec": {
         "endpoint": {"endpoint": {"url": endpoint.base_url, "apiFormat": "openai", "modelName": endpoint.model_name}},
@@ -119,8 +119,8 @@ def run_online(sessions: Any, claimed: Any, request: PlanRequest, *, setup: Onli
     from infra.calibrations import find_calibration, save_calibration
     from infra.db import session_scope
     from infra.resources import Conflict, NotFound, update_status
-    from profiler.errors import ModelError
-    from profiler.measured import calibration_key
+    from profiler.model.errors import ModelError
+    from profiler.model.measured import calibration_key
     from workers import lifecycle
 
     current = [claimed]
@@ -248,7 +248,7 @@ def _best(trials) -> optuna.trial.FrozenTrial | None:
 
 
 def _fit(request: PlanRequest, unit: Plan, trial: optuna.trial.FrozenTrial, params: dict[str, float]):
-    from profiler.measured import fit_deployment
+    from profiler.model.measured import fit_deployment
 
     iterations = [IterationMetrics.model_validate(it) for it in trial.user_attrs["iterations"]]
     return fit_deployment(search.deployment(unit, request), iterations, params=params)
@@ -321,7 +321,7 @@ def profile_online(request: PlanRequest, *, uid: str, generation: int, setup: On
     Raises OnlineError."""
     from planner import plan
     from profiler.hub import load_model
-    from profiler.params import shipped_params
+    from profiler.model.params import shipped_params
 
     base = params or shipped_params()
     model = model or load_model(request.model)

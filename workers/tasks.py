@@ -61,7 +61,7 @@ def process_dgdr(sessions: SessionFactory, uid: str, *, clock: Clock = _utcnow, 
     from planner import request as request_module
     from planner import status as status_module
     from planner.manifests.targets import render_plan
-    from profiler.errors import ModelError
+    from profiler.model.errors import ModelError
     from profiler.hub import load_model
 
     make_status = status_module.dgdr_status
@@ -162,7 +162,7 @@ def process_benchmarkjob(sessions: SessionFactory, uid: str, *, clock: Clock = _
                          cluster: Callable | None = None, settings=None) -> str:
     """Run one BenchmarkJob with genai-bench (``workers.bench``): Pending → Running → Completed |
     Failed. Returns ``completed``, ``failed``, ``done`` (already finished), ``gone`` or
-    ``superseded``. ``runner`` replaces ``profiler.bench_runner.run_benchmarkjob`` (tests);
+    ``superseded``. ``runner`` replaces ``profiler.bench.runner.run_benchmarkjob`` (tests);
     ``cluster`` (a connector) resolves ``endpoint.inferenceService`` references."""
     resource = _load(sessions, uid)
     if resource is None:

@@ -121,7 +121,7 @@ def _planned(source: str, doc: dict[str, Any], target: str, cluster) -> tuple[li
     from planner.manifests.targets import render_target
     from planner.request import RequestError, parse_dgdr
     from planner.results import ProfilingResults
-    from profiler.errors import ModelError
+    from profiler.model.errors import ModelError
     from profiler.hub import load_model
 
     try:

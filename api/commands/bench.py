@@ -69,7 +69,7 @@ def manifest_causes(obj: dict) -> list[tuple[str, str]]:
     from reprlib import repr as short
 
     from api.objects import is_subdomain
-    from planner.benchmarkjob import API_VERSION, KIND
+    from profiler.bench.spec import API_VERSION, KIND
 
     causes = [(key, f"must be {want!r}, got {short(obj.get(key))}")
               for key, want in (("apiVersion", API_VERSION), ("kind", KIND)) if obj.get(key) != want]
@@ -129,9 +129,9 @@ def _resolver(args: argparse.Namespace, timeout_s: float, say):
 def run(args: argparse.Namespace) -> int:
     from pydantic import ValidationError
 
-    from planner.benchmarkjob import BenchmarkJobError, parse_benchmarkjob
-    from profiler.bench_results import status_metrics
-    from profiler.bench_runner import run_benchmarkjob, runner_settings, summary
+    from profiler.bench.spec import BenchmarkJobError, parse_benchmarkjob
+    from profiler.bench.results import status_metrics
+    from profiler.bench.runner import run_benchmarkjob, runner_settings, summary
 
     try:
         obj = load_job(args.job)

@@ -6,7 +6,7 @@ rounded to 6 significant digits, no timestamp unless ``--date`` is given). The f
 ``{"params": {...}, "provenance": {...}}``; provenance names the data file (not its path),
 its sha256, the rows used, the in-sample fit error and the command. The GEMM shape
 efficiencies are first fitted to kernel measurements (per-layer linear-op times, ``--kernels``;
-``profiler.kernels``), and the end-to-end fit starts from and is pulled toward them; the
+``profiler.model.kernels``), and the end-to-end fit starts from and is pulled toward them; the
 provenance records that file and the values it gave. With ``--cv`` the fit
 is also judged by grouped cross-validation (whole model families, then whole GPU types held
 out), which is the number to trust; the in-sample error is only a sanity check.
@@ -54,7 +54,7 @@ def register(subparsers) -> None:
                             help=f"GEMM kernel measurements the shape efficiencies are first fitted to (default: "
                                  f"{KERNELS_NAME} beside the data; none there: the physical defaults)"),
         parser.add_argument("--out", metavar="PATH",
-                            help="where to write (default: the package's profiler/data/params.json)"),
+                            help="where to write (default: the package's profiler/model/data/params.json)"),
         parser.add_argument("--date", type=iso_date,
                             help="a date (YYYY-MM-DD) to record in the provenance (omitted by default, for determinism)"),
         parser.add_argument("--max-evals", type=arguments.positive, default=400,
@@ -87,7 +87,7 @@ def run_cross_validation(data, prior: dict[str, float], workers: int, max_evals:
                          held_out: dict[str, np.ndarray] | None = None) -> dict:
     """``cross_validate`` (with its ``held_out`` groups), its folds spread over ``workers`` processes
     (the same results as one)."""
-    from profiler.calibrate import cross_validate
+    from profiler.model.calibrate import cross_validate
 
     if workers == 1:
         return cross_validate(data, prior, max_evals=max_evals, held_out=held_out)
@@ -106,9 +106,9 @@ def default_data_path() -> Path | None:
 
 
 def default_params_path() -> Path:
-    import profiler
+    import profiler.model
 
-    return Path(profiler.__file__).resolve().parent / "data" / "params.json"
+    return Path(profiler.model.__file__).resolve().parent / "data" / "params.json"
 
 
 def read_rows(path: Path) -> list[dict]:
@@ -153,8 +153,8 @@ def run(args: argparse.Namespace) -> int:
         return 2
     if args.from_benchmarks or args.list_calibrations or args.forget:
         return calibrate_measured.run(args)
-    from profiler.calibrate import fit, kernel_prior, measured_mask, prepare_rows
-    from profiler.params import PARAMS, shipped_params
+    from profiler.model.calibrate import fit, kernel_prior, measured_mask, prepare_rows
+    from profiler.model.params import PARAMS, shipped_params
 
     path = Path(args.data) if args.data else default_data_path()
     if path is None:
@@ -288,8 +288,8 @@ def in_sample_loss(data, params: dict[str, float]) -> dict[str, float | None]:
     (None when no measured row has a finite prediction)."""
     import numpy as np
 
-    from profiler.calibrate import ape, measured_mask
-    from profiler.estimate import evaluate
+    from profiler.model.calibrate import ape, measured_mask
+    from profiler.model.estimate import evaluate
 
     out = evaluate(data.batch, params)
     ok = measured_mask(data) & np.isfinite(out["ttft_ms"]) & np.isfinite(out["itl_ms"]) & ~data.repeats
@@ -311,7 +311,7 @@ def error_rows(data, ttft_pred, tpot_pred) -> list[tuple]:
     """
     import numpy as np
 
-    from profiler.calibrate import ape, measured_mask
+    from profiler.model.calibrate import ape, measured_mask
 
     ok = (measured_mask(data) & np.isfinite(ttft_pred) & np.isfinite(tpot_pred)
           & (ttft_pred > 0) & (tpot_pred > 0) & ~data.repeats)

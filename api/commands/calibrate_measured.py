@@ -68,7 +68,7 @@ def add_arguments(parser: argparse.ArgumentParser, modes) -> list[argparse.Actio
 
 def deployment(args: argparse.Namespace):
     """The measured deployment as a ServingConfig (its load fields are placeholders)."""
-    from profiler.config import Parallel, ServingConfig
+    from profiler.model.config import Parallel, ServingConfig
 
     if not args.model:
         raise InputError("--model: required with --from-benchmarks")
@@ -87,7 +87,7 @@ def deployment(args: argparse.Namespace):
 
 
 def _is_experiment(folder: Path) -> bool:
-    from profiler.bench_results import result_file_kind
+    from profiler.bench.results import result_file_kind
 
     return any(result_file_kind(p.name) in ("result", "metadata") for p in folder.glob("*.json"))
 
@@ -95,9 +95,9 @@ def _is_experiment(folder: Path) -> bool:
 def _manifest_folder(path: Path, root: str | None) -> Path:
     """The newest experiment folder a BenchmarkJob manifest's outputLocation holds."""
     from api.commands.bench import load_job
-    from planner.benchmarkjob import BenchmarkJobError, parse_benchmarkjob
-    from profiler.bench_command import output_target
-    from profiler.bench_runner import runner_settings
+    from profiler.bench.spec import BenchmarkJobError, parse_benchmarkjob
+    from profiler.bench.command import output_target
+    from profiler.bench.runner import runner_settings
 
     try:
         obj = load_job(str(path))
@@ -152,8 +152,8 @@ def _served_model(folder: Path) -> str | None:
 
 def check_model(folder: Path, model: str) -> None:
     """Refuse results whose metadata names a catalog model other than ``model``."""
-    from profiler.errors import ModelError
-    from profiler.model_catalog import resolve_model
+    from profiler.model.errors import ModelError
+    from profiler.model.model_catalog import resolve_model
 
     served = _served_model(folder)
     if not served:
@@ -167,10 +167,10 @@ def check_model(folder: Path, model: str) -> None:
 
 
 def measured_points(folders: list[Path], model: str):
-    """The measured points (``profiler.measured.Point``) of every successful iteration of ``folders``
+    """The measured points (``profiler.model.measured.Point``) of every successful iteration of ``folders``
     (checked against ``model``). Raises ``InputError`` naming the folder, file and field of a bad mean."""
-    from profiler.bench_runner import read_results
-    from profiler.measured import points_from_iterations
+    from profiler.bench.runner import read_results
+    from profiler.model.measured import points_from_iterations
 
     points = []
     for folder in folders:
@@ -211,8 +211,8 @@ def run(args: argparse.Namespace) -> int:
     from pydantic import ValidationError
 
     from infra.calibrations import save_calibration
-    from profiler.errors import ModelError
-    from profiler.measured import calibration_key, fit_deployment
+    from profiler.model.errors import ModelError
+    from profiler.model.measured import calibration_key, fit_deployment
 
     try:
         config = deployment(args)
@@ -254,8 +254,8 @@ def list_stored() -> int:
 def forget(args: argparse.Namespace) -> int:
     """Delete the calibration of --model, --gpu and --backend: later plans use the shipped parameters."""
     from infra.calibrations import delete_calibration
-    from profiler.errors import ModelError
-    from profiler.measured import calibration_key
+    from profiler.model.errors import ModelError
+    from profiler.model.measured import calibration_key
 
     for option, value in (("--model", args.model), ("--gpu", args.gpu)):
         if not value:

@@ -63,10 +63,10 @@ def option_errors(exc) -> list[str]:
 
 def build(args: argparse.Namespace):
     """The emulator's FastAPI app for ``args`` (raises ModelError / ValueError when invalid)."""
-    from profiler.config import Parallel
-    from profiler.emulator import EmulatorSettings, create_app
-    from profiler.emulator_engine import Engine
-    from profiler.emulator_timing import model_timing, serving_config
+    from profiler.model.config import Parallel
+    from profiler.emulator.server import EmulatorSettings, create_app
+    from profiler.emulator.engine import Engine
+    from profiler.emulator.timing import model_timing, serving_config
 
     settings = EmulatorSettings(served_model_name=args.served_model_name or args.model,
                                 chars_per_token=args.chars_per_token,
@@ -87,8 +87,8 @@ def build(args: argparse.Namespace):
 def run(args: argparse.Namespace) -> int:
     from pydantic import ValidationError
 
-    from profiler.emulator import serve
-    from profiler.errors import ModelError
+    from profiler.emulator.server import serve
+    from profiler.model.errors import ModelError
 
     try:
         app, timing, ranks = build(args)

@@ -125,7 +125,7 @@ def _causes(exc: Exception) -> list[tuple[str, str]]:
     """(field, message) pairs saying why a row or configuration cannot be predicted."""
     from pydantic import ValidationError
 
-    from profiler.errors import ModelError
+    from profiler.model.errors import ModelError
 
     if isinstance(exc, ModelError):
         return [(exc.field, exc.message)]
@@ -160,8 +160,8 @@ def predict_rows(rows: list[dict]) -> list[dict[str, str]]:
     prepared rows are solved in one vectorized evaluation with the shipped parameters.
     Models are looked up in the catalog only (no Hub fetch per row).
     """
-    from profiler.dataset import row_prepared
-    from profiler.estimate import evaluate
+    from profiler.model.dataset import row_prepared
+    from profiler.model.estimate import evaluate
 
     out = [dict.fromkeys(PRED_COLUMNS, "") for _ in rows]
     keep, preps = [], []
@@ -185,7 +185,7 @@ def predict_rows(rows: list[dict]) -> list[dict[str, str]]:
 
 
 def _missing(field: str) -> Exception:
-    from profiler.errors import ModelError
+    from profiler.model.errors import ModelError
 
     return ModelError(field, "missing")
 
@@ -227,7 +227,7 @@ def _run_csv(src: str, dst: str) -> int:
 
 def _header_problem(header: list[str]) -> str | None:
     """Why the CSV ``header`` cannot be read row by row (no column every row needs, a column named twice), or None."""
-    from profiler.dataset import REQUIRED_COLUMNS
+    from profiler.model.dataset import REQUIRED_COLUMNS
 
     if not header:
         return "--csv: the file is empty (no header row)"
@@ -262,7 +262,7 @@ def _write(stream, fields: list[str], rows: list[dict], preds: list[dict[str, st
 
 
 def _config(args: argparse.Namespace, model_name: str, precision: str | None, load_value: float):
-    from profiler.config import Parallel, ServingConfig
+    from profiler.model.config import Parallel, ServingConfig
 
     def par(prefix: str) -> Parallel:
         pick = lambda dim: getattr(args, f"{prefix}{dim}", None) or getattr(args, dim)  # noqa: E731
@@ -281,8 +281,8 @@ def _config(args: argparse.Namespace, model_name: str, precision: str | None, lo
 def _run_one(args: argparse.Namespace) -> int:
     from pydantic import ValidationError
 
-    from profiler.errors import ModelError
-    from profiler.estimate import estimate
+    from profiler.model.errors import ModelError
+    from profiler.model.estimate import estimate
     from profiler.hub import load_model
 
     loads = args.rate or args.concurrency or [1.0]
@@ -323,7 +323,7 @@ def _shape(par) -> str:
 
 def parts_text(parts) -> str:
     """``name ms + name ms ...`` of the parts (``TtftParts`` or ``ItlParts``) that round to more than nothing."""
-    from profiler.config import PART_LABELS
+    from profiler.model.config import PART_LABELS
 
     items = dict(parts).items()
     shown = [f"{PART_LABELS[name]} {ms:.1f}" for name, ms in items if math.isfinite(ms) and round(ms, 1) > 0]
@@ -347,7 +347,7 @@ def _saturated(config, est) -> str:
 
 def _deployment(config, model_id: str, est) -> str:
     """The line naming the model, GPUs, backend and layout of ``config``."""
-    from profiler.gpus import get_gpu
+    from profiler.model.gpus import get_gpu
 
     if config.mode == "agg":
         layout = f"agg: {config.replicas} × {_shape(config.engine)}"
@@ -358,7 +358,7 @@ def _deployment(config, model_id: str, est) -> str:
 
 
 def _memory_lines(config, est) -> list[str]:
-    from profiler.engine import held_tokens
+    from profiler.model.engine import held_tokens
 
     held = held_tokens(config.backend, config.isl_tokens, config.osl_tokens)
     return [f"memory/GPU  {role}: weights {mem.weights_gib:.1f} GiB, KV cache {mem.kv_cache_gib:.1f} GiB, "
@@ -386,7 +386,7 @@ def sweep_table(configs, model_id: str, results) -> str:
 
 def summary(config, model_id: str, est) -> str:
     """A few readable lines: the deployment, latency, throughput and memory of ``est``."""
-    from profiler.config import ms_text
+    from profiler.model.config import ms_text
 
     load = (f"concurrency {config.concurrency:g}" if config.request_rate is None
             else f"rate {config.request_rate:g} req/s")

@@ -29,7 +29,7 @@ from api.commands.estimate import cell, parts_text
 from api.objects import manifests_yaml
 from planner.manifests.targets import TARGETS
 from planner.types import PlanRequest, PlanResult
-from profiler.config import ms_text
+from profiler.model.config import ms_text
 
 MAX_MANIFEST_BYTES = 1024 * 1024  # bytes of one input file: more is not a manifest (the API's body limit too)
 MAX_STEM = 200  # characters of a name in file names: with ".kthena.yaml" and the temporary
@@ -123,7 +123,7 @@ def _validate(files: list[str], models: dict) -> tuple[list[PlanRequest], list[s
     returns (requests, errors)."""
     from planner.request import RequestError, parse_documents
 
-    from profiler.errors import ModelError
+    from profiler.model.errors import ModelError
     from profiler.hub import load_model
 
     requests, errors = [], []

@@ -147,7 +147,7 @@ def _margin(m: dict[str, Any]) -> str:
     return h(f"TTFT {m.get('ttftBasis', 'mean')} {m['ttftPct']:.0f}% under its target, ITL {m['itlPct']:.0f}% under")
 
 
-# The stored keys (camelCase field names of profiler.config's TtftParts/ItlParts) in words, as the CLI says them.
+# The stored keys (camelCase field names of profiler.model.config's TtftParts/ItlParts) in words, as the CLI says them.
 _TTFT_PARTS = (("frontend", "frontend"), ("prefill", "prefill pass"), ("kvTransfer", "KV transfer"),
                ("firstStep", "first decode step"), ("queueing", "queue wait"),
                ("burst", "wait behind other clients' prompts"))

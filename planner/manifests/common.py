@@ -165,7 +165,7 @@ def image_for(request: PlanRequest, backend: Backend, runtime: Runtime = "standa
         if runtime == "dynamo":
             raise UnsupportedPlan(f"NVIDIA Dynamo publishes CUDA runtime images only, so there is no default {backend} "
                                   f"worker image for {gpu}; set deploymentOverrides.workersImage to one built for ROCm")
-        from profiler.gpus import get_gpu
+        from profiler.model import get_gpu
 
         rocm = ROCM_IMAGES.get(backend, {}).get(get_gpu(gpu).generation)
         if rocm is None:
@@ -422,8 +422,8 @@ def multinode_args(backend: Backend, engine: Engine, *, leader: str, nnodes: str
 
 def gpu_vendor(gpu: str) -> str:
     """``amd`` or ``nvidia`` (also for a GPU the catalog does not know)."""
-    from profiler.errors import UnknownName
-    from profiler.gpus import get_gpu
+    from profiler.model import UnknownName
+    from profiler.model import get_gpu
 
     try:
         return get_gpu(gpu).vendor

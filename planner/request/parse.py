@@ -65,8 +65,8 @@ def _catalog_causes(raw: dict[str, Any], request: PlanRequest) -> Causes:
     """An unknown GPU, named by the field the request used, or one the backend does not run on.
     (The model is checked where it is loaded: a name outside the catalog may still be fetched
     from the Hugging Face Hub.)"""
-    from profiler.errors import ModelError
-    from profiler.gpus import backend_mismatch, get_gpu
+    from profiler.model import ModelError
+    from profiler.model import backend_mismatch, get_gpu
 
     try:
         gpu = get_gpu(request.gpu)

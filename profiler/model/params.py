@@ -1,7 +1,7 @@
 """The model's free parameters: efficiencies and overheads fitted to measurements.
 
 Defaults are physically plausible starting points; the shipped values live in
-``profiler/data/params.json`` (written by ``slaplan calibrate``, with their provenance).
+``profiler/model/data/params.json`` (written by ``slaplan calibrate``, with their provenance).
 """
 
 from __future__ import annotations
@@ -71,7 +71,7 @@ def shipped_params() -> dict[str, float]:
     """The fitted parameters shipped with the package (defaults for any that are missing)."""
     params = default_params()
     try:
-        text = resources.files("profiler").joinpath("data/params.json").read_text()
+        text = resources.files(__package__).joinpath("data/params.json").read_text()
     except FileNotFoundError:
         return params
     params.update(json.loads(text)["params"])

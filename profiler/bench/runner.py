@@ -22,10 +22,10 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from planner.benchmarkjob import BenchmarkJobSpec, InferenceServiceReference
-from profiler.bench_command import BenchCommand, BenchOptions, bare_base_url, build_command
-from profiler.bench_results import IterationMetrics, parse_folder, table
-from profiler.bench_tokenizer import is_tokenizer_dir, write_byte_tokenizer
+from profiler.bench.spec import BenchmarkJobSpec, InferenceServiceReference
+from profiler.bench.command import BenchCommand, BenchOptions, bare_base_url, build_command
+from profiler.bench.results import IterationMetrics, parse_folder, table
+from profiler.bench.tokenizer import is_tokenizer_dir, write_byte_tokenizer
 
 GENAI_BENCH_VENV = ".venv-genai-bench"
 DEFAULT_LOCAL_ROOT = "bench-results"
@@ -49,7 +49,7 @@ class RunnerSettings(BaseModel):
 
 def default_genai_bench() -> str:
     """genai-bench in the project's own environment for it (created by the set-up script)."""
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     return str(root / GENAI_BENCH_VENV / "bin" / "genai-bench")
 
 

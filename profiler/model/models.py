@@ -1,7 +1,7 @@
 """Model catalog: the architecture facts that set FLOPs, bytes and KV-cache size.
 
 Counts are per model (not per GPU). Parameter counts are in parameters, sizes in elements;
-bytes come from multiplying by a dtype's width (``profiler.precision``).
+bytes come from multiplying by a dtype's width (``profiler.model.precision``).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Model catalog: architecture facts of well-known open models, and name resolution.
 
 Every figure comes from the model's released ``config.json``. Parameter counts are in
-parameters, sizes in elements (see ``profiler.models.Model``). Pure: no I/O, no network;
+parameters, sizes in elements (see ``profiler.model.models.Model``). Pure: no I/O, no network;
 ``profiler.hub`` reads config files and the Hugging Face Hub.
 
 ``resolve_model`` maps a user's name to (Model, weights precision): Hugging Face ids in any
@@ -16,8 +16,8 @@ import re
 from dataclasses import replace
 from typing import Any
 
-from profiler.errors import ModelError, UnknownName
-from profiler.models import Model
+from profiler.model.errors import ModelError, UnknownName
+from profiler.model.models import Model
 
 
 def _variant(base: Model, hf_id: str, *aliases: str, **changes: Any) -> Model:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from profiler.errors import UnknownName
+from profiler.model.errors import UnknownName
 
 
 @dataclass(frozen=True)

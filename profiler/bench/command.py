@@ -26,7 +26,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from planner.benchmarkjob import BenchmarkJobSpec, StorageSpec
+from profiler.bench.spec import BenchmarkJobSpec, StorageSpec
 
 # OME's defaults when trafficScenarios / numConcurrency are empty (text tasks).
 DEFAULT_SCENARIOS = ("N(480,240)/(300,150)", "D(100,100)", "D(100,1000)", "D(2000,200)", "D(7800,200)")

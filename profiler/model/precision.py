@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from profiler.errors import ModelError
+from profiler.model.errors import ModelError
 
 PRECISIONS = ("bf16", "fp8", "fp4", "int4")
 KV_DTYPES = ("bf16", "fp8", "fp4")

@@ -19,9 +19,9 @@ import math
 import numpy as np
 from scipy.optimize import least_squares
 
-from profiler.errors import ModelError, UnknownName
-from profiler.gpus import get_gpu
-from profiler.steps import gemm_efficiency, narrow_factor, soft_max
+from profiler.model.errors import ModelError, UnknownName
+from profiler.model.gpus import get_gpu
+from profiler.model.steps import gemm_efficiency, narrow_factor, soft_max
 
 # Architecture of the models the kernel profiles cover (their Hugging Face configs):
 # hidden size, attention heads, KV heads, MLP intermediate size, gated MLP (3 matrices) or not.

@@ -35,9 +35,9 @@ from typing import get_type_hints
 
 import numpy as np
 
-from profiler.engine import EngineShape
-from profiler.queueing import mdc_wait, wait_quantile
-from profiler.steps import (BACKENDS, accepted_per_step, by_backend, choose, decode_gemms_s, decode_step_s,
+from profiler.model.engine import EngineShape
+from profiler.model.queueing import mdc_wait, wait_quantile
+from profiler.model.steps import (BACKENDS, accepted_per_step, by_backend, choose, decode_gemms_s, decode_step_s,
                             mixed_prefill_s, prefill_s, vmax, vmin)
 
 _DTYPE_CODE = {"bf16": 0, "fp8": 1, "fp4": 2}

@@ -8,14 +8,14 @@ from functools import lru_cache
 
 import numpy as np
 
-from profiler.config import Estimate, ItlParts, Memory, Parallel, ServingConfig, TtftParts
-from profiler.engine import RESERVES_WHOLE_OUTPUT, default_max_num_tokens, engine_shape, held_tokens, max_batch_per_rank
-from profiler.errors import ModelError
-from profiler.gpus import backend_mismatch, get_gpu
-from profiler.models import Model
-from profiler.params import shipped_params
-from profiler.precision import KV_DTYPES, check_precision, default_kv_dtype
-from profiler.serving import Load, features, solve, stack
+from profiler.model.config import Estimate, ItlParts, Memory, Parallel, ServingConfig, TtftParts
+from profiler.model.engine import RESERVES_WHOLE_OUTPUT, default_max_num_tokens, engine_shape, held_tokens, max_batch_per_rank
+from profiler.model.errors import ModelError
+from profiler.model.gpus import backend_mismatch, get_gpu
+from profiler.model.models import Model
+from profiler.model.params import shipped_params
+from profiler.model.precision import KV_DTYPES, check_precision, default_kv_dtype
+from profiler.model.serving import Load, features, solve, stack
 
 
 @dataclass(frozen=True)
@@ -46,7 +46,7 @@ DEFAULT_SPEC_ACCEPTANCE = 0.7  # chance a drafted token is accepted when the con
 def _resolve_name(name: str) -> tuple[Model, str]:
     """``resolve_model``, remembered: the catalog is fixed, and the lookup costs more than a
     whole estimate's arithmetic (failures are not cached; they raise again)."""
-    from profiler.model_catalog import resolve_model
+    from profiler.model.model_catalog import resolve_model
 
     return resolve_model(name)
 

@@ -4,10 +4,10 @@ Endpoints: ``POST /v1/chat/completions`` and ``POST /v1/completions`` (streaming
 events, with ``stream_options.include_usage``, or one JSON body), ``GET /v1/models``,
 ``GET /metrics`` (Prometheus text, vLLM's metric names), ``GET /health``.
 
-Requests are scheduled by ``profiler.emulator_engine`` (continuous batching, a batch limit, a
+Requests are scheduled by ``profiler.emulator.engine`` (continuous batching, a batch limit, a
 queue). Prompt tokens are counted as UTF-8 bytes / ``chars_per_token`` (1.0 by default, which
 is exactly what slaplan's byte-level tokenizer counts). Answer lengths follow
-``profiler.emulator_length``: ``max_tokens`` (or ``max_completion_tokens``), ``ignore_eos`` and
+``profiler.emulator.length``: ``max_tokens`` (or ``max_completion_tokens``), ``ignore_eos`` and
 ``min_tokens`` are honoured; otherwise an answer ends at its sampled end-of-sequence token with
 ``finish_reason`` ``"stop"``, or is cut at ``max_tokens`` with ``"length"``.
 """
@@ -23,8 +23,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from profiler.emulator_engine import TTFT_BUCKETS_S, Engine, Sequence, count_tokens, token_text
-from profiler.emulator_length import natural_length, output_plan
+from profiler.emulator.engine import TTFT_BUCKETS_S, Engine, Sequence, count_tokens, token_text
+from profiler.emulator.length import natural_length, output_plan
 
 DEFAULT_MAX_TOKENS = 256
 DEFAULT_ANSWER_TOKENS = 256

@@ -40,11 +40,11 @@ from __future__ import annotations
 
 import math
 
-from profiler.config import Parallel, ServingConfig
-from profiler.errors import ModelError
-from profiler.estimate import Prepared, prepare
-from profiler.gpus import get_gpu
-from profiler.model_catalog import resolve_model
+from profiler.model.config import Parallel, ServingConfig
+from profiler.model.errors import ModelError
+from profiler.model.estimate import Prepared, prepare
+from profiler.model.gpus import get_gpu
+from profiler.model.model_catalog import resolve_model
 
 UNRECORDED_BATCH_PER_RANK = 256
 UNRECORDED_DECODE_PER_PREFILL_GPU = 2.0

@@ -25,13 +25,13 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from scipy.optimize import minimize_scalar
 
-from profiler.calibrate import Prepared, ape, family, fit
-from profiler.config import ServingConfig
-from profiler.errors import ModelError
-from profiler.estimate import evaluate, prepare, stack_prepared
-from profiler.gpus import get_gpu
-from profiler.model_catalog import resolve_model
-from profiler.params import PARAMS, shipped_params
+from profiler.model.calibrate import Prepared, ape, family, fit
+from profiler.model.config import ServingConfig
+from profiler.model.errors import ModelError
+from profiler.model.estimate import evaluate, prepare, stack_prepared
+from profiler.model.gpus import get_gpu
+from profiler.model.model_catalog import resolve_model
+from profiler.model.params import PARAMS, shipped_params
 
 PRIOR_STRENGTH = 0.3
 # The burst term's prior is weaker: how far closed-loop clients stay in step depends on the
@@ -39,7 +39,7 @@ PRIOR_STRENGTH = 0.3
 LOAD_PRIOR_STRENGTH = 0.05
 MAX_EVALS = 200
 SCALE_BOUNDS = (0.05, 20.0)  # the time scale searched: 20× faster to 20× slower
-SOFT_L1_SCALE = 0.2  # log-error beyond which residuals count linearly (as in profiler.calibrate)
+SOFT_L1_SCALE = 0.2  # log-error beyond which residuals count linearly (as in profiler.model.calibrate)
 # Point field -> the genai-bench result's statistic (``aggregated_metrics.stats.<name>.mean``) it is read from.
 RESULT_FIELDS = {"isl_tokens": "num_input_tokens", "osl_tokens": "num_output_tokens", "ttft_ms": "ttft",
                  "tpot_ms": "tpot"}
@@ -203,7 +203,7 @@ def fit_deployment(deployment: ServingConfig, measured: Sequence[Iteration | Poi
     precision, mode, engine or prefill/decode parallelism, replicas or worker counts,
     max_batch, max_num_tokens); its isl_tokens/osl_tokens/concurrency/request_rate are ignored,
     each point brings its own. ``measured``: genai-bench iterations
-    (``profiler.bench_results.IterationMetrics``: mean input/output tokens, concurrency, mean
+    (``profiler.bench.results.IterationMetrics``: mean input/output tokens, concurrency, mean
     TTFT and TPOT in ms) or ``Point``s; iterations with no successful request are skipped.
     ``params``: where to start and what the prior pulls toward (default: the shipped
     parameters). ``names``: parameters to fit (default: ``fitted_names`` of the

@@ -65,7 +65,7 @@ class Timing(BaseModel):
 class Sequence:
     """One request inside the engine. ``events`` receives token counts, then ``None`` at the end.
 
-    It generates ``output_tokens`` tokens (<= ``max_tokens``, see ``profiler.emulator_length``)
+    It generates ``output_tokens`` tokens (<= ``max_tokens``, see ``profiler.emulator.length``)
     and ends with ``finish_reason``; its KV reservation is for ``max_tokens``, as the engine
     cannot know in advance where the answer ends."""
 

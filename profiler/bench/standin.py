@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Protocol
 
-from profiler.bench_results import IterationMetrics, Percentiles
+from profiler.bench.results import IterationMetrics, Percentiles
 
 REQUESTS = 16  # requests per stand-in iteration
 

@@ -11,11 +11,11 @@ import math
 
 from dataclasses import dataclass
 
-from profiler.config import Memory, Parallel
-from profiler.errors import Infeasible, ModelError
-from profiler.gpus import Gpu
-from profiler.models import Model
-from profiler.precision import (
+from profiler.model.config import Memory, Parallel
+from profiler.model.errors import Infeasible, ModelError
+from profiler.model.gpus import Gpu
+from profiler.model.models import Model
+from profiler.model.precision import (
     KV_BYTES,
     WEIGHT_BYTES,
     attention_weight_precision,

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import Literal
 
-from profiler.config import Backend, Parallel, ServingConfig
-from profiler.emulator_engine import Timing
-from profiler.estimate import prepare
-from profiler.models import Model
-from profiler.params import shipped_params
-from profiler.steps import by_backend, decode_step_s, prefill_s
+from profiler.model.config import Backend, Parallel, ServingConfig
+from profiler.emulator.engine import Timing
+from profiler.model.estimate import prepare
+from profiler.model.models import Model
+from profiler.model.params import shipped_params
+from profiler.model.steps import by_backend, decode_step_s, prefill_s
 
 Mode = Literal["agg", "prefill", "decode"]
 

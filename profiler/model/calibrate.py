@@ -17,12 +17,12 @@ from functools import lru_cache, partial
 import numpy as np
 from scipy.optimize import least_squares
 
-from profiler.dataset import row_prepared
-from profiler.errors import ModelError
-from profiler.estimate import Batch, evaluate, stack_prepared
-from profiler.kernels import fit_kernels
-from profiler.model_catalog import MODELS, resolve_model
-from profiler.params import PARAMS, default_params
+from profiler.model.dataset import row_prepared
+from profiler.model.errors import ModelError
+from profiler.model.estimate import Batch, evaluate, stack_prepared
+from profiler.model.kernels import fit_kernels
+from profiler.model.model_catalog import MODELS, resolve_model
+from profiler.model.params import PARAMS, default_params
 
 TTFT_WEIGHT = 1.0
 TPOT_WEIGHT = 1.0
