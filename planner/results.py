@@ -2,7 +2,8 @@
 
 Written with ``ProfilingResults.of(result).stored()`` (camelCase keys, units in the names, ``null``
 for an unbounded time) and read back with ``ProfilingResults.read(text)``, which gives None for a
-document of another shape (any client may write a status). The chosen plan is stored whole —
+document of another shape (any client may write a status); pages read it with
+``ResultsParts.read(text)``, part by part. The chosen plan is stored whole —
 every engine's parallelism, replicas and limits, the checkpoint, precision and KV-cache dtype —
 so every deployment target is rendered from it without planning again. ``aggregatedAlternative``
 is the cheapest aggregated plan that meets the SLA, for targets that cannot run a disaggregated
@@ -16,23 +17,26 @@ cost in $ per hour.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, TypeVar
 
-from pydantic import Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from planner.candidate_table import candidate_table
+from planner.candidate_table import CandidateTable, candidate_table
 from planner.choice import preference
-from planner.types import Backend, Margin, Plan, PlanResult, _Stored
+from planner.online_results import OnlineSearch
+from planner.stored import Items, Part, Stored
+from planner.types import Backend, Margin, Plan, PlanResult
 
-__all__ = ["MAX_PARETO", "ProfilingResults", "Sla", "best_aggregated", "pareto_front"]
+__all__ = ["MAX_PARETO", "ProfilingResults", "ResultsParts", "Sla", "best_aggregated", "pareto_front"]
 
 MAX_PARETO = 64
 # Keys documents stored by earlier versions carry and this one no longer writes: the lowest TTFT
 # and the lowest ITL over all candidates, which came from different configurations (see ``closest``).
 _RETIRED = ("bestTtftMs", "bestItlMs")
+_M = TypeVar("_M", bound=BaseModel)
 
 
-class Sla(_Stored):
+class Sla(Stored):
     """The targets and load the plan was made for."""
 
     ttft_ms: float = Field(alias="ttftMs")
@@ -44,7 +48,7 @@ class Sla(_Stored):
     concurrency: int | None = Field(default=None, description="closed-loop clients")
 
 
-class ProfilingResults(_Stored):
+class ProfilingResults(Stored):
     """What planning a DGDR found: the chosen plan (or why none), the Pareto set and every candidate."""
 
     feasible: bool
@@ -58,10 +62,10 @@ class ProfilingResults(_Stored):
     margin: Margin | None = Field(default=None, description="the chosen plan's headroom against the SLA")
     closest: Plan | None = Field(default=None, description="infeasible: the configuration the reason names")
     pareto: tuple[Plan, ...] = ()
-    candidates: dict[str, Any] | None = Field(default=None, description="the candidate table (planner.candidate_table)")
+    candidates: CandidateTable | None = Field(default=None, description="every candidate evaluated, compactly")
     assumptions: tuple[str, ...] = ()
     evaluated: int = 0
-    online: dict[str, Any] | None = Field(default=None, description="online search: budget, trials, calibration")
+    online: OnlineSearch | None = Field(default=None, description="the online search, when candidates were measured")
 
     @model_validator(mode="before")
     @classmethod
@@ -92,17 +96,53 @@ class ProfilingResults(_Stored):
     def read(cls, raw: Any) -> ProfilingResults | None:
         """The document in ``raw`` (its JSON text, or the parsed object); None when it is absent,
         a reference (``configmap/<name>``) or of another shape."""
-        if isinstance(raw, str):
-            if not raw.lstrip().startswith("{"):
-                return None
-            try:
-                raw = json.loads(raw)
-            except (ValueError, RecursionError):
-                return None
-        try:
-            return cls.model_validate(raw)
-        except (ValidationError, RecursionError):
+        return _read(cls, raw)
+
+
+class ResultsParts(BaseModel):
+    """What a page can read of a stored results document: each top-level part, and each item of
+    its lists (Pareto plans, candidate rows, online trials), read on its own, so that one of
+    another shape (any client may write a status) reads as absent and does not hide the rest.
+    The fields are those of ``ProfilingResults`` that pages show, none required."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore", validate_by_name=True, validate_by_alias=True)
+
+    feasible: Part[bool] = None
+    model: Part[str] = None
+    gpu: Part[str] = None
+    backend: Part[Backend] = None
+    sla: Part[Sla] = None
+    chosen: Part[Plan] = None
+    reason: Part[str] = None
+    margin: Part[Margin] = None
+    closest: Part[Plan] = None
+    pareto: Items[Plan] = ()
+    candidates: Part[CandidateTable] = None
+    assumptions: Items[str] = ()
+    evaluated: Part[int] = None
+    online: Part[OnlineSearch] = None
+
+    @classmethod
+    def read(cls, raw: Any) -> ResultsParts | None:
+        """The readable parts of the document in ``raw`` (as ``ProfilingResults.read`` takes it);
+        None when it is absent, a reference, not an object, or has no readable part."""
+        parts = _read(cls, raw)
+        return parts if parts is not None and any(v not in (None, ()) for v in dict(parts).values()) else None
+
+
+def _read(model: type[_M], raw: Any) -> _M | None:
+    """``raw`` (JSON text of an object, or the parsed object) as ``model``; None when it is not one."""
+    if isinstance(raw, str):
+        if not raw.lstrip().startswith("{"):
             return None
+        try:
+            raw = json.loads(raw)
+        except (ValueError, RecursionError):
+            return None
+    try:
+        return model.model_validate(raw)
+    except (ValidationError, RecursionError):
+        return None
 
 
 def best_aggregated(result: PlanResult) -> Plan | None:

@@ -6,7 +6,7 @@ Shape (the seed API reference and the upstream CRDs)::
       state: Pending | Profiling | Deploying | Ready | DeploymentDeleted | Failed
       observedGeneration: 3
       backend: vllm
-      conditions: [{type, status, reason, message, lastTransitionTime, observedGeneration}]
+      conditions: [{type, status, reason, message, lastTransitionTime, observedGeneration}]  # planner.conditions
         # types: Validation, Profiling, SpecGenerated, DeploymentReady
       profilingResults: "<string>"
       generatedDeployment: {apiVersion, kind, metadata, spec}   # the full DGD
@@ -38,6 +38,7 @@ import json
 from typing import Any
 
 from planner.choice import margin_text
+from planner.conditions import Condition, read_conditions
 from planner.results import ProfilingResults
 from planner.types import Margin, Plan, PlanResult
 
@@ -50,32 +51,21 @@ __all__ = [
 
 STATES = ("Pending", "Profiling", "Deploying", "Ready", "DeploymentDeleted", "Failed")
 CONDITION_TYPES = ("Validation", "Profiling", "SpecGenerated", "DeploymentReady")
-_MAX_MESSAGE = 32768  # the Condition schema's maxLength
 
 
 # --------------------------------------------------------------------------- conditions
 
 
-def _condition(ctype: str, status: str, reason: str, message: str, now: str, generation: int) -> dict[str, Any]:
-    if len(message) > _MAX_MESSAGE:
-        message = message[: _MAX_MESSAGE - 3] + "..."
-    return {
-        "type": ctype,
-        "status": status,
-        "reason": reason,
-        "message": message,
-        "lastTransitionTime": now,
-        "observedGeneration": generation,
-    }
-
-
-def _keep_transition_times(conditions: list[dict[str, Any]], previous: dict[str, Any] | None) -> None:
+def _keep_transition_times(conditions: list[Condition], previous: dict[str, Any] | None) -> list[Condition]:
     """Keep ``lastTransitionTime`` of conditions whose status did not change (Kubernetes rule)."""
-    before = {c.get("type"): c for c in (previous or {}).get("conditions") or [] if isinstance(c, dict)}
+    before = {c.type: c for c in read_conditions(previous)}
+    out = []
     for cond in conditions:
-        old = before.get(cond["type"])
-        if old is not None and old.get("status") == cond["status"] and old.get("lastTransitionTime"):
-            cond["lastTransitionTime"] = old["lastTransitionTime"]
+        old = before.get(cond.type)
+        if old is not None and old.status == cond.status and old.last_transition_time:
+            cond = cond.model_copy(update={"last_transition_time": old.last_transition_time})
+        out.append(cond)
+    return out
 
 
 def _infeasible_message(result: PlanResult) -> str:
@@ -193,14 +183,13 @@ def dgdr_status(
     ``ValueError`` for a state the inputs cannot be in (e.g. Ready without a deployment).
     """
     _check_state(result, dgd, state)
-    conditions = [
-        _condition(t, s, r, m, now, observed_generation) for t, s, r, m in _conditions(result, dgd, state, error)
-    ]
-    _keep_transition_times(conditions, previous)
+    conditions = _keep_transition_times(
+        [Condition.of(t, s, r, m, now=now, generation=observed_generation)
+         for t, s, r, m in _conditions(result, dgd, state, error)], previous)
     status: dict[str, Any] = {"state": state, "observedGeneration": observed_generation}
     if result is not None:
         status["backend"] = result.request.backend
-    status["conditions"] = conditions
+    status["conditions"] = [c.stored() for c in conditions]
     if result is not None and state != "Profiling":
         status["profilingResults"] = results_ref or json.dumps(
             ProfilingResults.of(result).stored(), separators=(",", ":"), allow_nan=False
@@ -227,5 +216,5 @@ def validation_failed_status(messages: list[str], *, observed_generation: int, n
     return {
         "state": "Failed",
         "observedGeneration": observed_generation,
-        "conditions": [_condition(t, s, r, m, now, observed_generation) for t, s, r, m in rows],
+        "conditions": [Condition.of(t, s, r, m, now=now, generation=observed_generation).stored() for t, s, r, m in rows],
     }

@@ -9,8 +9,10 @@ from __future__ import annotations
 import math
 from typing import Any, Literal, NamedTuple
 
-from pydantic import BaseModel, ConfigDict, Field, computed_field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, computed_field
 
+from planner.online_results import OnlineSearch
+from planner.stored import Stored
 from profiler.model import ItlParts, TtftParts, Unbounded
 
 Backend = Literal["vllm", "sglang", "trtllm"]
@@ -20,22 +22,6 @@ Role = Literal["aggregated", "prefill", "decode"]
 
 class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class _Stored(BaseModel):
-    """A value stored in a status document: written with ``model_dump(mode="json", by_alias=True)``
-    (camelCase keys, units in the names), read back with ``model_validate`` (either spelling).
-    Computed fields are written for readers and ignored when read back."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid", validate_by_name=True, validate_by_alias=True)
-
-    @model_validator(mode="before")
-    @classmethod
-    def _drop_computed(cls, data: Any) -> Any:
-        if isinstance(data, dict):
-            computed = {f.alias or name for name, f in cls.model_computed_fields.items()}
-            return {k: v for k, v in data.items() if k not in computed}
-        return data
 
 
 MIN_OSL = 2  # output tokens a request needs for an inter-token latency to exist
@@ -89,7 +75,7 @@ class PlanRequest(_Frozen):
     image: str | None = None
 
 
-class Engine(_Stored):
+class Engine(Stored):
     """One engine role: its parallelism, size, how many copies run and the limits it runs with.
 
     ``dp`` is attention data-parallelism inside one engine (MoE models); GPUs per engine
@@ -133,7 +119,7 @@ class Engine(_Stored):
         return self.gpus * self.replicas
 
 
-class Prediction(_Stored):
+class Prediction(Stored):
     """What the performance model expects of a deployment under the stated load (unbounded
     times are infinite, ``null`` when stored)."""
 
@@ -149,7 +135,7 @@ class Prediction(_Stored):
     itl_parts: ItlParts | None = Field(default=None, alias="itlPartsMs", description="where the mean ITL goes")
 
 
-class Plan(_Stored):
+class Plan(Stored):
     """A deployment: aggregated (one ``aggregated`` engine) or disaggregated (prefill + decode).
 
     Everything a manifest pins is here: ``model`` is the checkpoint the user named (served
@@ -192,7 +178,7 @@ class Plan(_Stored):
         return self.model_dump(mode="json", by_alias=True, exclude_none=True)
 
 
-class Margin(_Stored):
+class Margin(Stored):
     """The headroom a plan keeps against the SLA, in % of each target: (target − predicted) /
     target × 100, negative when over it. TTFT is judged at its ``ttft_basis``: the p99 under a
     Poisson request rate (the tail a rate produces), else the mean the SLA is checked at; ITL
@@ -227,4 +213,4 @@ class PlanResult(_Frozen):
     margin: Margin | None = None
     assumptions: tuple[str, ...] = ()
     evaluated: int = 0
-    online: dict[str, Any] | None = Field(default=None, description="online search: budget, trials, calibration")
+    online: OnlineSearch | None = Field(default=None, description="the online search, when candidates were measured")

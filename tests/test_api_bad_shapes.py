@@ -69,11 +69,13 @@ def results_doc(planned) -> dict:
     """The planned results document, with an online search's section as a worker writes it."""
     doc = json.loads(planned["profilingResults"])
     doc["online"] = {
-        "target": "local", "trialsDone": 2, "stopped": "budget reached", "best": "agg tp4",
-        "budget": {"maxTrials": 8, "maxWallTimeMinutes": 240},
-        "sweep": {"scenario": "D(2000,300)", "concurrency": [1, 4, 16]},
-        "calibration": {"unit": "agg tp4", "scale": 1.2, "before": {"ttft_mdape_pct": 30.0, "tpot_mdape_pct": 20.0},
+        "study": "dgdr-u1-1", "target": "local", "budget": {"maxTrials": 8, "maxWallTimeMinutes": 240},
+        "sweep": {"scenario": "D(2000,300)", "concurrency": [1, 4, 16]}, "trialsDone": 2,
+        "stopped": "budget reached", "best": "agg tp4", "score": "output tokens/s per GPU",
+        "calibration": {"unit": "agg tp4", "scale": 1.2, "fitted": ["decode_scale"], "points": 3,
+                        "before": {"ttft_mdape_pct": 30.0, "tpot_mdape_pct": 20.0},
                         "after": {"ttft_mdape_pct": 3.0, "tpot_mdape_pct": 2.0}},
+        "leftOut": [],
         "trials": [{"number": 0, "unit": "agg tp4", "state": "complete", "gpus": 4, "score": 400.0, "meetsSla": True,
                     "points": [{"concurrency": 1, "ttftMs": 100.0, "itlMs": 10.0, "outputTokPerSec": 90.0}]},
                    {"number": 1, "unit": "agg tp8", "state": "fail", "gpus": 8, "error": "engine did not start"}],
@@ -148,25 +150,31 @@ def test_a_results_document_with_an_sla_of_the_wrong_type_reads_the_sla_from_the
     assert 'id="predicted"' in html and "4 × h200_sxm" in html
 
 
+# Each top-level part of the document, and each item of its lists (Pareto plans, candidate rows,
+# online trials), is read on its own: one of another shape reads as absent, the rest still shows.
+# Inside one part or item nothing is guessed: a chosen plan with an engine of another shape is no plan.
 @pytest.mark.parametrize(("path", "value", "still_shown", "gone"), [
-    (("chosen", "engines"), "x", ['id="predicted"', 'id="candidates"'], ["<td>TP4</td>"]),
-    (("chosen", "engines", 0), [1], ['id="predicted"'], ["<td>TP4</td>"]),
-    (("chosen", "engines", 0, "tp"), "x", ['id="predicted"', "<td>TP1</td>"], ["<td>TP4</td>"]),  # absent: TP1
-    (("chosen", "predicted"), "x", ["<td>TP4</td>", 'id="candidates"'], ['id="time-parts"']),
-    (("chosen", "predicted", "ttftMs"), "fast", ['id="time-parts"'], []),
+    (("chosen", "engines"), "x", ['id="candidates"', 'id="pareto-chart"', "stored in a shape this page cannot read"],
+     ['id="predicted"', "No configuration meets the SLA"]),
+    (("chosen", "engines", 0), [1], ['id="candidates"'], ['id="predicted"']),
+    (("chosen", "engines", 0, "tp"), "x", ['id="candidates"'], ['id="predicted"', "<td>TP1</td>"]),
+    (("chosen", "predicted"), "x", ['id="candidates"', 'id="trials"'], ['id="predicted"', 'id="time-parts"']),
+    (("chosen", "predicted", "ttftMs"), "fast", ['id="candidates"'], ['id="predicted"']),
     (("pareto",), "x", ['id="predicted"', 'id="candidates"'], ['data-series="Pareto front"']),
     (("pareto", 0), 7, ['id="pareto-chart"'], []),
     (("candidates",), [1, "a", None], ['id="predicted"', "on the Pareto front"], []),
-    (("candidates", "rows", 0), "x", ['id="candidates"'], []),
+    (("candidates", "rows", 0), "x", ['id="candidates"', 'id="predicted"'], []),
     (("candidates", "rows", 0, 1), "x", ['id="candidates"'], []),
     (("candidates", "columns"), ["mode", 5], ['id="predicted"', "on the Pareto front"], []),
     (("online",), "x", ['id="predicted"', 'id="candidates"'], ['id="trials"']),
     (("online", "trials"), "x", ['id="predicted"'], ['id="trials"']),
-    (("online", "trials", 0, "points"), [{"concurrency": "one"}], ['id="trials"'], []),
-    (("online", "budget"), [8], ['id="trials"', "of at most — candidates"], []),
-    (("online", "calibration", "scale"), None, ['id="trials"', "times ×0"], []),
-    (("sla", "itlMs"), "x", ['id="predicted"'], []),
+    (("online", "trials", 0, "points"), [{"concurrency": "one"}], ['id="trials"', "engine did not start"], ["400 tok/s/GPU"]),
+    (("online", "trials", 1, "state"), "exploded", ['id="trials"', "400 tok/s/GPU"], ["engine did not start"]),
+    (("online", "budget"), [8], ['id="predicted"', 'id="candidates"'], ['id="trials"']),
+    (("online", "calibration", "scale"), None, ['id="predicted"'], ['id="trials"', "times ×"]),
+    (("sla", "itlMs"), "x", ['id="predicted"'], ["SLA region"]),
     (("assumptions",), {"a": 1}, ['id="predicted"'], ["Assumptions"]),
+    (("assumptions", 0), 5, ['id="predicted"', "Assumptions"], []),
 ])
 def test_a_part_of_the_wrong_type_renders_as_absent(api, planned, results_doc, path, value, still_shown, gone):
     doc = with_part(results_doc, path, value)
@@ -222,6 +230,13 @@ def test_every_part_of_the_results_document_may_have_another_type(api, planned, 
 def test_conditions_render_as_stored(api, planned, conditions):
     stored(api, "conditions", {**planned, "conditions": conditions})
     assert page(api, "/ui/dgdr/default/conditions")
+
+
+def test_a_condition_of_another_shape_is_left_out_and_the_others_shown(api, planned):
+    odd = {"type": "Profiling", "status": "Maybe", "reason": "Odd", "message": "not shown", "lastTransitionTime": "now"}
+    stored(api, "odd-condition", {**planned, "conditions": [odd, *planned["conditions"][1:]]})
+    html = page(api, "/ui/dgdr/default/odd-condition")
+    assert "not shown" not in html and "Deployment generated" in html and "Request validated" not in html
 
 
 def test_a_backend_of_another_type_in_the_status_reads_from_the_spec(api, planned):

@@ -4,14 +4,16 @@ small enough for an object's status, and bounded."""
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 
 from planner import plan
-from planner.candidate_table import COLUMNS, candidate_table
+from planner.candidate_table import COLUMNS, CandidateTable, EngineCells, candidate_table
 from planner.request import parse_documents
-from planner.results import ProfilingResults, pareto_front
+from planner.results import ProfilingResults, ResultsParts, pareto_front
 from profiler.hub import load_model
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "deepseek-v3-h200.dgdr.yaml"
@@ -51,6 +53,40 @@ def test_a_bounded_table_keeps_the_chosen_and_pareto_candidates_first(deepseek):
     front = pareto_front(deepseek.candidates)
     limit = len(front) + 3
     table = candidate_table(deepseek, front, max_rows=limit)
-    rows = [dict(zip(table["columns"], row)) for row in table["rows"]]
-    assert len(rows) == limit and table["omitted"] == len(deepseek.candidates) - limit
-    assert rows[0]["chosen"] and sum(r["pareto"] for r in rows) == len(front)
+    assert len(table.rows) == limit and table.omitted == len(deepseek.candidates) - limit
+    assert table.rows[0].chosen and sum(r.pareto for r in table.rows) == len(front)
+
+
+def test_the_stored_table_reads_back_typed_as_stored(deepseek):
+    stored = ProfilingResults.of(deepseek).stored()["candidates"]
+    table = CandidateTable.model_validate(stored)
+    assert table.model_dump(mode="json") == stored and len(table.rows) == stored["total"]
+    row, cand = table.rows[0], deepseek.candidates[0]
+    assert row.engines[0] == EngineCells(*stored["rows"][0][1][0]) and row.engines[0].tp == cand.engines[0].tp
+    assert row.ttft_ms == pytest.approx(cand.predicted.ttft_ms, rel=1e-3)  # 4 significant digits
+    assert CandidateTable.model_validate({**stored, "columns": list(reversed(COLUMNS)),
+                                          "rows": [row[::-1] for row in stored["rows"]]}) == table  # cells by name
+
+
+def test_rows_of_another_shape_are_left_out_and_the_rest_read():
+    row = ["agg", [["aggregated", 2, 4, 1, 1, 1]], 8, 812.3, None, 50.0, 900.0, 1.5, None, True, None, False, True]
+    table = CandidateTable.model_validate({"columns": list(COLUMNS), "total": 9, "omitted": 0,
+                                           "rows": [row, "x", row[:3], [*row[:3], "fast", *row[4:]], row]})
+    assert len(table.rows) == 2 and table.rows[0].itl_ms == math.inf  # null: unbounded
+    assert table.rows[0].engines == (EngineCells("aggregated", 2, 4, 1, 1, 1),)
+    for columns in (["mode", 5], "x"):
+        with pytest.raises(ValidationError):
+            CandidateTable.model_validate({"columns": columns, "rows": [], "total": 0})
+
+
+def test_a_results_document_reads_part_by_part(deepseek):
+    doc = ProfilingResults.of(deepseek).stored()
+    whole = ResultsParts.read(json.dumps(doc))
+    assert whole.chosen == deepseek.chosen and len(whole.candidates.rows) == doc["candidates"]["total"]
+    broken = {**doc, "candidates": {"columns": 5}, "pareto": [7, *doc["pareto"]], "sla": "x", "extra": 1}
+    parts = ResultsParts.read(json.dumps(broken))
+    assert parts.chosen == deepseek.chosen and parts.candidates is None and parts.sla is None
+    assert parts.pareto == whole.pareto and parts.model == doc["model"]
+    assert ProfilingResults.read(json.dumps(broken)) is None  # whole or nothing, for rendering manifests
+    for nothing in ('{"chosen": [1]}', "[1]", "configmap/results", None, 5):
+        assert ResultsParts.read(nothing) is None

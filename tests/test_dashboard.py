@@ -377,25 +377,35 @@ def test_chart_draws_every_point_and_escapes_labels():
     assert 'class="rule"' in svg
 
 
-def _stored_plan(*, ttft: float | None, feasible: bool, reason: str | None = None, x: float = 50.0) -> dict:
+def _stored_plan(*, ttft: float, feasible: bool, reason: str | None = None, x: float = 50.0) -> dict:
     """A plan as the results document stores it (null for an unbounded time)."""
-    return {"mode": "agg", "totalGpus": 8, "feasible": feasible, "reason": reason,
-            "engines": [{"role": "aggregated", "tp": 8, "replicas": 1}],
-            "predicted": {"ttftMs": ttft, "itlMs": 15.0, "tokPerSecPerUser": x, "outputTokPerSecPerGpu": 100.0 - x}}
+    from planner.types import Engine, Plan, Prediction
+
+    predicted = Prediction(ttft_ms=ttft, ttft_p90_ms=ttft, ttft_p99_ms=ttft, itl_ms=15.0, output_tok_s_per_gpu=100.0 - x,
+                           tok_s_per_user=x, requests_per_s=1.0, concurrency=8.0)
+    engine = Engine(role="aggregated", tp=8, replicas=1, max_batch=8, gpus_per_node=8)
+    return Plan(model="meta-llama/Llama-3.1-70B-Instruct", gpu="h200_sxm", backend="vllm", precision="bf16",
+                kv_dtype="bf16", memory_fraction=0.9, mode="agg", engines=(engine,), predicted=predicted,
+                feasible=feasible, reason=reason).stored()
 
 
 def test_chart_markers_follow_the_tables_feasibility_and_skip_unbounded_points():
-    from api.dashboard.documents import RESULTS, conform
     from api.dashboard.plan_view import candidates_section, chosen_section, pareto_section
+    from planner.results import ResultsParts
 
     over_budget = _stored_plan(ttft=200.0, feasible=False, reason="needs 16 GPUs, over the budget of 8", x=40.0)
-    unbounded = _stored_plan(ttft=None, feasible=False, reason="misses the SLA", x=60.0)
-    doc = conform({"feasible": False, "sla": {"ttftMs": 500, "itlMs": 20}, "chosen": None,
-                   "pareto": [over_budget, unbounded], "closest": over_budget, "reason": "needs 16 GPUs",
-                   "candidates": {"columns": ["mode", "engines", "totalGpus", "ttftMs", "itlMs", "feasible", "reason",
-                                              "pareto", "chosen"],
-                                  "rows": [["agg", [["aggregated", 1, 8, 1, 1, 1]], 8, None, 15.0, False,
-                                            "misses the SLA", False, False]]}}, RESULTS)
+    unbounded = _stored_plan(ttft=float("inf"), feasible=False, reason="misses the SLA", x=60.0)
+    assert unbounded["predicted"]["ttftMs"] is None
+    doc = ResultsParts.read({
+        "feasible": False, "sla": {"ttftMs": 500, "itlMs": 20, "islTokens": 3000, "oslTokens": 500}, "chosen": None,
+        "pareto": [over_budget, unbounded], "closest": over_budget, "reason": "needs 16 GPUs",
+        "candidates": {"columns": ["mode", "engines", "totalGpus", "ttftMs", "itlMs", "tokPerSecPerUser",
+                                   "outputTokPerSecPerGpu", "requestsPerSec", "costPerHour", "feasible", "reason",
+                                   "pareto", "chosen"],
+                       "rows": [["agg", [["aggregated", 1, 8, 1, 1, 1]], 8, None, 15.0, 60.0, 40.0, 1.0, None, False,
+                                 "misses the SLA", False, False]],
+                       "total": 1, "omitted": 0}})
+    assert doc is not None and len(doc.pareto) == 2 and doc.candidates is not None
     svg = pareto_section(doc)
     assert 'data-series="Pareto candidate, not feasible"' in svg and 'data-series="Pareto candidate, feasible"' not in svg
     assert svg.count('class="pt ') == 1, "the unbounded point is not drawn"

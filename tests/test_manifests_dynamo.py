@@ -314,6 +314,23 @@ def test_status_deploying_and_ready_with_auto_apply():
     assert _validate(_dgdr_with(ready)) == []
 
 
+def test_status_conditions_read_back_typed():
+    from planner.conditions import MAX_MESSAGE, Condition, read_conditions
+
+    plan = _dense_agg("vllm")
+    previous = {"conditions": [5, {"type": "Profiling", "status": "Maybe"},
+                               {**Condition.of("Validation", "True", "SpecValid", "ok", now="then", generation=1).stored(),
+                                "owner": "another controller"}]}
+    status = dgdr_status(_result(plan), render_dgd(plan, _request()), observed_generation=1, state="Ready", now=NOW,
+                         previous=previous)
+    conditions = read_conditions(status)
+    assert [c.stored() for c in conditions] == status["conditions"]
+    assert [c.last_transition_time for c in conditions] == ["then", NOW, NOW, NOW]  # kept where status held
+    long = Condition.of("Profiling", "False", "ProfilingFailed", "x" * (MAX_MESSAGE + 5), now=NOW, generation=1)
+    assert len(long.message) == MAX_MESSAGE and long.message.endswith("...")
+    assert read_conditions({"conditions": "x"}) == () and read_conditions("x") == ()
+
+
 def test_status_infeasible():
     cand = _dense_agg("vllm").model_copy(update={"feasible": False, "reason": "ITL 31 ms > 20 ms"})
     result = _result(

@@ -104,10 +104,10 @@ def test_search_finds_what_an_exhaustive_sweep_picks_measuring_only_what_its_mar
     calls: list[str] = []
     result, fit, _ = online.profile_online(REQUEST, uid="u1", generation=1, setup=setup_for(f"sqlite:///{tmp_path / 's.db'}"),
                                         measure=model_measure(truth, calls))
-    space = result.online["trials"]
+    space = result.online.trials
     units = search.units(plan(REQUEST).candidates)
-    assert result.online["best"] == sweep_best(truth)
-    assert len(calls) == len(set(calls)) and len(calls) < len(units) and result.online["stopped"].startswith("converged")
+    assert result.online.best == sweep_best(truth)
+    assert len(calls) == len(set(calls)) and len(calls) < len(units) and result.online.stopped.startswith("converged")
     # After the first measurement the calibrated model chooses: a unit is measured when predicted
     # within MARGIN of the best measured score, so if the model is off by at most MARGIN, no unit
     # measured truly scores below (1 − MARGIN) / (1 + MARGIN) of the best measured before it.
@@ -117,8 +117,8 @@ def test_search_finds_what_an_exhaustive_sweep_picks_measuring_only_what_its_mar
         best = max(true[k] for k in calls[:i])
         assert best <= 0 or true[key] >= best * (1 - search.MARGIN) / (1 + search.MARGIN), (key, true[key], best)
     assert fit.scale > 1.05 and fit.after.tpot_mdape_pct < fit.before.tpot_mdape_pct  # slower than shipped, learnt
-    assert result.feasible and search.unit_key(result.chosen).split()[1] in result.online["best"]
-    assert [t["unit"] for t in space] == calls and all(t["state"] == "complete" for t in space)
+    assert result.feasible and search.unit_key(result.chosen).split()[1] in result.online.best
+    assert [t.unit for t in space] == calls and all(t.state == "complete" for t in space)
     assert any("calibrated on" in a for a in result.assumptions)
 
 
@@ -131,8 +131,8 @@ def test_a_resumed_study_keeps_its_measurements(tmp_path):
     result, *_ = online.profile_online(REQUEST, uid="u2", generation=1, setup=setup_for(url, max_trials=4),
                                       params=truth, measure=model_measure(truth, second))
     assert len(first) == 1 and first[0] not in second  # the first measurement was not repeated
-    assert [t["unit"] for t in result.online["trials"]][0] == first[0]
-    assert result.online["trialsDone"] == 1 + len(second)
+    assert [t.unit for t in result.online.trials][0] == first[0]
+    assert result.online.trials_done == 1 + len(second)
     # a spec edit (new generation) is a new study
     third: list[str] = []
     online.profile_online(REQUEST, uid="u2", generation=2, setup=setup_for(url, max_trials=1),
@@ -158,7 +158,7 @@ def test_a_lost_workers_trial_is_failed_and_retried(tmp_path):
     states = {t.number: t.state for t in study.get_trials(deepcopy=False)}
     assert states[lost.number] == TrialState.FAIL
     assert calls == [units[-1]]  # retried first, measured once
-    assert result.online["trialsDone"] == 1
+    assert result.online.trials_done == 1
 
 
 def test_two_workers_measure_different_units_of_one_study(tmp_path):
@@ -235,7 +235,7 @@ def test_budgets_end_the_search(tmp_path):
     calls: list[str] = []
     result, *_ = online.profile_online(REQUEST, uid="u4", generation=1, setup=setup_for(url, max_trials=1),
                                       measure=model_measure(truth_params(), calls))
-    assert len(calls) == 1 and result.online["stopped"] == "trial budget used (1 trials)"
+    assert len(calls) == 1 and result.online.stopped == "trial budget used (1 trials)"
     clock = iter([time.time()])  # the study starts now; every later look at the clock is an hour on
 
     def wall() -> float:
@@ -351,4 +351,4 @@ def test_the_dgdr_page_lists_the_trials(tmp_path):
     table = re.search(r'<table id="trials">.*?</table>', page, re.S).group(0)
     listed = re.findall(r"<tr><td>\d+</td><td>([^<]+)</td><td>complete</td>", table)
     assert listed == calls and "tok/s/GPU" in table and "clients: TTFT" in table
-    assert f"Best measured</dt><dd>{result.online['best']}" in page and "times ×" in page
+    assert f"Best measured</dt><dd>{result.online.best}" in page and "times ×" in page

@@ -169,5 +169,5 @@ def test_unbounded_plans_are_never_on_the_pareto_front():
     result = _unbounded_result()
     front = pareto_front(result.candidates)
     assert all(math.isfinite(p.predicted.ttft_ms) for p in front) and front
-    rows = ProfilingResults.of(result).candidates["rows"]
-    assert not any(row[11] for row in rows if row[3] is None)
+    rows = ProfilingResults.of(result).candidates.rows
+    assert not any(row.pareto for row in rows if not math.isfinite(row.ttft_ms))

@@ -14,6 +14,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+from planner.conditions import Condition
+
 DGDR_TERMINAL = frozenset({"Ready", "Failed", "DeploymentDeleted"})
 DGDR_UNFINISHED = frozenset({"", "Pending", "Profiling", "Deploying"})
 BENCH_TERMINAL = frozenset({"Completed", "Failed"})
@@ -26,14 +28,9 @@ def timestamp(now: datetime) -> str:
 
 
 def condition(kind: str, ok: bool | None, reason: str, message: str, generation: int, now: datetime) -> dict[str, Any]:
-    return {
-        "type": kind,
-        "status": "Unknown" if ok is None else ("True" if ok else "False"),
-        "reason": reason,
-        "message": message,
-        "observedGeneration": generation,
-        "lastTransitionTime": timestamp(now),
-    }
+    """The condition ``kind`` as the status stores it: True/False as ``ok``, Unknown when None."""
+    status = "Unknown" if ok is None else ("True" if ok else "False")
+    return Condition.of(kind, status, reason, message, now=timestamp(now), generation=generation).stored()
 
 
 def with_condition(status: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:

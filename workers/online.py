@@ -33,6 +33,7 @@ from optuna.trial import TrialState
 from infra import studies
 from infra.deploy_targets import DeploymentTarget, Endpoint, KubeTarget, LocalTarget, TargetError, deployed
 from planner import online as search
+from planner.online_results import Calibration, MeasuredPoint, OnlineSearch, SearchBudget, Sweep, Trial
 from planner.types import Plan, PlanRequest, PlanResult
 from profiler.bench.results import IterationMetrics
 from profiler.bench.runner import RunnerSettings, run_benchmarkjob
@@ -150,7 +151,7 @@ def run_online(sessions: Any, claimed: Any, request: PlanRequest, *, setup: Onli
         with session_scope(sessions) as session:
             save_calibration(session, key, fit, deployment=deployment.model_dump(mode="json"),
                              source=f"online profiling of DGDR {claimed.namespace}/{claimed.name} "
-                                    f"({result.online['best']})")
+                                    f"({result.online.best})")
     return result, current[0]
 
 
@@ -368,44 +369,34 @@ def profile_online(request: PlanRequest, *, uid: str, generation: int, setup: On
     return result, fit, search.deployment(best_unit, request)
 
 
-def _points_doc(points: list[dict]) -> list[dict]:
-    return [{"concurrency": p["concurrency"], "ttftMs": round(p["ttft_ms"], 3), "itlMs": round(p["itl_ms"], 3),
-             "outputTokPerSec": round(p["output_tok_s"], 3)} for p in points]
-
-
 def online_document(trials, *, study_name: str, target: str, budget: Budget, stopped: str, fit: Any,
-                    best: Any, left_out: list[str], request: PlanRequest) -> dict[str, Any]:
+                    best: Any, left_out: list[str], request: PlanRequest) -> OnlineSearch:
     """What ``profilingResults.online`` holds: budget, how the search ended, every trial and the
     calibration (times in ms, throughputs in output tokens/s, goodput per GPU)."""
     rows = []
     for t in trials:
         if t.state == TrialState.PRUNED:
             continue
-        row: dict[str, Any] = {"number": t.number, "unit": t.params.get(UNIT_PARAM), "state": t.state.name.lower(),
-                               "gpus": t.user_attrs.get("gpus")}
-        if t.state == TrialState.COMPLETE:
-            row["score"] = round(t.value, 3)
-            row["meetsSla"] = t.value > 0
-            row["points"] = _points_doc(t.user_attrs.get("points", []))
-        for attr in ("error", "resultsLocation"):
-            if t.user_attrs.get(attr):
-                row[attr] = t.user_attrs[attr]
-        rows.append(row)
-    return {
-        "study": study_name,
-        "target": target,
-        "budget": {"maxTrials": budget.max_trials, "maxWallTimeMinutes": budget.max_minutes},
-        "sweep": {"scenario": f"D({request.isl_tokens},{request.osl_tokens})", "concurrency": list(budget.concurrency)},
-        "trialsDone": len(_counted(trials)),
-        "stopped": stopped,
-        "best": best.params.get(UNIT_PARAM),
-        "score": "output tokens/s per GPU at the best sweep point within the SLA; negative: the smallest "
-                 "ratio by which the unit misses it",
-        "calibration": {"unit": best.params.get(UNIT_PARAM), "scale": fit.scale, "fitted": list(fit.fitted),
-                        "points": fit.points, "before": fit.before.model_dump(), "after": fit.after.model_dump()},
-        "leftOut": left_out,
-        "trials": rows,
-    }
+        done = t.state == TrialState.COMPLETE
+        rows.append(Trial(
+            number=t.number, unit=t.params.get(UNIT_PARAM), state=t.state.name.lower(), gpus=t.user_attrs.get("gpus"),
+            score=round(t.value, 3) if done else None, meets_sla=t.value > 0 if done else None,
+            points=tuple(_point(p) for p in t.user_attrs.get("points", [])) if done else None,
+            error=t.user_attrs.get("error") or None, results_location=t.user_attrs.get("resultsLocation") or None))
+    return OnlineSearch(
+        study=study_name, target=target,
+        budget=SearchBudget(max_trials=budget.max_trials, max_wall_minutes=budget.max_minutes),
+        sweep=Sweep(scenario=f"D({request.isl_tokens},{request.osl_tokens})", concurrency=budget.concurrency),
+        trials_done=len(_counted(trials)), stopped=stopped, best=best.params.get(UNIT_PARAM),
+        calibration=Calibration(unit=best.params.get(UNIT_PARAM), scale=fit.scale, fitted=fit.fitted,
+                                points=fit.points, before=fit.before.model_dump(), after=fit.after.model_dump()),
+        left_out=tuple(left_out), trials=tuple(rows))
+
+
+def _point(p: dict[str, Any]) -> MeasuredPoint:
+    """A stored sweep point (``SweepPoint.model_dump()``), to 3 decimals."""
+    return MeasuredPoint(concurrency=p["concurrency"], ttft_ms=round(p["ttft_ms"], 3), itl_ms=round(p["itl_ms"], 3),
+                         output_tok_s=round(p["output_tok_s"], 3))
 
 
 def progress_message(trials, space: int, budget: Budget, started: float | None, now: float,

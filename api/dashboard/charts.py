@@ -8,7 +8,7 @@ on a page sits next to a table holding the same numbers.
 from __future__ import annotations
 
 import math
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from api.dashboard.html import h
 
@@ -168,7 +168,3 @@ def legend(items: list[tuple[str, str]]) -> str:
 def figure(svg: str, caption: str, legend_items: list[tuple[str, str]] | None = None) -> str:
     extra = legend(legend_items) if legend_items else ""
     return f'<figure class="chart-box">{svg}{extra}<figcaption>{h(caption)}</figcaption></figure>'
-
-
-def finite(values: list[Any]) -> bool:
-    return all(isinstance(v, (int, float)) and math.isfinite(v) for v in values)

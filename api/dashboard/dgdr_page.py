@@ -6,13 +6,14 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from api.dashboard.documents import CONDITIONS, conform
 from api.dashboard.html import age, dl, h, iso, num, page, q, state_badge
 from api.dashboard.online_view import online_section
 from api.dashboard.plan_view import assumptions_section, candidates_section, chosen_section, pareto_section, shape
 from api.dashboard.summaries import dgdr_summary, results_reference, state_of
 from api.dashboard.targets import TARGET_LABELS, TARGETS, render_target
 from infra.resources import Resource
+from planner.conditions import Condition, read_conditions
+from planner.results import ResultsParts
 from workers.lifecycle import DGDR_UNFINISHED
 
 STEP_NAMES = {
@@ -25,9 +26,9 @@ IN_PROGRESS = {"ProfilingRunning", "DeploymentInProgress"}
 NOT_APPLICABLE = {"AutoApplyDisabled", "NoClusterConfigured", "NoDeployment", "DeploymentDeleted", "NotStarted"}
 
 
-def step_outcome(cond: dict[str, Any]) -> tuple[str, str]:
+def step_outcome(cond: Condition) -> tuple[str, str]:
     """(tone, words) for one condition: done, in progress, waiting, skipped or failed."""
-    status, reason = cond.get("status"), cond.get("reason") or ""
+    status, reason = cond.status, cond.reason
     if status == "True":
         return "ok", "✓ Done"
     if status == "Unknown":
@@ -39,47 +40,42 @@ def step_outcome(cond: dict[str, Any]) -> tuple[str, str]:
     return "bad", "✗ Failed"
 
 
-def conditions(resource: Resource) -> list[dict[str, str]]:
-    """The status conditions, each with its string fields only (a part of another type is left out)."""
-    return conform(resource.status.get("conditions"), CONDITIONS) or []
-
-
-def headline(resource: Resource, doc: dict[str, Any] | None) -> tuple[str, str]:
-    """(tone, sentence) saying where the request stands; ``doc`` is the conformed results document."""
+def headline(resource: Resource, doc: ResultsParts | None) -> tuple[str, str]:
+    """(tone, sentence) saying where the request stands; ``doc``: the readable results."""
     state = state_of(resource)
-    steps = conditions(resource)
+    steps = read_conditions(resource.status)
     if state == "Failed":
         failed = next((c for c in steps if step_outcome(c)[0] == "bad"), None)
         if failed is None:
             return "bad", "The request failed."
-        step = STEP_NAMES.get(failed.get("type"), failed.get("type"))
-        return "bad", f"Failed at “{step}”: {failed.get('message') or failed.get('reason')}"
+        step = STEP_NAMES.get(failed.type, failed.type)
+        return "bad", f"Failed at “{step}”: {failed.message or failed.reason}"
     if state == "Pending":
         return "wait", "Waiting for a worker to pick this request up."
     if state == "Profiling":
-        running = next((c for c in steps if c.get("type") == "Profiling"), {})
-        return "busy", f"Profiling: {running.get('message') or 'searching for the cheapest configuration that meets the SLA'}…"
+        running = next((c.message for c in steps if c.type == "Profiling"), "")
+        return "busy", f"Profiling: {running or 'searching for the cheapest configuration that meets the SLA'}…"
     if state == "Deploying":
         return "busy", "Applying the deployment and waiting for it to become ready…"
     if state == "Ready":
-        chosen = (doc or {}).get("chosen")
-        what = (f" The planner chose {shape(chosen)} on {num(chosen.get('totalGpus'), 0)} {chosen.get('gpu') or ''} GPUs."
-                if chosen else "")
-        deploy = next((c for c in steps if c.get("type") == "DeploymentReady"), None)
-        extra = f" {deploy['message'][0].upper()}{deploy['message'][1:]}." if deploy and deploy.get("status") != "True" and deploy.get("message") else ""
+        chosen = doc.chosen if doc is not None else None
+        what = (f" The planner chose {shape(chosen)} on {num(chosen.total_gpus, 0)} {chosen.gpu} GPUs."
+                if chosen is not None else "")
+        deploy = next((c for c in steps if c.type == "DeploymentReady"), None)
+        extra = f" {deploy.message[0].upper()}{deploy.message[1:]}." if deploy and deploy.status != "True" and deploy.message else ""
         return "ok", f"Ready.{what}{extra}"
     return "muted", f"State: {state}."
 
 
 def _conditions_table(resource: Resource) -> str:
     rows = []
-    for c in conditions(resource):
+    for c in read_conditions(resource.status):
         tone, words = step_outcome(c)
-        when = c.get("lastTransitionTime") or ""
+        when = c.last_transition_time
         rows.append(
-            f"<tr><th scope=\"row\">{h(STEP_NAMES.get(c.get('type'), c.get('type')))}</th>"
+            f"<tr><th scope=\"row\">{h(STEP_NAMES.get(c.type, c.type))}</th>"
             f'<td><span class="badge badge-{tone}">{h(words)}</span></td>'
-            f"<td class=\"wrap\">{h(c.get('message'))}<div class=\"sub\">{h(c.get('reason'))}</div></td>"
+            f"<td class=\"wrap\">{h(c.message)}<div class=\"sub\">{h(c.reason)}</div></td>"
             f'<td><time datetime="{h(when)}">{h(when.replace("T", " ").replace("Z", " UTC"))}</time></td></tr>'
         )
     if not rows:
@@ -173,10 +169,10 @@ def render_dgdr(resource: Resource, now: datetime, *, feasible_only: bool = Fals
     if doc:
         page_url = f"/ui/dgdr/{q(resource.namespace)}/{q(resource.name)}"
         parts += [chosen_section(doc), pareto_section(doc), candidates_section(doc, feasible_only=feasible_only, action=page_url)]
-        if doc.get("chosen"):
+        if doc.chosen is not None:
             parts.append(manifests_section(resource))
-        if doc.get("online"):
-            parts.append(online_section(doc["online"]))
+        if doc.online is not None:
+            parts.append(online_section(doc.online))
         parts.append(assumptions_section(doc))
     elif reference := results_reference(resource):
         parts.append(f'<p class="notice notice-muted">Profiling results are stored elsewhere: {h(reference)}</p>')

@@ -12,63 +12,58 @@ candidate with an unbounded TTFT or ITL (``null`` when stored) is not drawn; the
 
 from __future__ import annotations
 
-from typing import Any
+import math
 
 from api.dashboard.charts import Rule, Series, chart, figure
-from api.dashboard.documents import candidate, is_number
 from api.dashboard.html import dl, h, num
+from planner.candidate_table import CandidateRow, EngineCells
+from planner.choice import margin_text
+from planner.results import ResultsParts, Sla
+from planner.types import Engine, Plan, Prediction
+from profiler.model.config import PART_LABELS, ItlParts, TtftParts
 
 
-def shape(plan: dict[str, Any]) -> str:
+def shape(plan: Plan | CandidateRow) -> str:
     """``2P3D`` for disaggregated plans, ``3× aggregated`` otherwise."""
-    engines = plan.get("engines") or []
-    by_role = {e.get("role"): e for e in engines}
-    if plan.get("mode") == "disagg":
-        return f"{(by_role.get('prefill') or {}).get('replicas', '?')}P{(by_role.get('decode') or {}).get('replicas', '?')}D"
-    replicas = sum(int(e.get("replicas") or 0) for e in engines)
-    return f"{replicas}× aggregated"
+    by_role = {e.role: e for e in plan.engines}
+    if plan.mode == "disagg":
+        return f"{_replicas(by_role.get('prefill'))}P{_replicas(by_role.get('decode'))}D"
+    return f"{sum(e.replicas for e in plan.engines)}× aggregated"
 
 
-def parallelism(engine: dict[str, Any]) -> str:
-    parts = [f"TP{engine.get('tp', 1)}"]
-    for key in ("pp", "dp", "ep"):
-        if int(engine.get(key) or 1) > 1:
-            parts.append(f"{key.upper()}{engine[key]}")
+def _replicas(engine: Engine | EngineCells | None) -> int | str:
+    return "?" if engine is None else engine.replicas
+
+
+def parallelism(engine: Engine | EngineCells) -> str:
+    parts = [f"TP{engine.tp}"]
+    parts += [f"{name}{degree}" for name, degree in (("PP", engine.pp), ("DP", engine.dp), ("EP", engine.ep)) if degree > 1]
     return " ".join(parts)
 
 
-def engines_text(plan: dict[str, Any]) -> str:
-    return "; ".join(
-        f"{e.get('role')}: {e.get('replicas')}× {parallelism(e)}" for e in plan.get("engines") or []
-    )
+def engines_text(plan: Plan | CandidateRow) -> str:
+    return "; ".join(f"{e.role}: {e.replicas}× {parallelism(e)}" for e in plan.engines)
 
 
-def meets(plan: dict[str, Any], sla: dict[str, Any]) -> bool | None:
+def meets(plan: Plan, sla: Sla | None) -> bool | None:
     """Whether the predicted mean TTFT and ITL are within the targets (None if unknown)."""
-    p = plan.get("predicted") or {}
-    checks = []
-    for key in ("ttftMs", "itlMs"):
-        target, value = sla.get(key), p.get(key)
-        if target is None:
-            continue
-        if value is None:
-            return False
-        checks.append(value <= target * (1 + 1e-9))
-    return all(checks) if checks else None
+    if sla is None:
+        return None
+    p = plan.predicted
+    return p.ttft_ms <= sla.ttft_ms * (1 + 1e-9) and p.itl_ms <= sla.itl_ms * (1 + 1e-9)
 
 
-def feasible(plan: dict[str, Any], sla: dict[str, Any]) -> bool | None:
-    """The planner's verdict on ``plan`` when stored, else whether it meets the SLA (None if unknown)."""
-    verdict = plan.get("feasible")
-    return meets(plan, sla) if verdict is None else verdict
+def _finite(x: float | None) -> float | None:
+    """``x`` when it is a finite number (an unbounded prediction reads as unknown)."""
+    return x if x is not None and math.isfinite(x) else None
 
 
-def _time(value: Any, digits: int) -> str:
-    """A predicted time of a stored plan: ``null`` (absent once conformed) is an unbounded one."""
-    return "unbounded" if value is None else num(value, digits)
+def _time(value: float | None, digits: int) -> str:
+    """A predicted time: "unbounded" for an overloaded queue's (stored as null)."""
+    return "unbounded" if value is not None and not math.isfinite(value) else num(value, digits)
 
 
-def _verdict(value: Any, target: Any, *, higher_is_better: bool = False) -> str:
+def _verdict(value: float | None, target: float | None, *, higher_is_better: bool = False) -> str:
     if value is None or target is None:
         return '<td class="verdict">—</td>'
     ok = value >= target if higher_is_better else value <= target
@@ -76,55 +71,56 @@ def _verdict(value: Any, target: Any, *, higher_is_better: bool = False) -> str:
     return f'<td class="verdict verdict-{"ok" if ok else "bad"}">{"✓" if ok else "✗"} {word}</td>'
 
 
-def chosen_section(doc: dict[str, Any]) -> str:
-    chosen = doc.get("chosen")
-    sla = doc.get("sla") or {}
-    if not chosen:
-        closest = doc.get("closest")
-        named = ""
-        if closest:
-            p = closest.get("predicted") or {}
+def chosen_section(doc: ResultsParts) -> str:
+    chosen, sla = doc.chosen, doc.sla
+    if chosen is None and doc.feasible:
+        return ('<section aria-labelledby="plan-h"><h2 id="plan-h">Chosen plan</h2>'
+                '<p class="notice notice-muted">A plan was chosen, but it is stored in a shape this page cannot read.</p>'
+                "</section>")
+    if chosen is None:
+        closest, named = doc.closest, ""
+        if closest is not None:
+            c = closest.predicted
             named = (f'<p id="closest">The configuration it names: {h(shape(closest))} ({h(engines_text(closest))}), '
-                     f"{h(closest.get('totalGpus'))} GPUs, TTFT {_time(p.get('ttftMs'), 1)} ms, "
-                     f"ITL {_time(p.get('itlMs'), 2)} ms.</p>")
+                     f"{h(closest.total_gpus)} GPUs, TTFT {_time(c.ttft_ms, 1)} ms, ITL {_time(c.itl_ms, 2)} ms.</p>")
         return (
             '<section aria-labelledby="plan-h"><h2 id="plan-h">Chosen plan</h2>'
-            f'<p class="notice notice-bad">No configuration meets the SLA: {h(doc.get("reason") or "no candidate is feasible")}.'
+            f'<p class="notice notice-bad">No configuration meets the SLA: {h(doc.reason or "no candidate is feasible")}.'
             f"</p>{named}</section>"
         )
-    p = chosen.get("predicted") or {}
+    p = chosen.predicted
     engines = "".join(
-        f"<tr><th scope=\"row\">{h(e.get('role'))}</th><td>{h(parallelism(e))}</td><td class=\"n\">{h(e.get('replicas'))}</td>"
-        f"<td class=\"n\">{h(e.get('gpusPerEngine'))}</td><td class=\"n\">{h(e.get('nodesPerEngine'))}</td>"
-        f"<td class=\"n\">{h(e.get('maxBatch'))}</td><td class=\"n\">{num(e.get('maxNumTokens'), 0)}</td></tr>"
-        for e in chosen.get("engines") or []
+        f'<tr><th scope="row">{h(e.role)}</th><td>{h(parallelism(e))}</td><td class="n">{h(e.replicas)}</td>'
+        f'<td class="n">{h(e.gpus)}</td><td class="n">{h(e.nodes)}</td>'
+        f'<td class="n">{h(e.max_batch)}</td><td class="n">{num(e.max_num_tokens, 0)}</td></tr>'
+        for e in chosen.engines
     )
-    mode = "Disaggregated prefill/decode" if chosen.get("mode") == "disagg" else "Aggregated"
+    mode = "Disaggregated prefill/decode" if chosen.mode == "disagg" else "Aggregated"
     facts = dl([
         ("Mode", h(f"{mode} ({shape(chosen)})")),
-        ("Backend", h(chosen.get("backend"))),
-        ("GPU", h(f"{chosen.get('totalGpus')} × {chosen.get('gpu')}")),
-        ("Precision", h(chosen.get("precision"))),
-        ("Cost", num(chosen.get("costPerHour"), 2, "$/h") if chosen.get("costPerHour") is not None else ""),
-        ("Margin", _margin(doc.get("margin") or {})),
+        ("Backend", h(chosen.backend)),
+        ("GPU", h(f"{chosen.total_gpus} × {chosen.gpu}")),
+        ("Precision", h(chosen.precision)),
+        ("Cost", num(chosen.cost_per_hour, 2, "$/h") if chosen.cost_per_hour is not None else ""),
+        ("Margin", h(margin_text(doc.margin)) if doc.margin is not None else ""),
     ])
-    user_target = 1000.0 / sla["itlMs"] if sla.get("itlMs") else None
-    ttft_extra = f" (p90 {num(p.get('ttftP90Ms'), 0)}, p99 {num(p.get('ttftP99Ms'), 0)})" if p.get("ttftP90Ms") is not None else ""
+    ttft_target, itl_target = (sla.ttft_ms, sla.itl_ms) if sla is not None else (None, None)
+    user_target = 1000.0 / itl_target if itl_target else None
+    ttft_extra = f" (p90 {num(p.ttft_p90_ms, 0)}, p99 {num(p.ttft_p99_ms, 0)})" if _finite(p.ttft_p90_ms) is not None else ""
+    per_gpu = _finite(p.output_tok_s_per_gpu)
     rows = [
-        ("Time to first token (mean)", num(p.get("ttftMs"), 1, "ms") + ttft_extra, num(sla.get("ttftMs"), 0, "ms"),
-         _verdict(p.get("ttftMs"), sla.get("ttftMs"))),
-        ("Inter-token latency (mean)", num(p.get("itlMs"), 2, "ms"), num(sla.get("itlMs"), 1, "ms"),
-         _verdict(p.get("itlMs"), sla.get("itlMs"))),
-        ("Tokens/s per user", num(p.get("tokPerSecPerUser"), 1), f"≥ {num(user_target, 1)}" if user_target else "—",
-         _verdict(p.get("tokPerSecPerUser"), user_target, higher_is_better=True)),
-        ("Output tokens/s per GPU", num(p.get("outputTokPerSecPerGpu"), 0), "—", '<td class="verdict">—</td>'),
-        ("Output tokens/s, whole deployment",
-         num((p.get("outputTokPerSecPerGpu") or 0) * (chosen.get("totalGpus") or 0), 0) if p.get("outputTokPerSecPerGpu") else "—",
+        ("Time to first token (mean)", num(p.ttft_ms, 1, "ms") + ttft_extra, num(ttft_target, 0, "ms"),
+         _verdict(_finite(p.ttft_ms), ttft_target)),
+        ("Inter-token latency (mean)", num(p.itl_ms, 2, "ms"), num(itl_target, 1, "ms"), _verdict(_finite(p.itl_ms), itl_target)),
+        ("Tokens/s per user", num(p.tok_s_per_user, 1), f"≥ {num(user_target, 1)}" if user_target else "—",
+         _verdict(_finite(p.tok_s_per_user), user_target, higher_is_better=True)),
+        ("Output tokens/s per GPU", num(per_gpu, 0), "—", '<td class="verdict">—</td>'),
+        ("Output tokens/s, whole deployment", num(per_gpu * chosen.total_gpus, 0) if per_gpu else "—",
          "—", '<td class="verdict">—</td>'),
-        ("Requests/s", num(p.get("requestsPerSec"), 2),
-         num(sla.get("requestRate"), 2) if sla.get("requestRate") else "—", '<td class="verdict">—</td>'),
-        ("Requests in flight", num(p.get("concurrency"), 0),
-         num(sla.get("concurrency"), 0) if sla.get("concurrency") else "—", '<td class="verdict">—</td>'),
+        ("Requests/s", num(p.requests_per_s, 2),
+         num(sla.request_rate, 2) if sla is not None and sla.request_rate else "—", '<td class="verdict">—</td>'),
+        ("Requests in flight", num(p.concurrency, 0),
+         num(sla.concurrency, 0) if sla is not None and sla.concurrency else "—", '<td class="verdict">—</td>'),
     ]
     predicted = "".join(f'<tr><th scope="row">{h(a)}</th><td class="n">{b}</td><td class="n">{c}</td>{d}</tr>' for a, b, c, d in rows)
     return f"""<section aria-labelledby="plan-h"><h2 id="plan-h">Chosen plan</h2>
@@ -140,69 +136,57 @@ def chosen_section(doc: dict[str, Any]) -> str:
 </section>"""
 
 
-def _margin(m: dict[str, Any]) -> str:
-    """The headroom the chosen plan keeps, in % of each target ('' when not stored)."""
-    if "ttftPct" not in m or "itlPct" not in m:
-        return ""
-    return h(f"TTFT {m.get('ttftBasis', 'mean')} {m['ttftPct']:.0f}% under its target, ITL {m['itlPct']:.0f}% under")
-
-
-# The stored keys (camelCase field names of profiler.model.config's TtftParts/ItlParts) in words, as the CLI says them.
-_TTFT_PARTS = (("frontend", "frontend"), ("prefill", "prefill pass"), ("kvTransfer", "KV transfer"),
-               ("firstStep", "first decode step"), ("queueing", "queue wait"),
-               ("burst", "wait behind other clients' prompts"))
-_ITL_PARTS = (("decodeStep", "decode step"), ("prefillInterference", "prefill interference"))
-
-
-def _parts_section(predicted: dict[str, Any]) -> str:
-    """Where the mean TTFT and ITL go, as the performance model splits them ('' when not stored)."""
+def _parts_section(predicted: Prediction) -> str:
+    """Where the mean TTFT and ITL go, as the performance model splits them ('' when not stored);
+    each part named as the CLI names it, unbounded parts left out."""
     lines = []
-    for label, key, names, digits in (("Time to first token", "ttftPartsMs", _TTFT_PARTS, 0),
-                                      ("Inter-token latency", "itlPartsMs", _ITL_PARTS, 2)):
-        parts = predicted.get(key) or {}
-        shown = [f"{name} {num(parts.get(k), digits, 'ms')}" for k, name in names if (parts.get(k) or 0) > 0]
+    for label, parts, digits in (("Time to first token", predicted.ttft_parts, 0),
+                                 ("Inter-token latency", predicted.itl_parts, 2)):
+        shown = [f"{PART_LABELS[name]} {num(ms, digits, 'ms')}" for name, ms in _parts(parts) if (_finite(ms) or 0) > 0]
         if shown:
             lines.append(f"<li>{h(label)}: {' + '.join(shown)}</li>")
     return f'<ul id="time-parts" aria-label="Where the time goes">{"".join(lines)}</ul>' if lines else ""
 
 
-def _tip(plan: dict[str, Any]) -> str:
-    p = plan.get("predicted") or {}
+def _parts(parts: TtftParts | ItlParts | None) -> list[tuple[str, float]]:
+    """(field name, ms) of each part, in the model's order."""
+    return list(dict(parts).items()) if parts is not None else []
+
+
+def _tip(plan: Plan) -> str:
+    p = plan.predicted
     return (
-        f"{shape(plan)} {engines_text(plan)} · {plan.get('totalGpus')} GPUs · "
-        f"{num(p.get('tokPerSecPerUser'), 1)} tok/s/user, {num(p.get('outputTokPerSecPerGpu'), 0)} tok/s/GPU, "
-        f"TTFT {num(p.get('ttftMs'), 0)} ms, ITL {num(p.get('itlMs'), 2)} ms"
+        f"{shape(plan)} {engines_text(plan)} · {plan.total_gpus} GPUs · "
+        f"{num(p.tok_s_per_user, 1)} tok/s/user, {num(p.output_tok_s_per_gpu, 0)} tok/s/GPU, "
+        f"TTFT {num(p.ttft_ms, 0)} ms, ITL {num(p.itl_ms, 2)} ms"
     )
 
 
-def _xy(plan: dict[str, Any]) -> tuple[float, float] | None:
-    """The chart point of ``plan``; None when a prediction is missing or unbounded (stored as null)."""
-    p = plan.get("predicted") or {}
-    x, y = p.get("tokPerSecPerUser"), p.get("outputTokPerSecPerGpu")
-    if all(is_number(p.get(k)) for k in ("ttftMs", "itlMs")) and is_number(x) and is_number(y):
-        return float(x), float(y)
-    return None
+def _xy(plan: Plan) -> tuple[float, float] | None:
+    """The chart point of ``plan``; None when a prediction is unbounded (no point to draw)."""
+    p = plan.predicted
+    x, y = _finite(p.tok_s_per_user), _finite(p.output_tok_s_per_gpu)
+    bounded = _finite(p.ttft_ms) is not None and _finite(p.itl_ms) is not None
+    return (x, y) if bounded and x is not None and y is not None else None
 
 
-def pareto_section(doc: dict[str, Any]) -> str:
-    sla = doc.get("sla") or {}
-    pareto = doc.get("pareto") or []
-    chosen = doc.get("chosen")
+def pareto_section(doc: ResultsParts) -> str:
+    sla, chosen = doc.sla, doc.chosen
     good, bad = [], []
-    for plan in pareto:
+    for plan in doc.pareto:
         xy = _xy(plan)
         if xy is None:
             continue
-        (good if feasible(plan, sla) is not False else bad).append((*xy, _tip(plan)))
+        (good if plan.feasible else bad).append((*xy, _tip(plan)))  # the table's verdict: SLA and budget
     line = Series("Pareto front", [*good, *bad], tone="a", joined=True, radius=0)
     series = [line, Series("Pareto candidate, feasible", good, tone="a"), Series("Pareto candidate, not feasible", bad, tone="miss")]
     legend = [("a", "Pareto candidate, feasible: meets the SLA within the budget"),
               ("miss", "Pareto candidate, not feasible: misses the SLA (e.g. TTFT) or the GPU budget")]
-    chosen_xy = _xy(chosen) if chosen else None
+    chosen_xy = _xy(chosen) if chosen is not None else None
     if chosen_xy:
         series.append(Series("Chosen plan", [(*chosen_xy, "Chosen: " + _tip(chosen))], tone="chosen", radius=7.5))
         legend.append(("chosen", "Chosen plan"))
-    itl = sla.get("itlMs")
+    itl = sla.itl_ms if sla is not None else None
     shade = 1000.0 / itl if itl else None
     if shade:
         legend.append(("region", f"SLA region: ITL ≤ {itl:g} ms (≥ {shade:.1f} tok/s per user)"))
@@ -226,57 +210,46 @@ def pareto_section(doc: dict[str, Any]) -> str:
     return f'<section aria-labelledby="pareto-h"><h2 id="pareto-h">Pareto front</h2>{figure(svg, caption, legend)}</section>'
 
 
-def candidate_rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
-    """Every evaluated candidate as a plan-like dict with ``pareto`` and ``chosen`` marks, chosen
-    first, then the Pareto ones, then feasible ones by GPUs. Results stored before the planner kept
-    every candidate give only their Pareto set. ``doc`` is conformed (``summaries.results``)."""
-    table = doc.get("candidates") or {}
-    columns, rows = table.get("columns") or [], table.get("rows") or []
+def candidate_rows(doc: ResultsParts) -> list[CandidateRow]:
+    """Every evaluated candidate with its ``pareto`` and ``chosen`` marks, chosen first, then the
+    Pareto ones, then feasible ones by GPUs. Results stored before the planner kept every
+    candidate (or whose table cannot be read) give only their Pareto set."""
+    rows = doc.candidates.rows if doc.candidates is not None else ()
     if not rows:
-        chosen = doc.get("chosen") or {}
-        return [
-            {**plan, "pareto": True,
-             "chosen": bool(chosen) and plan.get("engines") == chosen.get("engines") and plan.get("mode") == chosen.get("mode")}
-            for plan in doc.get("pareto") or []
-        ]
-    out = [candidate(dict(zip(columns, row))) for row in rows]
-    return sorted(out, key=lambda c: (not c.get("chosen"), not c.get("pareto"), c.get("feasible") is False, c.get("totalGpus") or 0))
+        chosen = doc.chosen
+        return [CandidateRow.of(plan, pareto=True, chosen=chosen is not None and plan.engines == chosen.engines
+                                and plan.mode == chosen.mode) for plan in doc.pareto]
+    return sorted(rows, key=lambda c: (not c.chosen, not c.pareto, not c.feasible, c.total_gpus))
 
 
-def _feasible_cell(plan: dict[str, Any], sla: dict[str, Any]) -> tuple[str, str]:
-    """(sort value, html) of the Feasible column: the planner's verdict, or the SLA check."""
-    ok = feasible(plan, sla)
-    if ok is None:
-        return "", "—"
-    if ok:
+def _feasible_cell(row: CandidateRow) -> tuple[str, str]:
+    """(sort value, html) of the Feasible column: the planner's verdict, and why not."""
+    if row.feasible:
         return "1", '<span class="verdict-ok">✓ yes</span>'
-    reason = plan.get("reason") or "misses the SLA"
-    return "0", f'<span class="verdict-bad">✗ no</span> <span class="sub">{h(reason)}</span>'
+    return "0", f'<span class="verdict-bad">✗ no</span> <span class="sub">{h(row.reason or "misses the SLA")}</span>'
 
 
-def candidates_section(doc: dict[str, Any], *, feasible_only: bool = False, action: str = "") -> str:
+def candidates_section(doc: ResultsParts, *, feasible_only: bool = False, action: str = "") -> str:
     """The sortable table of every evaluated candidate; ``feasible_only`` hides the others."""
-    sla = doc.get("sla") or {}
-    plans = candidate_rows(doc)
-    if not plans:
+    rows = candidate_rows(doc)
+    if not rows:
         return ""
-    shown = [p for p in plans if feasible(p, sla) is not False] if feasible_only else plans
+    shown = [r for r in rows if r.feasible] if feasible_only else rows
     body = []
-    for i, plan in enumerate(shown, 1):
-        p = plan.get("predicted") or {}
-        feasible_value, feasible_html = _feasible_cell(plan, sla)
-        marks = [m for m, on in (("Chosen", plan.get("chosen")), ("Pareto", plan.get("pareto"))) if on]
+    for i, row in enumerate(shown, 1):
+        feasible_value, feasible_html = _feasible_cell(row)
+        marks = [m for m, on in (("Chosen", row.chosen), ("Pareto", row.pareto)) if on]
         cells = [
             (i, str(i)),
-            (plan.get("mode"), h(plan.get("mode"))),
-            (shape(plan), h(shape(plan))),
-            (engines_text(plan), h(engines_text(plan))),
-            (plan.get("totalGpus"), h(plan.get("totalGpus"))),
-            (p.get("ttftMs"), _time(p.get("ttftMs"), 1)),
-            (p.get("itlMs"), _time(p.get("itlMs"), 2)),
-            (p.get("tokPerSecPerUser"), num(p.get("tokPerSecPerUser"), 1)),
-            (p.get("outputTokPerSecPerGpu"), num(p.get("outputTokPerSecPerGpu"), 0)),
-            (p.get("requestsPerSec"), num(p.get("requestsPerSec"), 2)),
+            (row.mode, h(row.mode)),
+            (shape(row), h(shape(row))),
+            (engines_text(row), h(engines_text(row))),
+            (row.total_gpus, h(row.total_gpus)),
+            (_finite(row.ttft_ms), _time(row.ttft_ms, 1)),
+            (_finite(row.itl_ms), _time(row.itl_ms, 2)),
+            (_finite(row.tok_s_per_user), num(row.tok_s_per_user, 1)),
+            (_finite(row.output_tok_s_per_gpu), num(row.output_tok_s_per_gpu, 0)),
+            (_finite(row.requests_per_s), num(row.requests_per_s, 2)),
             (feasible_value, feasible_html),
             (" ".join(marks), " ".join(f'<span class="badge badge-{"chosen" if m == "Chosen" else "muted"}">{m}</span>' for m in marks)),
         ]
@@ -284,8 +257,8 @@ def candidates_section(doc: dict[str, Any], *, feasible_only: bool = False, acti
             f'<td{" class=n" if isinstance(v, (int, float)) else ""} data-value="{h(v if v is not None else "")}">{text}</td>'
             for v, text in cells
         )
-        classes = " ".join(c for c, on in (("is-chosen", plan.get("chosen")), ("is-pareto", plan.get("pareto"))) if on)
-        mark = (f' class="{classes}"' if classes else "") + (' aria-label="chosen plan"' if plan.get("chosen") else "")
+        classes = " ".join(c for c, on in (("is-chosen", row.chosen), ("is-pareto", row.pareto)) if on)
+        mark = (f' class="{classes}"' if classes else "") + (' aria-label="chosen plan"' if row.chosen else "")
         body.append(f'<tr{mark} data-feasible="{feasible_value}">{tds}</tr>')
     headers = ["#", "Mode", "Shape", "Engines", "GPUs", "TTFT ms", "ITL ms", "tok/s/user", "tok/s/GPU", "req/s", "Feasible", "Marks"]
     numeric = {"#", "GPUs", "TTFT ms", "ITL ms", "tok/s/user", "tok/s/GPU", "req/s"}
@@ -294,9 +267,10 @@ def candidates_section(doc: dict[str, Any], *, feasible_only: bool = False, acti
         f'<button type="button" class="sort" data-type="{"num" if t in numeric else "text"}">{h(t)}</button></th>'
         for t in headers
     )
-    total = (doc.get("candidates") or {}).get("total") or doc.get("evaluated") or len(plans)
-    omitted = (doc.get("candidates") or {}).get("omitted") or 0
-    pareto_n = sum(1 for p in plans if p.get("pareto"))
+    table = doc.candidates
+    total = (table.total if table is not None else 0) or doc.evaluated or len(rows)
+    omitted = table.omitted if table is not None else 0
+    pareto_n = sum(1 for r in rows if r.pareto)
     summary = f"{len(shown)} shown of {total} evaluated; {pareto_n} on the Pareto front"
     if omitted:
         summary += f"; {omitted} far from the SLA not stored"
@@ -311,8 +285,8 @@ def candidates_section(doc: dict[str, Any], *, feasible_only: bool = False, acti
 <thead><tr>{ths}</tr></thead><tbody>{"".join(body)}</tbody></table></div></section>"""
 
 
-def assumptions_section(doc: dict[str, Any]) -> str:
-    items = "".join(f"<li>{h(a)}</li>" for a in doc.get("assumptions") or [])
+def assumptions_section(doc: ResultsParts) -> str:
+    items = "".join(f"<li>{h(a)}</li>" for a in doc.assumptions)
     if not items:
         return ""
     return f'<section aria-labelledby="assume-h"><h2 id="assume-h">Assumptions</h2><ul class="assumptions">{items}</ul></section>'

@@ -3,17 +3,26 @@
 Specs arrive in two DGDR versions (v1alpha1 ``modelName``/``gpu.type``/``sla``; v1beta1
 ``model``/``hardware.gpuSku``/``sla``/``workload``); the status carries the planner's results
 document in ``profilingResults`` (JSON text, see ``planner.status``), which any client may
-write: it is read through ``documents.conform``.
+write: it is read part by part (``planner.results.ResultsParts``).
 """
 
 from __future__ import annotations
 
-import json
+import math
 from typing import Any
 
-from api.dashboard.documents import RESULTS, conform, is_number, is_text
 from api.objects import dig
 from infra.resources import Resource
+from planner.results import ResultsParts
+
+
+def _is_number(value: Any) -> bool:
+    """A finite JSON number (not a boolean)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _is_text(value: Any) -> bool:
+    return isinstance(value, str)
 
 
 def _first(is_kind, *values: Any) -> Any:
@@ -24,19 +33,13 @@ def _first(is_kind, *values: Any) -> Any:
 def state_of(resource: Resource) -> str:
     """The resource's ``status.state`` ("Pending" when unset)."""
     value = resource.status.get("state")
-    return value if is_text(value) and value else "Pending"
+    return value if _is_text(value) and value else "Pending"
 
 
-def results(resource: Resource) -> dict[str, Any] | None:
-    """The planner's results document of a DGDR, the parts of the wrong type left out, or None
-    (not profiled yet, or a reference: see ``results_reference``)."""
-    raw = resource.status.get("profilingResults")
-    if isinstance(raw, str) and raw.lstrip().startswith("{"):
-        try:
-            raw = json.loads(raw)
-        except (ValueError, RecursionError):  # not JSON, or nested beyond what the parser follows
-            return None
-    return conform(raw, RESULTS)
+def results(resource: Resource) -> ResultsParts | None:
+    """The readable parts of a DGDR's results document, or None (not profiled yet, unreadable,
+    or a reference: see ``results_reference``)."""
+    return ResultsParts.read(resource.status.get("profilingResults"))
 
 
 def results_reference(resource: Resource) -> str | None:
@@ -50,22 +53,22 @@ def dgdr_summary(resource: Resource) -> dict[str, Any]:
     spec = resource.spec
     doc = results(resource)
     cfg_sla = dig(spec, "profilingConfig", "config", "sla")
-    sla = dig(doc, "sla") or {}
-    chosen = dig(doc, "chosen") or {}
+    parts = doc or ResultsParts()
+    sla = parts.sla
     return {
-        "model": _first(is_text, spec.get("modelName"), spec.get("model"), dig(doc, "model")),
-        "gpu": _first(is_text, dig(spec, "gpu", "type"), dig(spec, "hardware", "gpuSku"), dig(doc, "gpu")),
-        "backend": _first(is_text, resource.status.get("backend"), spec.get("backend"), dig(doc, "backend")),
-        "ttft_ms": _first(is_number, sla.get("ttftMs"), dig(spec, "sla", "ttft"), dig(cfg_sla, "ttft")),
-        "itl_ms": _first(is_number, sla.get("itlMs"), dig(spec, "sla", "itl"), dig(cfg_sla, "itl")),
-        "e2e_ms": _first(is_number, sla.get("e2eMs"), dig(spec, "sla", "e2eLatency")),
-        "isl": _first(is_number, sla.get("islTokens"), dig(spec, "workload", "isl"), dig(spec, "sla", "isl"),
+        "model": _first(_is_text, spec.get("modelName"), spec.get("model"), parts.model),
+        "gpu": _first(_is_text, dig(spec, "gpu", "type"), dig(spec, "hardware", "gpuSku"), parts.gpu),
+        "backend": _first(_is_text, resource.status.get("backend"), spec.get("backend"), parts.backend),
+        "ttft_ms": _first(_is_number, sla and sla.ttft_ms, dig(spec, "sla", "ttft"), dig(cfg_sla, "ttft")),
+        "itl_ms": _first(_is_number, sla and sla.itl_ms, dig(spec, "sla", "itl"), dig(cfg_sla, "itl")),
+        "e2e_ms": _first(_is_number, sla and sla.e2e_ms, dig(spec, "sla", "e2eLatency")),
+        "isl": _first(_is_number, sla and sla.isl_tokens, dig(spec, "workload", "isl"), dig(spec, "sla", "isl"),
                       dig(cfg_sla, "isl")),
-        "osl": _first(is_number, sla.get("oslTokens"), dig(spec, "workload", "osl"), dig(spec, "sla", "osl"),
+        "osl": _first(_is_number, sla and sla.osl_tokens, dig(spec, "workload", "osl"), dig(spec, "sla", "osl"),
                       dig(cfg_sla, "osl")),
-        "concurrency": _first(is_number, sla.get("concurrency"), dig(spec, "workload", "concurrency")),
-        "request_rate": _first(is_number, sla.get("requestRate"), dig(spec, "workload", "requestRate")),
-        "gpus": chosen.get("totalGpus"),
+        "concurrency": _first(_is_number, sla and sla.concurrency, dig(spec, "workload", "concurrency")),
+        "request_rate": _first(_is_number, sla and sla.request_rate, dig(spec, "workload", "requestRate")),
+        "gpus": parts.chosen.total_gpus if parts.chosen is not None else None,
         "results": doc,
     }
 
@@ -81,7 +84,7 @@ def bench_summary(resource: Resource) -> dict[str, Any]:
         f"InferenceService {isvc.get('namespace', '')}/{isvc.get('name', '')}" if isvc else direct.get("url") or ""
     )
     return {
-        "model": _first(is_text, direct.get("modelName"), isvc.get("name")),
+        "model": _first(_is_text, direct.get("modelName"), isvc.get("name")),
         "gpu": meta.get("gpuType"),
         "gpus": meta.get("gpuCount"),
         "engine": meta.get("engine"),

@@ -1,0 +1,107 @@
+"""What an online search leaves in the profiling results (``profilingResults.online``), typed.
+
+Shape (camelCase keys; times in ms, throughputs in output tokens/s)::
+
+    online:
+      study: dgdr-<uid>-1                # the Optuna study that holds the trials
+      target: local emulator             # where the units ran
+      budget: {maxTrials: 8, maxWallTimeMinutes: 240}
+      sweep: {scenario: "D(3000,500)", concurrency: [1, 4, 16]}
+      trialsDone: 3                      # trials that used the budget
+      stopped: "converged: ..."          # why the search ended
+      best: "agg tp2"                    # the unit measured best
+      score: "output tokens/s per GPU ..."
+      calibration: {unit, scale, fitted: [...], points, before: {ttft_mdape_pct, tpot_mdape_pct}, after: {...}}
+      leftOut: ["..."]                   # why some units could not be deployed on the target
+      trials: [{number, unit, state, gpus, score, meetsSla, points: [{concurrency, ttftMs, itlMs,
+               outputTokPerSec}], error, resultsLocation}, ...]
+
+A trial's ``score``, ``meetsSla`` and ``points`` are there once it completed; ``error`` when it
+failed on its own. Trials are read one by one (``planner.stored.Items``): a trial of another shape
+is left out and the others still read.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from planner.stored import Items, Stored
+
+__all__ = ["SCORE", "Calibration", "CalibrationErrors", "MeasuredPoint", "OnlineSearch", "SearchBudget", "Sweep",
+           "Trial"]
+
+SCORE = ("output tokens/s per GPU at the best sweep point within the SLA; negative: the smallest ratio by which "
+         "the unit misses it")
+
+
+class SearchBudget(Stored):
+    """How much the search may measure."""
+
+    max_trials: int = Field(alias="maxTrials", description="candidates measured at most")
+    max_wall_minutes: float = Field(alias="maxWallTimeMinutes", description="wall time of the search, minutes")
+
+
+class Sweep(Stored):
+    """How each unit is measured: one genai-bench scenario at each concurrency."""
+
+    scenario: str = Field(description="genai-bench traffic scenario, D(isl,osl)")
+    concurrency: tuple[int, ...] = Field(description="closed-loop clients of each measurement")
+
+
+class MeasuredPoint(Stored):
+    """Means over the requests of one measurement at one concurrency."""
+
+    concurrency: int
+    ttft_ms: float = Field(alias="ttftMs")
+    itl_ms: float = Field(alias="itlMs")
+    output_tok_s: float = Field(alias="outputTokPerSec", description="output tokens/s of the whole unit")
+
+
+class Trial(Stored):
+    """One unit deployed and benchmarked (or being, or failed)."""
+
+    number: int
+    unit: str | None = Field(default=None, description="the unit's key; None before the trial started")
+    state: Literal["running", "waiting", "complete", "fail"]
+    gpus: int | None = None
+    score: float | None = Field(default=None, description="see OnlineSearch.score")
+    meets_sla: bool | None = Field(default=None, alias="meetsSla")
+    points: tuple[MeasuredPoint, ...] | None = None
+    error: str | None = None
+    results_location: str | None = Field(default=None, alias="resultsLocation", description="genai-bench's folder")
+
+
+class CalibrationErrors(Stored):
+    """Median absolute percentage errors of the model on the measured points (%)."""
+
+    ttft_mdape_pct: float
+    tpot_mdape_pct: float
+
+
+class Calibration(Stored):
+    """How the model was calibrated on the best unit's measurements."""
+
+    unit: str
+    scale: float = Field(description="the uniform time factor found first")
+    fitted: tuple[str, ...] = Field(description="parameters refined after scaling")
+    points: int = Field(description="measured points fitted")
+    before: CalibrationErrors
+    after: CalibrationErrors
+
+
+class OnlineSearch(Stored):
+    """The search's budget, how it ended, the calibration and every trial."""
+
+    study: str
+    target: str = Field(description="where the units were deployed")
+    budget: SearchBudget
+    sweep: Sweep
+    trials_done: int = Field(alias="trialsDone", description="trials that used the budget")
+    stopped: str = Field(description="why the search ended")
+    best: str = Field(description="the unit measured best")
+    score: str = Field(default=SCORE, description="what a trial's score is")
+    calibration: Calibration
+    left_out: tuple[str, ...] = Field(default=(), alias="leftOut", description="why units could not be deployed")
+    trials: Items[Trial] = ()
