@@ -9,7 +9,7 @@ from fastapi import FastAPI
 from api.errors import install_error_handlers
 from api.guards import guarded
 from api.metrics import make_metrics
-from api.routes import bench_results, dashboard, discovery, health, resources
+from api.routes import bench_results, dashboard, discovery, health, openapi, resources
 from api.routes import manifests as manifest_routes
 from infra.db import make_engine, make_session_factory
 from infra.settings import Settings, load_settings
@@ -41,6 +41,7 @@ def create_app(settings: Settings | None = None, *, celery: Any = None, listen_h
     install_error_handlers(app)
     app.include_router(health.router)
     app.include_router(discovery.router)
+    app.include_router(openapi.router)
     app.include_router(resources.router)
     app.include_router(manifest_routes.router)
     app.include_router(bench_results.router)
