@@ -3,7 +3,8 @@
 document), built from the CRDs' schemas (``api.published``).
 
 kubectl reads them: ``apply`` and ``create`` check in the v3 document that a PATCH of the kind
-takes ``fieldValidation`` and then leave validation to the server; ``explain`` prints the schema
+takes ``fieldValidation`` and then leave validation to the server (every write operation lists
+it: kubectl looks at whichever PATCH of the kind it meets first); ``explain`` prints the schema
 found by its ``x-kubernetes-group-version-kind``.
 """
 
@@ -153,8 +154,10 @@ def _paths(kind: ServedKind, version: str, name: str) -> dict[str, Any]:
         f"{item}/status": {
             "parameters": in_path,
             "get": op("get", f"read the status of a {kind.kind}", obj),
-            "put": op("put", f"replace the status of a {kind.kind}", obj, body=("application/json",)),
-            "patch": op("patch", f"patch the status of a {kind.kind}", obj, body=PATCH_TYPES[:1]),
+            "put": op("put", f"replace the status of a {kind.kind}", obj, body=("application/json",),
+                      params=(validation, manager)),
+            "patch": op("patch", f"patch the status of a {kind.kind}", obj, body=PATCH_TYPES[:1],
+                        params=(validation, manager)),
         },
     }
 
