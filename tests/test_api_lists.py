@@ -88,7 +88,7 @@ def test_the_server_caps_every_page(api):
 def test_selected_pages_hold_only_selected_objects(api):
     got = pages(api, NS.format(ns="alpha"), limit=2, labelSelector="parity=even")
     assert [name for page in got for _, name in keys(page)] == [f"item-{i:02d}" for i in range(0, 12, 2)]
-    assert got[0]["metadata"]["remainingItemCount"] == 4
+    assert "remainingItemCount" not in got[0]["metadata"]  # as kube-apiserver: not counted under a selector
     named = pages(api, ALL, limit=1, fieldSelector="metadata.name=item-01")
     assert [key for page in named for key in keys(page)] == [("alpha", "item-01"), ("beta", "item-01")]
 

@@ -170,7 +170,8 @@ def _keep(requirements, fields) -> repo.Keep | None:
 
 def _page(session: Session, kind: ServedKind, namespace: str | None, query: ListQuery, keep, cap: int):
     """The page a list asks for (at most ``cap`` objects) and the list metadata to send with it
-    (resourceVersion; continue and remainingItemCount when more follow); see ``api.paging``."""
+    (resourceVersion; continue when more follow, and remainingItemCount when no selector was
+    given, as kube-apiserver answers); see ``api.paging``."""
     latest = events.latest_version(session)
     token = paging.decode(query.continue_, namespace) if query.continue_ else None
     if token is not None:
@@ -184,10 +185,11 @@ def _page(session: Session, kind: ServedKind, namespace: str | None, query: List
     page = repo.list_page(session, kind.group, kind.plural, namespace, keep=keep,
                           after=token.key if token else None, limit=limit)
     metadata: dict[str, Any] = {"resourceVersion": str(at)}
-    if page.remaining:
+    if page.more:
         last = page.items[-1]
         metadata["continue"] = paging.encode(paging.Continue(at, (last.namespace, last.name)))
-        metadata["remainingItemCount"] = page.remaining
+        if page.remaining is not None:
+            metadata["remainingItemCount"] = page.remaining
     return page, metadata
 
 
