@@ -28,6 +28,7 @@ _REASONS = {
     422: "Invalid",
     500: "InternalError",
     503: "ServiceUnavailable",
+    504: "Timeout",
 }
 
 

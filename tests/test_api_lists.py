@@ -163,3 +163,15 @@ def test_reads_can_require_the_token(tmp_path_factory):
     assert client.get(ALL, headers={"Authorization": "Bearer s3cret"}).status_code == 200
     assert client.get("/healthz").status_code == 200 and client.get("/readyz").status_code == 200
     app.state.engine.dispose()
+
+
+@pytest.mark.parametrize("params", [{}, {"watch": "true"}])
+def test_a_version_ahead_of_the_server_is_too_large_at_once(api, params):
+    r = api.get(ALL, params={**params, "resourceVersion": str(2**63 - 1)})
+    assert r.status_code == 504 and r.json()["reason"] == "Timeout"
+    assert r.json()["details"]["causes"][0]["reason"] == "ResourceVersionTooLarge"
+
+
+def test_a_timeout_beyond_a_go_duration_is_400(api):
+    r = api.get(ALL, params={"watch": "true", "timeoutSeconds": "99999999999999999999"})
+    assert r.status_code == 400 and r.json()["details"]["causes"][0]["field"] == "query.timeoutSeconds"

@@ -145,6 +145,7 @@ def _list(request: Request, session: Session, kind: ServedKind, version: str, na
         raise ApiError(400, str(exc)) from None
     as_table = table_version(request.headers.get("accept"))
     columns = published(kind, version).columns if as_table else ()
+    _check_not_ahead(session, query.resource_version)
     if query.watch:
         session.close()  # the stream opens its own sessions, one per poll
         watch = _watch_request(kind, version, namespace, requirements, fields, query)
@@ -158,6 +159,18 @@ def _list(request: Request, session: Session, kind: ServedKind, version: str, na
     if as_table:
         return table(columns, objects, version=as_table, include_object=query.include_object, metadata=metadata)
     return {"apiVersion": f"{kind.group}/{version}", "kind": kind.list_kind, "metadata": metadata, "items": objects}
+
+
+def _check_not_ahead(session: Session, version: int | None) -> None:
+    """504 ``Timeout`` with the cause ``ResourceVersionTooLarge`` (what client-go's reflectors
+    recognise) for a version this server has not reached: versions come from one counter, so no
+    client saw it, and waiting for it would wait forever."""
+    latest = events.latest_version(session)
+    if version is not None and version > latest:
+        message = f"Too large resource version: {version}, current: {latest}"
+        raise ApiError(504, message, reason="Timeout", details={
+            "causes": [{"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}],
+            "retryAfterSeconds": 1})
 
 
 def _keep(requirements, fields) -> repo.Keep | None:
