@@ -11,7 +11,8 @@ from fastapi import FastAPI
 from api.errors import install_error_handlers
 from api.guards import guarded
 from api.metrics import make_metrics
-from api.routes import bench_results, dashboard, discovery, health, resources
+from api import openapi_doc
+from api.routes import bench_results, dashboard, discovery, docs, health, openapi, resources
 from api.routes import manifests as manifest_routes
 from infra.db import make_engine, make_session_factory
 from infra.settings import Settings, load_settings
@@ -48,6 +49,8 @@ def create_app(settings: Settings | None = None, *, celery: Any = None, listen_h
         description="SLA profiler and deployment planner: DynamoGraphDeploymentRequests and BenchmarkJobs, "
         "served as a Kubernetes API server serves custom resources.",
         version="0.1.0",
+        docs_url=None,  # served by api.routes.docs, without a CDN
+        redoc_url=None,
     )
     app.state.settings = settings
     app.state.engine = engine
@@ -59,10 +62,13 @@ def create_app(settings: Settings | None = None, *, celery: Any = None, listen_h
     install_error_handlers(app)
     app.include_router(health.router)
     app.include_router(discovery.router)
+    app.include_router(openapi.router)
     app.include_router(resources.router)
     app.include_router(manifest_routes.router)
     app.include_router(bench_results.router)
     app.include_router(dashboard.router)
+    app.include_router(docs.router)
+    openapi_doc.install(app)
     app.add_middleware(guarded, settings=settings, metrics=app.state.metrics, listen_host=listen_host)
     return app
 

@@ -22,30 +22,44 @@ _REASONS = {
     405: "MethodNotAllowed",
     406: "NotAcceptable",
     409: "Conflict",
+    410: "Expired",
     413: "RequestEntityTooLarge",
     415: "UnsupportedMediaType",
     422: "Invalid",
     500: "InternalError",
     503: "ServiceUnavailable",
+    504: "Timeout",
 }
 
 
 class ApiError(Exception):
     """Raised by routes; rendered as a ``Status`` with ``code``, ``reason`` and ``details``."""
 
-    def __init__(self, code: int, message: str, *, reason: str | None = None, details: dict[str, Any] | None = None):
+    def __init__(
+        self,
+        code: int,
+        message: str,
+        *,
+        reason: str | None = None,
+        details: dict[str, Any] | None = None,
+        metadata: dict[str, Any] | None = None,
+    ):
         super().__init__(message)
         self.code = code
         self.message = message
         self.reason = reason or _REASONS.get(code, "Unknown")
         self.details = details
+        self.metadata = metadata or {}
 
 
-def status_body(code: int, message: str, reason: str | None = None, details: dict[str, Any] | None = None) -> dict:
+def status_body(
+    code: int, message: str, reason: str | None = None, details: dict[str, Any] | None = None,
+    metadata: dict[str, Any] | None = None,
+) -> dict:
     body: dict[str, Any] = {
         "kind": "Status",
         "apiVersion": "v1",
-        "metadata": {},
+        "metadata": metadata or {},
         "status": "Success" if code < 400 else "Failure",
         "message": message,
         "reason": reason or ("" if code < 400 else _REASONS.get(code, "Unknown")),
@@ -56,8 +70,10 @@ def status_body(code: int, message: str, reason: str | None = None, details: dic
     return body
 
 
-def status_response(code: int, message: str, reason: str | None = None, details: dict | None = None, headers=None):
-    return JSONResponse(status_body(code, message, reason, details), status_code=code, headers=headers)
+def status_response(
+    code: int, message: str, reason: str | None = None, details: dict | None = None, headers=None, metadata=None
+):
+    return JSONResponse(status_body(code, message, reason, details, metadata), status_code=code, headers=headers)
 
 
 def not_found(plural: str, name: str, group: str) -> ApiError:
@@ -129,7 +145,7 @@ def install_error_handlers(app: FastAPI) -> None:
     """Every error the app returns, ours or the framework's, is a ``Status``."""
 
     async def api_error(_request: Request, exc: ApiError):
-        return status_response(exc.code, exc.message, exc.reason, exc.details)
+        return status_response(exc.code, exc.message, exc.reason, exc.details, metadata=exc.metadata)
 
     async def http_error(_request: Request, exc: StarletteHTTPException):
         message = exc.detail if isinstance(exc.detail, str) else _REASONS.get(exc.status_code, "error")

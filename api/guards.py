@@ -17,6 +17,7 @@ from infra.settings import Settings
 MUTATING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 # Probes and scrapers address the pod by its IP: these reads answer under any Host.
 ANY_HOST_READS = frozenset({"/healthz", "/readyz", "/metrics"})
+PROBES = frozenset({"/healthz", "/readyz"})  # answered without the token even when reads need it
 BAD_HOST = "the Host header names a host this server does not answer to (SLAPLAN_ALLOWED_HOSTS lists those it does)"
 UNAUTHENTICATED_WRITE = (
     "Forbidden: this server listens on a non-loopback address and has no API token, so anyone who can reach it "
@@ -44,13 +45,15 @@ def body_type_accepted(content_type: str) -> bool:
 def guarded(app, settings: Settings, metrics: Any = None, *, listen_host: str = "127.0.0.1"):
     """Wrap an ASGI ``app``: 400 for a Host not among ``settings.allowed_hosts`` (or
     ``listen_host``), 403 for a write from another origin, 401 without the token on mutating calls
-    (when a token is set), 403 for a write without one when ``listen_host`` is not loopback (unless
+    (when a token is set; on every call but the probes when ``settings.require_token_for_reads``),
+    403 for a write without one when ``listen_host`` is not loopback (unless
     ``settings.allow_unauthenticated_writes``), 413 for bodies over ``settings.max_body_bytes``,
     415 for a write body that is not JSON or YAML; and count every request in ``metrics``."""
     token = settings.api_token.get_secret_value().encode() if settings.api_token else None
     limit = settings.max_body_bytes
     hosts = served_hosts(settings.allowed_hosts, listen_host)
     open_writes = token is not None or is_loopback(listen_host) or settings.allow_unauthenticated_writes
+    closed_reads = settings.require_token_for_reads
 
     async def asgi(scope, receive, send):
         if scope["type"] != "http":
@@ -82,7 +85,7 @@ def guarded(app, settings: Settings, metrics: Any = None, *, listen_host: str = 
         if where is not None:
             return 403, (f"Forbidden: writes from another origin are refused ({where}); "
                          "SLAPLAN_TRUSTED_ORIGINS lists origins whose pages may write"), []
-        if token is not None and writes:
+        if token is not None and (writes or (closed_reads and path not in PROBES)):
             scheme, _, given = headers.get("authorization", "").encode("latin-1").partition(b" ")
             if scheme.lower() != b"bearer" or not secrets.compare_digest(given.strip(), token):
                 return 401, "Unauthorized", [(b"www-authenticate", b'Bearer realm="slaplan"')]

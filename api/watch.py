@@ -36,6 +36,7 @@ from infra.labels import Requirement, matches
 POLL_S = 0.25  # how often the history is read, seconds
 BOOKMARK_EVERY_S = 60.0  # quiet time after which a BOOKMARK is sent, seconds
 DEFAULT_TIMEOUT_S = 1800  # a watch without timeoutSeconds ends after this, seconds (clients re-watch)
+MAX_TIMEOUT_S = (2**63 - 1) // 10**9  # the most seconds a Kubernetes (Go) duration holds
 PAGE = 500  # changes read per poll at most
 
 Present = Callable[[dict[str, Any]], dict[str, Any]]

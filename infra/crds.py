@@ -121,6 +121,18 @@ def find_crds(api_version: str, kind: str, crd_dir: Path | None = None) -> list[
     return found
 
 
+def published_version(api_version: str, kind: str, crd_dir: Path | None = None) -> dict | None:
+    """The ``spec.versions[]`` entry (``schema.openAPIV3Schema``, ``additionalPrinterColumns``, …)
+    for ``kind`` at ``api_version`` in the last CRD file by name that defines it (the newer release
+    of a project whose files are named by date), or None when none does."""
+    files = find_crds(api_version, kind, crd_dir)
+    if not files:
+        return None
+    _, version = split_api_version(api_version)
+    crd = _load_crd_cached(str(files[-1]))
+    return next(v for v in crd["spec"]["versions"] if v.get("name") == version)
+
+
 # --------------------------------------------------------------------------- conversion
 
 def _version_schema(crd: dict, version: str) -> dict:

@@ -9,11 +9,12 @@ Resource versions come from one counter for the whole table and grow in commit o
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
-from sqlalchemy import delete, select, update
+from sqlalchemy import delete, func, select, tuple_, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -179,6 +180,62 @@ def list_resources(
     query = query.order_by(ResourceRow.namespace, ResourceRow.name)
     rows = session.scalars(query).all()
     return [_to_domain(r) for r in rows if matches(selector, r.labels or {})]
+
+
+# keep(namespace, name, labels) -> whether a listed resource is selected.
+Keep = Callable[[str, str, dict[str, str]], bool]
+
+
+class Page(_Frozen):
+    """One page of a list: the resources, whether selected ones follow, and how many (counted only
+    for lists without ``keep``, as kube-apiserver counts them only for lists without selectors)."""
+
+    items: list[Resource]
+    more: bool
+    remaining: int | None
+
+
+def list_page(
+    session: Session,
+    group: str,
+    plural: str,
+    namespace: str | None = None,
+    *,
+    keep: Keep | None = None,
+    after: tuple[str, str] | None = None,
+    limit: int,
+) -> Page:
+    """At most ``limit`` resources of one kind (in one namespace or all) that ``keep`` selects, in
+    (namespace, name) order, starting after the key ``after``. Without ``keep`` the page and the
+    count of the rest are read by the database alone; with it, keys and labels are scanned, in
+    order, until one more selected resource than the page holds is found."""
+    where = [ResourceRow.group == group, ResourceRow.plural == plural]
+    if namespace is not None:
+        where.append(ResourceRow.namespace == namespace)
+        if after is not None:  # a plain range on the unique index: no sort, no scan of the rest
+            where.append(ResourceRow.name > after[1])
+    elif after is not None:
+        where.append(tuple_(ResourceRow.namespace, ResourceRow.name) > tuple_(*after))
+    order = (ResourceRow.namespace, ResourceRow.name)
+    if keep is None:
+        rows = session.scalars(select(ResourceRow).where(*where).order_by(*order).limit(limit)).all()
+        remaining = 0
+        if len(rows) == limit:
+            remaining = session.scalar(select(func.count()).select_from(ResourceRow).where(*where)) - limit
+        return Page(items=[_to_domain(r) for r in rows], more=remaining > 0, remaining=remaining)
+    keys = session.execute(
+        select(ResourceRow.id, ResourceRow.namespace, ResourceRow.name, ResourceRow.labels)
+        .where(*where).order_by(*order).execution_options(yield_per=1000)
+    )
+    ids: list[int] = []
+    for key in keys:
+        if keep(key.namespace, key.name, key.labels or {}):
+            ids.append(key.id)
+            if len(ids) > limit:
+                break
+    keys.close()
+    rows = session.scalars(select(ResourceRow).where(ResourceRow.id.in_(ids[:limit])).order_by(*order)).all() if ids else []
+    return Page(items=[_to_domain(r) for r in rows], more=len(ids) > limit, remaining=None)
 
 
 def delete_resource(session: Session, key: ResourceKey) -> Resource:

@@ -11,7 +11,7 @@ import re
 from collections.abc import Mapping
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, ValidationInfo, field_validator
 
 from profiler.emulator.engine import MIN_SPEED
 
@@ -20,6 +20,8 @@ DATABASE_DRIVERS = ("sqlite", "sqlite+pysqlite", "postgresql+psycopg")  # the dr
 BROKER_SCHEMES = frozenset({"redis", "rediss", "amqp", "amqps"})
 UNECHOED = ("api_token", "database_url", "broker_url")  # may hold secrets: errors do not repeat them
 DEFAULT_MAX_BODY_BYTES = 1024 * 1024
+DEFAULT_LIST_PAGE_ITEMS = 500  # kubectl's own chunk size
+MAX_LIST_PAGE_ITEMS = 10_000
 # What SLAPLAN_ONLINE_ENGINE_COMMAND may name, filled in for each engine it starts.
 ENGINE_COMMAND_FIELDS = ("model", "gpu", "backend", "tp", "pp", "dp", "ep", "max_batch", "max_num_tokens", "host", "port")
 LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "::1")
@@ -42,6 +44,18 @@ class Settings(BaseModel):
     )
     api_token: SecretStr | None = Field(default=None, description="bearer token required by mutating calls")
     max_body_bytes: int = Field(default=DEFAULT_MAX_BODY_BYTES, gt=0, description="largest request body accepted")
+    require_token_for_reads: bool = Field(
+        default=False,
+        description="every request but the health probes needs api_token, reads too (the dashboard then "
+        "needs a client that sends the token)",
+    )
+    list_page_items: int = Field(
+        default=DEFAULT_LIST_PAGE_ITEMS,
+        gt=0,
+        le=MAX_LIST_PAGE_ITEMS,
+        description="most objects one list response holds, whatever limit the client asks for; the rest "
+        "follow with the continue token",
+    )
     cluster: Literal["none", "kubeconfig", "in-cluster", "auto"] = Field(
         default="none",
         description="where autoApply deploys: none (never), a kubeconfig, the pod's service account, or auto "
@@ -203,6 +217,14 @@ class Settings(BaseModel):
         """A URL template naming only a candidate deployment's ``{name}`` and ``{namespace}``."""
         return _template(value, ("name", "namespace"))
 
+    @field_validator("require_token_for_reads")
+    @classmethod
+    def _reads_need_a_token(cls, value: bool, info: ValidationInfo) -> bool:
+        """Reads can require the token only when there is one (``api_token`` is validated first)."""
+        if value and info.data.get("api_token") is None:
+            raise ValueError("needs SLAPLAN_API_TOKEN to be set")
+        return value
+
     @property
     def embedded(self) -> bool:
         """True when no broker is configured: API and worker share one process."""
@@ -246,6 +268,8 @@ ENV_FIELDS = {
     "SLAPLAN_BROKER_URL": "broker_url",
     "SLAPLAN_API_TOKEN": "api_token",
     "SLAPLAN_MAX_BODY_BYTES": "max_body_bytes",
+    "SLAPLAN_REQUIRE_TOKEN_FOR_READS": "require_token_for_reads",
+    "SLAPLAN_LIST_PAGE_ITEMS": "list_page_items",
     "SLAPLAN_KUBECONFIG": "kubeconfig",
     "SLAPLAN_CLUSTER": "cluster",
     "SLAPLAN_KUBE_CONTEXT": "kube_context",

@@ -340,6 +340,8 @@ def test_valid_list_parameters_list_everything(api):
     create(api, dgdr("listed-1"))
     create(api, dgdr("listed-2"))
     everything = api.get(NS).json()["items"]
-    for params in ({"limit": "1"}, {"limit": "0"}, {"resourceVersionMatch": "NotOlderThan", "resourceVersion": "0"}):
+    for params in ({"limit": "0"}, {"resourceVersionMatch": "NotOlderThan", "resourceVersion": "0"}):
         r = api.get(NS, params=params)
         assert r.status_code == 200 and r.json()["items"] == everything and "continue" not in r.json()["metadata"]
+    first = api.get(NS, params={"limit": "1"}).json()
+    assert first["items"] == everything[:1] and first["metadata"]["remainingItemCount"] == len(everything) - 1

@@ -403,3 +403,16 @@ def test_a_pending_request_cannot_be_patched_into_applying_without_a_token(tmp_p
         assert api_client(app).get(NS_PATH + "/waiting").json()["spec"] == body["spec"]
     finally:
         app.state.engine.dispose()
+
+
+def test_the_kubernetes_client_pages_with_limit_and_continue(custom):
+    for name in ("paged-a", "paged-b", "paged-c"):
+        custom.create_namespaced_custom_object(GROUP, V1, "paging", PLURAL, dgdr(name))
+    names, token = [], None
+    while True:
+        page = custom.list_namespaced_custom_object(GROUP, V1, "paging", PLURAL, limit=2, **({"_continue": token} if token else {}))
+        names += [i["metadata"]["name"] for i in page["items"]]
+        token = page["metadata"].get("continue")
+        if not token:
+            break
+    assert names == ["paged-a", "paged-b", "paged-c"]

@@ -1,4 +1,7 @@
-"""API discovery as kube-apiserver serves it: ``/apis``, ``/apis/{group}``, ``/apis/{group}/{version}``."""
+"""API discovery as kube-apiserver serves it: ``/api``, ``/apis``, ``/apis/{group}``,
+``/apis/{group}/{version}``; and the core ``v1`` group's one resource here, ``events``, always
+an empty list (slaplan records no Kubernetes Events; ``kubectl describe`` lists them, and
+``kubectl api-resources`` refuses a group that has no resources)."""
 
 from __future__ import annotations
 
@@ -22,9 +25,27 @@ def core_versions() -> dict[str, Any]:
     return {"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": []}
 
 
+EVENTS = {"name": "events", "singularName": "event", "namespaced": True, "kind": "Event", "verbs": ["list"],
+          "shortNames": ["ev"]}
+
+
 @router.get("/api/v1")
 def core_resources() -> dict[str, Any]:
-    return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": "v1", "resources": []}
+    return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": "v1", "resources": [EVENTS]}
+
+
+def _no_events() -> dict[str, Any]:
+    return {"kind": "EventList", "apiVersion": "v1", "metadata": {}, "items": []}
+
+
+@router.get("/api/v1/events", summary="Events in all namespaces (none are recorded)")
+def all_events() -> dict[str, Any]:
+    return _no_events()
+
+
+@router.get("/api/v1/namespaces/{namespace}/events", summary="Events in a namespace (none are recorded)")
+def events(namespace: str) -> dict[str, Any]:  # noqa: ARG001
+    return _no_events()
 
 
 @router.get("/apis")

@@ -20,17 +20,21 @@ from api.deps import BodyDep, EnqueueDep, OptionalBodyDep, SessionDep, SettingsD
 from api.errors import ApiError
 from api.kinds import InvalidSpec, ServedKind, find_kind
 from api.field_selector import FieldSelectorError, fields_match, parse_field_selector
-from api.watch import DEFAULT_TIMEOUT_S, WatchRequest, watch_response
-from api.objects import generate_name, is_label, merge_patch, metadata_causes, render
+from api import paging
+from api.objects import dig, generate_name, is_label, merge_patch, metadata_causes, render
+from api.published import published
+from api.tables import check_include_object, table, table_version
+from api.watch import DEFAULT_TIMEOUT_S, MAX_TIMEOUT_S, WatchRequest, watch_response
 from infra import events, outbox
 from infra import resources as repo
-from infra.labels import SelectorError, parse_selector
+from infra.labels import SelectorError, matches, parse_selector
 from infra.settings import Settings
 
 router = APIRouter(tags=["resources"])
 
 NS = "/apis/{group}/{version}/namespaces/{namespace}/{plural}"
 MERGE_TYPES = ("application/merge-patch+json", "application/strategic-merge-patch+json", "application/json")
+APPLY_TYPE = "application/apply-patch+yaml"  # server-side apply
 
 
 def _refuse_dry_run(request: Request) -> None:
@@ -67,6 +71,11 @@ def load_resource(session: Session, group: str, version: str, plural: str, names
     return _load(session, _kind(group, version, plural), namespace, name)
 
 
+VERSION_DIGITS = r"[0-9]{1,19}"
+# What the OpenAPI document says of a resourceVersion parameter (empty: the latest).
+VERSION_SCHEMA = {"pattern": f"^({VERSION_DIGITS})?$", "description": "a resource version: decimal, below 2^63"}
+
+
 class ListQuery:
     """The query of a list call (and of a watch: ``?watch=true``)."""
 
@@ -75,18 +84,15 @@ class ListQuery:
         labelSelector: str | None = None,  # noqa: N803 (Kubernetes' parameter names)
         fieldSelector: str | None = None,  # noqa: N803
         watch: bool = False,
-        resourceVersion: str | None = None,  # noqa: N803
-        timeoutSeconds: int | None = Query(default=None, ge=0),  # noqa: N803
+        resourceVersion: str | None = Query(default=None, json_schema_extra=VERSION_SCHEMA),  # noqa: N803
+        timeoutSeconds: int | None = Query(default=None, ge=0, le=MAX_TIMEOUT_S),  # noqa: N803
         allowWatchBookmarks: bool = False,  # noqa: N803
         sendInitialEvents: bool | None = None,  # noqa: N803
-        # Checked, not acted on: a list is one page at the latest version (Kubernetes lets a server
-        # ignore limit), so this server never issues a continue token.
-        limit: int | None = Query(default=None, ge=0),  # noqa: ARG002
-        continue_: str | None = Query(default=None, alias="continue"),
+        limit: int | None = Query(default=None, ge=0, description="most items in this page (0: the server's cap)"),
+        continue_: str | None = Query(default=None, alias="continue", description="the token of the previous page"),
         resourceVersionMatch: Literal["", "NotOlderThan", "Exact"] | None = None,  # noqa: N803, ARG002
+        includeObject: str | None = Query(default=None, description="Table rows: None, Metadata or Object"),  # noqa: N803
     ):
-        if continue_:
-            raise ApiError(400, "continue: Invalid value: this server lists every item in one page and issues no continue tokens")
         self.label_selector = labelSelector
         self.field_selector = fieldSelector
         self.watch = watch
@@ -94,11 +100,16 @@ class ListQuery:
         self.timeout_s = timeoutSeconds
         self.bookmarks = allowWatchBookmarks
         self.send_initial = sendInitialEvents
+        self.limit = limit
+        self.continue_ = continue_ or None
+        self.include_object = check_include_object(includeObject)
+        if self.continue_ and self.resource_version is not None:
+            raise _bad_field("resourceVersion", "specifying resourceVersion is not allowed when using continue")
 
 
 ListQueryDep = Annotated[ListQuery, Depends()]
 
-_DIGITS = re.compile(r"[0-9]{1,19}")  # int() would also take " 1", "1_0" and "１"
+_DIGITS = re.compile(VERSION_DIGITS)  # int() would also take " 1", "1_0" and "１"
 MAX_VERSION = 2**63 - 1  # resource versions are 64-bit SQL integers
 
 
@@ -130,19 +141,80 @@ def _list(request: Request, session: Session, kind: ServedKind, version: str, na
         fields = parse_field_selector(query.field_selector)
     except FieldSelectorError as exc:
         raise ApiError(400, str(exc)) from None
+    as_table = table_version(request.headers.get("accept"))
+    columns = published(kind, version).columns if as_table else ()
+    _check_not_ahead(session, query.resource_version)
     if query.watch:
         session.close()  # the stream opens its own sessions, one per poll
         watch = _watch_request(kind, version, namespace, requirements, fields, query)
-        return watch_response(request.app.state.sessions, watch, lambda obj: kind.convert(obj, version))
+        present = (lambda obj: kind.convert(obj, version))
+        if as_table:
+            present = _table_events(columns, as_table, query.include_object, present)
+        return watch_response(request.app.state.sessions, watch, present)
+    settings: Settings = request.app.state.settings
+    page, metadata = _page(session, kind, namespace, query, _keep(requirements, fields), settings.list_page_items)
+    objects = [_present(kind, version, r) for r in page.items]
+    if as_table:
+        return table(columns, objects, version=as_table, include_object=query.include_object, metadata=metadata)
+    return {"apiVersion": f"{kind.group}/{version}", "kind": kind.list_kind, "metadata": metadata, "items": objects}
+
+
+def _check_not_ahead(session: Session, version: int | None) -> None:
+    """504 ``Timeout`` with the cause ``ResourceVersionTooLarge`` (what client-go's reflectors
+    recognise) for a version this server has not reached: versions come from one counter, so no
+    client saw it, and waiting for it would wait forever."""
     latest = events.latest_version(session)
-    items = repo.list_resources(session, kind.group, kind.plural, namespace, requirements)
-    objects = [_present(kind, version, r) for r in items]
-    return {
-        "apiVersion": f"{kind.group}/{version}",
-        "kind": kind.list_kind,
-        "metadata": {"resourceVersion": str(latest)},
-        "items": [obj for obj in objects if fields_match(fields, obj)],
-    }
+    if version is not None and version > latest:
+        message = f"Too large resource version: {version}, current: {latest}"
+        raise ApiError(504, message, reason="Timeout", details={
+            "causes": [{"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}],
+            "retryAfterSeconds": 1})
+
+
+def _keep(requirements, fields) -> repo.Keep | None:
+    """What selects a listed object by its namespace, name and labels; None: every object."""
+    if not requirements and not fields:
+        return None
+    return lambda ns, name, labels: matches(requirements, labels) and fields_match(
+        fields, {"metadata": {"namespace": ns, "name": name}})
+
+
+def _page(session: Session, kind: ServedKind, namespace: str | None, query: ListQuery, keep, cap: int):
+    """The page a list asks for (at most ``cap`` objects) and the list metadata to send with it
+    (resourceVersion; continue when more follow, and remainingItemCount when no selector was
+    given, as kube-apiserver answers); see ``api.paging``."""
+    latest = events.latest_version(session)
+    token = paging.decode(query.continue_, namespace) if query.continue_ else None
+    if token is not None:
+        if token.resource_version > latest:
+            raise _bad_field("continue", "continue key is not valid: it names a resource version this server "
+                                         "has not reached")
+        if token.resource_version < events.compacted_through(session):
+            raise paging.expired(token, latest)
+    at = token.resource_version if token else latest
+    limit = min(query.limit or cap, cap)
+    page = repo.list_page(session, kind.group, kind.plural, namespace, keep=keep,
+                          after=token.key if token else None, limit=limit)
+    metadata: dict[str, Any] = {"resourceVersion": str(at)}
+    if page.more:
+        last = page.items[-1]
+        metadata["continue"] = paging.encode(paging.Continue(at, (last.namespace, last.name)))
+        if page.remaining is not None:
+            metadata["remainingItemCount"] = page.remaining
+    return page, metadata
+
+
+def _table_events(columns, table_v: str, include_object: str, present):
+    """``present`` for a watch whose client asked for Tables: each object a one-row Table, the
+    column definitions in the first only (as kube-apiserver streams them)."""
+    sent = []
+
+    def as_table(obj: dict[str, Any]) -> dict[str, Any]:
+        out = table(columns, [present(obj)], version=table_v, include_object=include_object, with_columns=not sent)
+        sent.append(True)
+        return out
+
+    return as_table
 
 
 def _watch_request(kind: ServedKind, version: str, namespace: str | None, selector, fields, query: ListQuery) -> WatchRequest:
@@ -234,10 +306,26 @@ def create(
     return JSONResponse(_present(kind, version, stored), status_code=201)
 
 
-@router.get(NS + "/{name}", summary="Get")
-def get(group: str, version: str, namespace: str, plural: str, name: str, session: SessionDep) -> dict[str, Any]:
+@router.get(NS + "/{name}", summary="Get (a Table when the Accept header asks for one)")
+def get(
+    request: Request,
+    group: str,
+    version: str,
+    namespace: str,
+    plural: str,
+    name: str,
+    session: SessionDep,
+    includeObject: str | None = Query(default=None, description="Table rows: None, Metadata or Object"),  # noqa: N803
+) -> dict[str, Any]:
     kind = _kind(group, version, plural)
-    return _present(kind, version, _load(session, kind, namespace, name))
+    include_object = check_include_object(includeObject)
+    obj = _present(kind, version, _load(session, kind, namespace, name))
+    as_table = table_version(request.headers.get("accept"))
+    if as_table:
+        resource_version = {"resourceVersion": obj["metadata"]["resourceVersion"]}
+        return table(published(kind, version).columns, [obj], version=as_table, include_object=include_object,
+                     metadata=resource_version)
+    return obj
 
 
 @router.get(NS + "/{name}/status", summary="Get (status subresource)")
@@ -305,8 +393,14 @@ def patch(
     settings: SettingsDep,
 ) -> dict[str, Any]:
     kind = _kind(group, version, plural)
-    _check_merge_type(request)
+    applying = _media_type(request) == APPLY_TYPE
+    if not applying:
+        _check_merge_type(request)
     _check_type(body, kind, group, version)  # a patch cannot change what the object is
+    if applying:
+        body = _applied(request, kind, name, body)
+        if repo.get_resource(session, _key(kind, namespace, name)) is None:
+            return create(group, version, namespace, plural, body, session, enqueue, settings)
 
     def attempt() -> dict[str, Any]:
         current = _load(session, kind, namespace, name)
@@ -380,10 +474,31 @@ def _bad_field(field: str, message: str) -> ApiError:
     return ApiError(400, message, details={"causes": [{"reason": "FieldValueInvalid", "message": message, "field": field}]})
 
 
+def _media_type(request: Request) -> str:
+    return (request.headers.get("content-type") or "").split(";")[0].strip().lower()
+
+
 def _check_merge_type(request: Request) -> None:
-    ctype = (request.headers.get("content-type") or "").split(";")[0].strip().lower()
+    ctype = _media_type(request)
     if ctype not in MERGE_TYPES:
-        raise ApiError(415, f'the patch type "{ctype}" is not supported; use application/merge-patch+json')
+        raise ApiError(415, f'the patch type "{ctype}" is not supported; use application/merge-patch+json '
+                            f"or {APPLY_TYPE}")
+
+
+def _applied(request: Request, kind: ServedKind, name: str, body: dict[str, Any]) -> dict[str, Any]:
+    """The configuration a server-side apply sends (``kubectl apply --server-side``), as the patch
+    it is merged as: without status and managedFields. 422 without ``fieldManager`` (as
+    kube-apiserver), 400 when it names another object. Fields are not owned by managers here: a
+    field the configuration no longer sets keeps its value, and ``force`` changes nothing."""
+    if not request.query_params.get("fieldManager"):
+        raise errors.invalid("PatchOptions", "meta.k8s.io", "", [("fieldManager", "Required value: is required for apply patch")])
+    metadata = body.get("metadata")
+    if not isinstance(metadata, dict) or metadata.get("name") != name:
+        raise ApiError(400, f"the name of the applied object ({dig(body, 'metadata', 'name')}) does not match the name "
+                            f"on the URL ({name})")
+    metadata = {k: v for k, v in metadata.items() if k != "managedFields"}
+    return {**{k: v for k, v in body.items() if k != "status"}, "metadata": metadata,
+            "apiVersion": body.get("apiVersion") or f"{kind.group}/{request.path_params['version']}"}
 
 
 def _spec_causes(kind: ServedKind, obj: dict[str, Any], settings: Settings) -> list[tuple[str, str]]:
