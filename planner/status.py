@@ -37,6 +37,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from planner.request import profiling_label
 from planner.results import ProfilingResults
 from planner.types import Plan, PlanResult
 
@@ -123,7 +124,8 @@ def _conditions(
     elif result is None and state == "Failed":
         profiling = ("False", "ProfilingFailed", error or "profiling failed")
     elif result is not None:
-        profiling = ("True", "ProfilingCompleted", _chosen_message(result.chosen))
+        ran = profiling_label(result.online is not None)
+        profiling = ("True", "ProfilingCompleted", f"{ran}: {_chosen_message(result.chosen)}")
         if dgd is not None:
             generated = ("True", "SpecGenerated", "the deployment is in status.generatedDeployment")
         elif state == "Failed":

@@ -1,4 +1,5 @@
-"""Online profiling of a DGDR (``online: true``): measure candidate units, calibrate, plan.
+"""Online profiling of a DGDR (v1alpha1 ``online: true``, v1beta1 ``searchStrategy: thorough``):
+measure candidate units, calibrate, plan.
 
 Inside the DGDR lifecycle (state Profiling):
 
@@ -33,6 +34,7 @@ from optuna.trial import TrialState
 from infra import studies
 from infra.deploy_targets import DeploymentTarget, Endpoint, KubeTarget, LocalTarget, TargetError, deployed
 from planner import online as search
+from planner.request import profiling_label
 from planner.types import Plan, PlanRequest, PlanResult
 from profiler.bench_results import IterationMetrics
 from profiler.bench_runner import RunnerSettings, run_benchmarkjob
@@ -108,13 +110,15 @@ def measured_points(iterations: list[IterationMetrics]) -> list[search.SweepPoin
 
 
 def wants_online(sessions: Any, uid: str) -> bool:
-    """Whether the stored DGDR ``uid`` asks for online profiling (``spec.online: true``)."""
+    """Whether the stored DGDR ``uid`` asks for online profiling (v1alpha1 ``online: true``,
+    v1beta1 ``searchStrategy: thorough``)."""
     from infra.db import session_scope
     from infra.resources import get_resource_by_uid
+    from planner.request import asks_online
 
     with session_scope(sessions) as session:
         resource = get_resource_by_uid(session, uid)
-    return resource is not None and resource.spec.get("online") is True
+    return resource is not None and asks_online(resource.version, resource.spec)
 
 
 def run_online(sessions: Any, claimed: Any, request: PlanRequest, *, setup: Online,
@@ -402,6 +406,7 @@ def online_document(trials, *, study_name: str, target: str, budget: Budget, sto
                 row[attr] = t.user_attrs[attr]
         rows.append(row)
     return {
+        "profiling": profiling_label(True),
         "study": study_name,
         "target": target,
         "budget": {"maxTrials": budget.max_trials, "maxWallTimeMinutes": budget.max_minutes},

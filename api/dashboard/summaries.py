@@ -46,7 +46,10 @@ def results_reference(resource: Resource) -> str | None:
 
 
 def dgdr_summary(resource: Resource) -> dict[str, Any]:
-    """model, gpu, backend, SLA (ms / tokens), GPUs used and the results document of a DGDR."""
+    """model, gpu, backend, SLA (ms / tokens), GPUs used, whether it asks for online profiling and
+    the results document of a DGDR."""
+    from planner.request import asks_online  # on use: the API starts without the planner
+
     spec = resource.spec
     doc = results(resource)
     cfg_sla = dig(spec, "profilingConfig", "config", "sla")
@@ -66,6 +69,7 @@ def dgdr_summary(resource: Resource) -> dict[str, Any]:
         "concurrency": _first(is_number, sla.get("concurrency"), dig(spec, "workload", "concurrency")),
         "request_rate": _first(is_number, sla.get("requestRate"), dig(spec, "workload", "requestRate")),
         "gpus": chosen.get("totalGpus"),
+        "online": asks_online(resource.version, spec),
         "results": doc,
     }
 
