@@ -315,7 +315,7 @@ def search_units(request: PlanRequest, unit_plans: dict[str, Plan], *, deployabl
         key = trial.suggest_categorical(UNIT_PARAM, choices)
         current = study.get_trials(deepcopy=False)
         others = {t.params.get(UNIT_PARAM) for t in current if t.state == TrialState.RUNNING and t.number != trial.number}
-        if key in measured or key in others:
+        if key in _measured(current) or key in others:  # now: a calibration fit may have taken seconds
             study.tell(trial, state=TrialState.PRUNED)  # another worker measured it meanwhile
             continue
         if len(_committed(current, before=trial.number)) >= budget.max_trials:
