@@ -11,10 +11,13 @@ one shape for both versions and is not converted.
 Mapped (v1alpha1 ↔ v1beta1): ``modelName`` ↔ ``model``; ``backend`` (v1beta1 ``auto`` is vllm);
 ``sla.ttft``/``sla.itl`` ↔ the same; ``sla.isl``/``sla.osl`` and ``workload`` ↔ ``workload``;
 ``gpu.type`` ↔ ``hardware.gpuSku``; ``gpu.pricePerHour`` ↔ ``hardware.pricePerGpuHour``; the
-rest of ``hardware``; ``autoApply``; ``deploymentOverrides`` name/namespace/labels/annotations
-↔ ``overrides.dgd.metadata``; ``runtimeVersionOverride``. Not mapped, so kept in the
-annotation: v1alpha1 ``online``, GPUs per engine, ``profilingConfig``, ``workersImage``, …;
-v1beta1 ``searchStrategy``, ``sla.e2eLatency``, ``image``, ``modelCache``, ``features``, ….
+rest of ``hardware``; ``online: true`` ↔ ``searchStrategy: thorough`` (both: profile on real
+deployments; ``false`` and ``rapid``, the defaults, are not written out); ``autoApply``;
+``deploymentOverrides`` name/namespace/labels/annotations ↔ ``overrides.dgd.metadata``;
+``runtimeVersionOverride``. Not mapped, so kept in the annotation: v1alpha1 ``online: false``
+written out, GPUs per engine, ``profilingConfig`` (the online search's budgets too),
+``workersImage``, …; v1beta1 ``searchStrategy: rapid`` written out, ``sla.e2eLatency``,
+``image``, ``modelCache``, ``features``, ….
 """
 
 from __future__ import annotations
@@ -64,6 +67,8 @@ def _alpha_to_beta(spec: dict[str, Any]) -> dict[str, Any]:
     _set(out, "hardware", hardware)
     out["workload"] = _workload(spec, V1ALPHA1, sla, profiled)
     _set(out, "sla", {k: v for k in ("ttft", "itl") if (v := _first(sla.get(k), profiled.get(k))) is not None})
+    if spec.get("online") is True:
+        out["searchStrategy"] = "thorough"
     out["autoApply"] = spec.get("autoApply", False)
     _set(out, "overrides", {"dgd": {"metadata": metadata}} if metadata else None)
     _set(out, "runtimeVersionOverride", spec.get("runtimeVersionOverride"))
@@ -86,6 +91,8 @@ def _beta_to_alpha(spec: dict[str, Any]) -> dict[str, Any]:
     _set(out, "gpu", gpu)
     _set(out, "hardware", hardware)
     out["workload"] = _workload(spec, V1BETA1)
+    if spec.get("searchStrategy") == "thorough":
+        out["online"] = True
     out["autoApply"] = spec.get("autoApply", True)
     _set(out, "deploymentOverrides", {k: metadata[k] for k in ("name", "namespace", "labels", "annotations") if metadata.get(k) not in (None, {})})
     _set(out, "runtimeVersionOverride", spec.get("runtimeVersionOverride"))

@@ -19,6 +19,8 @@ better than the model's error across engine shapes allows it to rule out.
 
 from __future__ import annotations
 
+import math
+import statistics
 from collections.abc import Iterable, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -137,3 +139,58 @@ def candidate(unit: Plan) -> Candidate:
     if unit.mode == "agg":
         return Candidate("agg", engine=_parallel(unit.engines[0]))
     return Candidate("disagg", prefill=_parallel(unit.role("prefill")), decode=_parallel(unit.role("decode")))
+
+
+# --------------------------------------------------------------------------- one run at a time
+
+Run = tuple[str, int]  # (unit key, closed-loop clients): one benchmark run
+RUN_MARGIN = 0.10  # measure a run predicted within this share of the best measured goodput (online_replay.py)
+SLA_SLACK = 0.5  # ... and predicted within the SLA with this much to spare the other way (online_replay.py)
+
+
+def rescale(predicted: dict[Run, SweepPoint], measured: dict[Run, SweepPoint]) -> dict[Run, SweepPoint]:
+    """``predicted`` with TTFT, ITL and throughput each multiplied by the median ratio of measured to
+    predicted: over the unit's own measured runs when it has some (its other loads), else over every
+    run measured (the calibration a few runs identify: one scale per quantity)."""
+    both = [k for k in measured if k in predicted]
+    if not both:
+        return dict(predicted)
+
+    def factors(keys: list[Run]) -> dict[str, float]:
+        return {name: math.exp(statistics.median(math.log(getattr(measured[k], name) / getattr(predicted[k], name))
+                                                 for k in keys))
+                for name in ("ttft_ms", "itl_ms", "output_tok_s")}
+
+    overall = factors(both)
+    own = {unit: factors([k for k in both if k[0] == unit]) for unit in {k[0] for k in both}}
+    return {k: p.model_copy(update={name: getattr(p, name) * x for name, x in own.get(k[0], overall).items()})
+            for k, p in predicted.items()}
+
+
+def next_run(predicted: dict[Run, SweepPoint], measured: dict[Run, SweepPoint], gpus: dict[str, int],
+             req: PlanRequest, *, margin: float = RUN_MARGIN, slack: float = SLA_SLACK) -> Run | None:
+    """The run to measure next, or None when none is left worth measuring.
+
+    ``predicted``: every run the search may measure (already rescaled); ``measured``: what the runs
+    measured so far gave; ``gpus``: GPUs of each unit. A unit's latencies grow with its clients and
+    so does its throughput, so a run is ruled out when the same unit measured over the SLA with no
+    more clients, or within it with more. Of the rest, those predicted within the SLA loosened by
+    ``slack`` and above the best measured goodput per GPU less ``margin``, the highest predicted
+    goodput is next. While nothing measured meets the SLA, the run predicted closest to it is."""
+    within = [m.output_tok_s / gpus[k[0]] for k, m in measured.items() if _miss(m, req) <= 1.0]
+    best = max(within, default=None)
+    open_runs = []
+    for key, p in predicted.items():
+        unit, clients = key
+        if key in measured or any(u == unit and ((c <= clients and _miss(m, req) > 1.0)
+                                                 or (c >= clients and _miss(m, req) <= 1.0))
+                                  for (u, c), m in measured.items()):
+            continue
+        open_runs.append((key, p))
+    hopeful = [(p.output_tok_s / gpus[k[0]], k) for k, p in open_runs
+               if _miss(p, req) <= 1.0 + slack and (best is None or p.output_tok_s / gpus[k[0]] > best * (1.0 - margin))]
+    if hopeful:
+        return max(hopeful)[1]
+    if best is None and open_runs:
+        return min(open_runs, key=lambda kp: (_miss(kp[1], req), kp[0]))[0]
+    return None

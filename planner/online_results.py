@@ -94,6 +94,7 @@ class Calibration(Stored):
 class OnlineSearch(Stored):
     """The search's budget, how it ended, the calibration and every trial."""
 
+    profiling: str = Field(default="online (thorough)", description="which profiling ran, as the condition says it")
     study: str
     target: str = Field(description="where the units were deployed")
     budget: SearchBudget

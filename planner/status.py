@@ -39,6 +39,7 @@ from typing import Any
 
 from planner.choice import margin_text
 from planner.conditions import Condition, read_conditions
+from planner.request import profiling_label
 from planner.results import ProfilingResults
 from planner.types import Margin, Plan, PlanResult
 
@@ -108,7 +109,8 @@ def _conditions(
     elif result is None and state == "Failed":
         profiling = ("False", "ProfilingFailed", error or "profiling failed")
     elif result is not None:
-        profiling = ("True", "ProfilingCompleted", _chosen_message(result.chosen, result.margin))
+        ran = profiling_label(result.online is not None)
+        profiling = ("True", "ProfilingCompleted", f"{ran}: {_chosen_message(result.chosen, result.margin)}")
         if dgd is not None:
             generated = ("True", "SpecGenerated", "the deployment is in status.generatedDeployment")
         elif state == "Failed":

@@ -36,6 +36,7 @@ BETA = {
     "metadata": {"name": "beta", "namespace": "conv"},
     "spec": {
         "model": "Qwen/Qwen3-32B",
+        "backend": "sglang",  # thorough needs a named backend
         "hardware": {"gpuSku": "h200_sxm", "totalGpus": 16, "numGpusPerNode": 8},
         "workload": {"isl": 3000, "requestRate": 2.5},
         "sla": {"ttft": 600, "itl": 25, "optimizationType": "throughput"},
@@ -49,7 +50,7 @@ BETA = {
 def _meaning(obj: dict) -> dict:
     """What the planner reads from a DGDR, but for fields one version cannot say."""
     r = parse_dgdr(obj)
-    keep = ("model", "backend", "gpu", "isl_tokens", "osl_tokens", "ttft_ms", "itl_ms", "auto_apply", "request_rate",
+    keep = ("model", "backend", "online", "search_strategy", "gpu", "isl_tokens", "osl_tokens", "ttft_ms", "itl_ms", "auto_apply", "request_rate",
             "concurrency", "total_gpus", "gpus_per_node", "gpu_price_per_hour", "deployment_name",
             "deployment_namespace", "labels")
     return {k: getattr(r, k) for k in keep}
@@ -73,14 +74,29 @@ def test_alpha_to_beta_maps_fields_keeps_meaning_and_round_trips():
 def test_beta_to_alpha_maps_fields_keeps_meaning_and_round_trips():
     alpha = convert_dgdr(copy.deepcopy(BETA), "v1alpha1")
     spec = alpha["spec"]
-    assert spec["modelName"] == "Qwen/Qwen3-32B" and spec["backend"] == "vllm"  # auto is vllm
+    assert spec["modelName"] == "Qwen/Qwen3-32B" and spec["backend"] == "sglang"
     assert spec["gpu"] == {"type": "h200_sxm"} and spec["hardware"] == {"totalGpus": 16, "numGpusPerNode": 8}
     assert spec["workload"] == {"isl": 3000, "osl": 1000, "requestRate": 2.5}
+    assert spec["online"] is True  # thorough: profiled on real deployments
     assert spec["autoApply"] is True and spec["deploymentOverrides"] == {"namespace": "serving"}
     lost = alpha["metadata"]["annotations"][ANNOTATION]
-    assert all(word in lost for word in ("searchStrategy", "thorough", "optimizationType", "image", "envs"))
+    assert all(word in lost for word in ("optimizationType", "image", "envs")) and "thorough" not in lost
     assert _meaning(alpha) == _meaning(BETA)
     assert convert_dgdr(alpha, "v1beta1") == BETA
+
+
+def test_online_and_thorough_convert_both_ways():
+    online = {**ALPHA, "spec": {**ALPHA["spec"], "online": True,
+                                "profilingConfig": {"config": {"online": {"max_trials": 3}}}}}
+    beta = convert_dgdr(copy.deepcopy(online), "v1beta1")
+    assert beta["spec"]["searchStrategy"] == "thorough" and parse_dgdr(beta).online
+    assert "max_trials" in beta["metadata"]["annotations"][ANNOTATION]  # budgets: slaplan's v1alpha1 extension
+    assert convert_dgdr(beta, "v1alpha1") == online
+    assert _meaning(beta) == _meaning(online)
+    rapid = {**BETA, "spec": {**BETA["spec"], "searchStrategy": "rapid"}}
+    alpha = convert_dgdr(copy.deepcopy(rapid), "v1alpha1")
+    assert "online" not in alpha["spec"] and not parse_dgdr(alpha).online  # false, the default
+    assert convert_dgdr(alpha, "v1beta1") == rapid
 
 
 def test_same_version_is_untouched_and_a_plain_object_needs_no_annotation():

@@ -118,3 +118,27 @@ def test_a_disaggregated_deployment_is_recovered_too():
     assert fit.scale == pytest.approx(1.3, rel=0.01) and fit.after.ttft_mdape_pct < 1 and fit.after.tpot_mdape_pct < 1
     held = estimate(disagg.model_copy(update=dict(isl_tokens=2000, osl_tokens=200, concurrency=16)), params=fit.params)
     assert held.itl_ms == pytest.approx(point(16, times=1.3).tpot_ms, rel=0.03)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_two_points_move_only_what_they_identify_and_never_predict_other_loads_worse(seed):
+    # An unevenly different deployment (every efficiency and fixed cost off by a random factor) with
+    # 3% measurement noise, measured at two concurrencies: the fit may refine at most two parameters
+    # (four times less the scale, less one to judge by), says how sure it is of each, and predicts
+    # the concurrencies it did not see no worse than the parameters it started from.
+    import math
+    import random
+
+    rng = random.Random(seed)
+    base = shipped_params()
+    truth = {k: v * math.exp(rng.gauss(0, 0.3)) if k.startswith("eff_") or k.endswith(("_us", "_ms")) or "_ms_" in k
+             else v for k, v in base.items()}
+    noisy = lambda c: predicted(c, 500, 100, params=truth, times=math.exp(rng.gauss(0, 0.03)))  # noqa: E731
+    fit = fit_deployment(DEPLOYMENT, [noisy(2), noisy(32)])
+    assert len(fit.fitted) <= 2 and set(fit.uncertainty) == ({"scale", *fit.fitted} if fit.scale != 1.0 else set())
+    assert all(f >= 1.0 for f in fit.uncertainty.values())
+    for c in (1, 4, 8, 16, 64):
+        held = predicted(c, 500, 100, params=truth)
+        error = lambda params: (abs(math.log(predicted(c, 500, 100, params=params).ttft_ms / held.ttft_ms))  # noqa: E731
+                                + abs(math.log(predicted(c, 500, 100, params=params).tpot_ms / held.tpot_ms)))
+        assert error(fit.params) <= error(base) + 0.01, (c, fit.fitted, fit.held_out)

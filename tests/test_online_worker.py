@@ -128,7 +128,8 @@ def sessions(tmp_path):
 
 def _store(sessions, body: dict) -> str:
     with session_scope(sessions) as s:
-        return create_resource(s, ResourceCreate(group="nvidia.com", version="v1alpha1", kind=body["kind"],
+        return create_resource(s, ResourceCreate(group="nvidia.com", version=body["apiVersion"].split("/")[1],
+                                                 kind=body["kind"],
                                                  plural="dynamographdeploymentrequests", namespace="default",
                                                  name=body["metadata"]["name"], spec=body["spec"],
                                                  status=lifecycle.dgdr_pending(1, datetime.now(UTC)))).uid
@@ -203,6 +204,37 @@ def test_a_restarted_worker_resumes_the_study(sessions, tmp_path):
     assert (measured["trials"][0]["unit"], measured["trials"][0]["state"]) == (first[0], "complete")
     assert measured["trialsDone"] == 1 + len(second)
     assert tasks.process_dgdr(sessions, kept) == "done"
+
+
+def test_a_v1beta1_thorough_dgdr_is_profiled_online(sessions, tmp_path):
+    from dataclasses import replace
+
+    from workers.online import wants_online
+
+    body = {"apiVersion": "nvidia.com/v1beta1", "kind": "DynamoGraphDeploymentRequest", "metadata": {"name": "thorough"},
+            "spec": {"model": MODEL, "backend": "vllm", "hardware": {"gpuSku": "a100_sxm"},
+                     "workload": {"isl": 100, "osl": 20}, "sla": {"ttft": 1500, "itl": 100},
+                     "searchStrategy": "thorough", "autoApply": False}}
+    uid = _store(sessions, body)
+    rapid = _store(sessions, {**body, "metadata": {"name": "rapid"}, "spec": {**body["spec"], "searchStrategy": "rapid"}})
+    assert wants_online(sessions, uid) and not wants_online(sessions, rapid)
+    deployed: list[str] = []
+    setup = lambda: replace(_setup(f"sqlite:///{tmp_path / 'o.db'}", tmp_path, Recording(deployed)), max_trials=2)  # noqa: E731
+    assert tasks.process_dgdr(sessions, uid, online=setup) == "ready"
+    status = _status(sessions, uid)
+    measured = _results(status)["online"]
+    assert measured["profiling"] == "online (thorough)" and measured["target"] == "local emulator"
+    trials = [t for t in measured["trials"] if t["state"] == "complete"]
+    assert 1 <= len(trials) <= 2 and [t["unit"] for t in measured["trials"]] == deployed
+    assert all(t["points"] for t in trials) and measured["best"] in deployed
+    assert status["generatedDeployment"]["apiVersion"] == "nvidia.com/v1beta1"
+    profiling = next(c for c in status["conditions"] if c["type"] == "Profiling")
+    assert profiling["message"].startswith("online (thorough): ")
+    # the same request with searchStrategy rapid: the performance model only, said so
+    assert tasks.process_dgdr(sessions, rapid) == "ready" and len(deployed) == len(measured["trials"])
+    status = _status(sessions, rapid)
+    assert "online" not in _results(status)
+    assert next(c for c in status["conditions"] if c["type"] == "Profiling")["message"].startswith("offline (rapid): ")
 
 
 def test_budget_and_failures_end_in_a_final_state(sessions, tmp_path):

@@ -182,7 +182,7 @@ def test_v1beta1_full_shape():
     assert (req.gpus_per_node, req.total_gpus, req.gpu_price_per_hour) == (8, 16, 3.5)
     assert (req.isl_tokens, req.osl_tokens, req.concurrency) == (3000, 500, 64)
     assert (req.ttft_ms, req.itl_ms, req.e2e_ms) == (200.0, 10.0, 8000.0)
-    assert req.search_strategy == "thorough" and req.auto_apply is False
+    assert req.search_strategy == "thorough" and req.online and req.auto_apply is False
     assert req.deployment_name == "qwen-prod" and req.labels == {"team": "b"}
 
 
@@ -322,6 +322,17 @@ def test_workload_load_is_exclusive_and_whole():
 
 def test_search_strategy_enum():
     assert ("spec.searchStrategy", "must be one of rapid, thorough") in _causes(_beta(searchStrategy="fast"))
+
+
+def test_thorough_is_online_profiling_and_needs_a_named_backend():
+    thorough = parse_dgdr(_beta(searchStrategy="thorough", backend="sglang"))
+    assert thorough.online is True and thorough.search_strategy == "thorough" and thorough.backend == "sglang"
+    rapid = parse_dgdr(_beta(backend="sglang"))
+    assert rapid.online is False and rapid.search_strategy == "rapid"
+    assert parse_dgdr(_alpha(online=True)).search_strategy == "thorough"  # the same request in v1alpha1
+    causes = _causes(_beta(searchStrategy="thorough"))  # backend auto, the default
+    assert [path for path, _ in causes] == ["spec.backend"] and "auto is for rapid only" in causes[0][1]
+    assert _causes(_beta(searchStrategy="thorough", backend="auto")) == causes
 
 
 def test_metadata_name_required_and_dns():

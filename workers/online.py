@@ -1,4 +1,5 @@
-"""Online profiling of a DGDR (``online: true``): measure candidate units, calibrate, plan.
+"""Online profiling of a DGDR (v1alpha1 ``online: true``, v1beta1 ``searchStrategy: thorough``):
+measure candidate units, calibrate, plan.
 
 Inside the DGDR lifecycle (state Profiling):
 
@@ -34,6 +35,7 @@ from infra import studies
 from infra.deploy_targets import DeploymentTarget, Endpoint, KubeTarget, LocalTarget, TargetError, deployed
 from planner import online as search
 from planner.online_results import Calibration, MeasuredPoint, OnlineSearch, SearchBudget, Sweep, Trial
+from planner.request import profiling_label
 from planner.types import Plan, PlanRequest, PlanResult
 from profiler.bench.results import IterationMetrics
 from profiler.bench.runner import RunnerSettings, run_benchmarkjob
@@ -106,6 +108,18 @@ def measured_points(iterations: list[IterationMetrics]) -> list[search.SweepPoin
     return [search.SweepPoint(concurrency=it.concurrency, ttft_ms=it.ttft.mean_ms, itl_ms=it.tpot.mean_ms,
                               output_tok_s=it.output_tok_s)
             for it in iterations if it.successes > 0 and it.ttft.mean_ms is not None and it.tpot.mean_ms is not None]
+
+
+def wants_online(sessions: Any, uid: str) -> bool:
+    """Whether the stored DGDR ``uid`` asks for online profiling (v1alpha1 ``online: true``,
+    v1beta1 ``searchStrategy: thorough``)."""
+    from infra.db import session_scope
+    from infra.resources import get_resource_by_uid
+    from planner.request import asks_online
+
+    with session_scope(sessions) as session:
+        resource = get_resource_by_uid(session, uid)
+    return resource is not None and asks_online(resource.version, resource.spec)
 
 
 def run_online(sessions: Any, claimed: Any, request: PlanRequest, *, setup: Online,
@@ -302,7 +316,7 @@ def search_units(request: PlanRequest, unit_plans: dict[str, Plan], *, deployabl
         key = trial.suggest_categorical(UNIT_PARAM, choices)
         current = study.get_trials(deepcopy=False)
         others = {t.params.get(UNIT_PARAM) for t in current if t.state == TrialState.RUNNING and t.number != trial.number}
-        if key in measured or key in others:
+        if key in _measured(current) or key in others:  # now: a calibration fit may have taken seconds
             study.tell(trial, state=TrialState.PRUNED)  # another worker measured it meanwhile
             continue
         if len(_committed(current, before=trial.number)) >= budget.max_trials:
@@ -384,7 +398,7 @@ def online_document(trials, *, study_name: str, target: str, budget: Budget, sto
             points=tuple(_point(p) for p in t.user_attrs.get("points", [])) if done else None,
             error=t.user_attrs.get("error") or None, results_location=t.user_attrs.get("resultsLocation") or None))
     return OnlineSearch(
-        study=study_name, target=target,
+        profiling=profiling_label(True), study=study_name, target=target,
         budget=SearchBudget(max_trials=budget.max_trials, max_wall_minutes=budget.max_minutes),
         sweep=Sweep(scenario=f"D({request.isl_tokens},{request.osl_tokens})", concurrency=budget.concurrency),
         trials_done=len(_counted(trials)), stopped=stopped, best=best.params.get(UNIT_PARAM),

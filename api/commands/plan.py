@@ -28,6 +28,7 @@ from typing import NoReturn
 from api.commands.estimate import cell, parts_text
 from api.objects import manifests_yaml
 from planner.manifests.targets import TARGETS
+from planner.request import profiling_label
 from planner.types import PlanRequest, PlanResult
 from profiler.model.config import ms_text
 
@@ -265,8 +266,10 @@ def table(result: PlanResult, top: int) -> str:
             + (f", concurrency {req.concurrency}" if req.concurrency else "")
             + (f", {req.request_rate:g} req/s" if req.request_rate else "")
             + (f", budget {req.total_gpus} GPUs" if req.total_gpus else ""))
-    lines = [head, f"  {'':2}{'mode':7}{'shape':28}{'GPUs':>5}{'TTFT ms':>10}{'ITL ms':>10}{'tok/s/GPU':>10}"
-                   f"{'tok/s/user':>11}"]
+    ran = profiling_label(False) + (f"; {profiling_label(True)} was asked: it runs in the service (slaplan serve)"
+                                    if req.online else "")
+    lines = [head, f"  profiling: {ran}", f"  {'':2}{'mode':7}{'shape':28}{'GPUs':>5}{'TTFT ms':>10}{'ITL ms':>10}"
+                                          f"{'tok/s/GPU':>10}{'tok/s/user':>11}"]
     for p in rows:
         mark = "→" if result.chosen is not None and p == result.chosen else ("✓" if p.feasible else "✗")
         pr = p.predicted

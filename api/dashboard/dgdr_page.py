@@ -86,6 +86,8 @@ def _conditions_table(resource: Resource) -> str:
 
 
 def _request_section(resource: Resource, s: dict[str, Any]) -> str:
+    from planner.request import profiling_label  # on use: the API starts without the planner
+
     spec = resource.spec
     load = ""
     if s["concurrency"]:
@@ -105,7 +107,8 @@ def _request_section(resource: Resource, s: dict[str, Any]) -> str:
         ("GPU budget", h(f"{hardware['totalGpus']} GPUs") if hardware.get("totalGpus") else ""),
         ("Input / output tokens", h(f"{s['isl']} / {s['osl']}") if s["isl"] or s["osl"] else ""),
         ("Load", h(load or "not stated: one deployment unit sized for the best goodput per GPU")),
-        ("Online profiling", h("yes" if spec.get("online") else "no (performance model)")),
+        ("Profiling asked", h(profiling_label(s["online"]))),
+        ("Profiling ran", h(profiling_label(s["results"].online is not None)) if s["results"] else ""),
         ("Apply automatically", h("yes" if spec.get("autoApply") else "no")),
     ])
     sla = dl([

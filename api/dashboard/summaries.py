@@ -49,7 +49,10 @@ def results_reference(resource: Resource) -> str | None:
 
 
 def dgdr_summary(resource: Resource) -> dict[str, Any]:
-    """model, gpu, backend, SLA (ms / tokens), GPUs used and the results document of a DGDR."""
+    """model, gpu, backend, SLA (ms / tokens), GPUs used, whether it asks for online profiling and
+    the results document of a DGDR."""
+    from planner.request import asks_online  # on use: the API starts without the planner
+
     spec = resource.spec
     doc = results(resource)
     cfg_sla = dig(spec, "profilingConfig", "config", "sla")
@@ -69,6 +72,7 @@ def dgdr_summary(resource: Resource) -> dict[str, Any]:
         "concurrency": _first(_is_number, sla and sla.concurrency, dig(spec, "workload", "concurrency")),
         "request_rate": _first(_is_number, sla and sla.request_rate, dig(spec, "workload", "requestRate")),
         "gpus": parts.chosen.total_gpus if parts.chosen is not None else None,
+        "online": asks_online(resource.version, spec),
         "results": doc,
     }
 

@@ -32,10 +32,14 @@ Two API versions are accepted, both as documents of kind ``DynamoGraphDeployment
       hardware: {gpuSku, numGpusPerNode, totalGpus, vramMb, interconnect, rdma, pricePerGpuHour}
       workload: {isl: 4000, osl: 1000, concurrency | requestRate}
       sla: {ttft, itl, e2eLatency, optimizationType}  # ms
-      searchStrategy: rapid | thorough                 # default rapid
+      searchStrategy: rapid | thorough                 # default rapid; thorough = online profiling
       autoApply: true
       overrides: {dgd: {...}, profilingJob: {...}}
       image, modelCache, features, runtimeVersionOverride   # accepted; not used by the planner
+
+  ``searchStrategy: thorough`` profiles on real deployments, as v1alpha1 ``online: true`` does
+  (with the service's budgets and sweep); it needs a named backend (``auto`` is refused for it, as
+  in Dynamo). ``rapid`` plans with the performance model.
 
 Where each value comes from is told in :mod:`planner.request.normalize`. GPUs per engine
 (``minNumGPUsPerEngine``, ``maxNumGPUsPerEngine`` and their profiler-config twins) are at most
@@ -64,6 +68,8 @@ from planner.request.versions import (
     V1BETA1,
     V1BETA1_LENGTHS,
     Lengths,
+    asks_online,
+    profiling_label,
 )
 from planner.request.wire_v1alpha1 import MAX_ENGINE_GPUS
 
@@ -80,9 +86,11 @@ __all__ = [
     "Lengths",
     "RefusedYAML",
     "RequestError",
+    "asks_online",
     "load_documents",
     "loads_json",
     "model_field",
     "parse_dgdr",
     "parse_documents",
+    "profiling_label",
 ]

@@ -13,6 +13,9 @@ Where each value comes from (first present wins):
 - v1beta1 ``sla.e2eLatency`` without ``ttft``/``itl``: the missing targets are set to bounds
   that the end-to-end target already implies (TTFT ≤ e2e; ITL ≤ e2e / (osl − 1)), so the
   end-to-end target (``e2e_ms``) is the binding one.
+- Online profiling: v1alpha1 ``online: true`` or v1beta1 ``searchStrategy: thorough`` (which
+  needs a named backend: ``backend: auto`` is refused for it, as in Dynamo); the request's
+  ``search_strategy`` is ``thorough`` for either, ``rapid`` otherwise.
 - v1beta1 ``overrides.dgd.metadata`` ``name``/``namespace``/``labels``/``annotations`` become
   the generated deployment's metadata; the rest of ``overrides.dgd`` is not interpreted here.
 
@@ -142,6 +145,7 @@ def from_v1alpha1(spec: SpecV1alpha1, causes: Causes) -> dict[str, Any] | None:
         "max_gpus_per_engine": hi,
         "gpu_price_per_hour": price,
         "online": spec.online,
+        "search_strategy": "thorough" if spec.online else "rapid",
         "max_trials": online.max_trials,
         "max_wall_minutes": online.max_wall_time_minutes,
         "sweep_concurrency": tuple(sorted(set(online.concurrency))) if online.concurrency else None,
@@ -204,6 +208,10 @@ def from_v1beta1(spec: SpecV1beta1, causes: Causes) -> dict[str, Any] | None:
         if value is None:
             causes.append((f"spec.sla.{key}", "field required (or give spec.sla.e2eLatency)"))
 
+    thorough = spec.search_strategy == "thorough"
+    if thorough and spec.backend == "auto":
+        causes.append(("spec.backend", "searchStrategy thorough measures real deployments of one backend: "
+                                       "name it (vllm, sglang or trtllm); auto is for rapid only"))
     load = _load(spec.workload, causes)
     meta = _dgd_metadata(spec.overrides, causes)
     if gpu_type is None or ttft is None or itl is None:
@@ -219,6 +227,7 @@ def from_v1beta1(spec: SpecV1beta1, causes: Causes) -> dict[str, Any] | None:
         "e2e_ms": float(e2e) if e2e is not None else None,
         "gpu_price_per_hour": hw.price_per_gpu_hour if hw else None,
         "search_strategy": spec.search_strategy,
+        "online": thorough,
         "auto_apply": spec.auto_apply,
         **load,
         **_budget(hw),

@@ -25,3 +25,21 @@ def type_causes(doc: dict[str, Any]) -> list[tuple[str, str]]:
     elif kind != KIND:
         causes.append(("kind", f"must be {KIND} (got {kind!r})"))
     return causes
+
+
+def asks_online(api_version: str, spec: Any) -> bool:
+    """Whether a DGDR ``spec`` of ``api_version`` (``v1alpha1``/``v1beta1``, with or without the
+    group) asks to profile on real deployments: v1alpha1 ``online: true``, v1beta1
+    ``searchStrategy: thorough``."""
+    if not isinstance(spec, dict):
+        return False
+    if api_version.rpartition("/")[2] == "v1beta1":
+        return spec.get("searchStrategy") == "thorough"
+    return spec.get("online") is True
+
+
+def profiling_label(online: bool) -> str:
+    """How a DGDR is (or was) profiled, in the words the dashboard, the CLI and the status use:
+    ``online (thorough)`` (candidates deployed and benchmarked) or ``offline (rapid)`` (the
+    performance model)."""
+    return "online (thorough)" if online else "offline (rapid)"

@@ -1,17 +1,25 @@
 """Calibration from measured points of one deployment (pure).
 
-Two steps. First one number: the deployment's time scale, by which every efficiency is
-divided and every fixed cost multiplied, so that every step time and every latency the model
-predicts scales with it (a deployment uniformly slower or faster than the model: other
-kernels, clocks, a busier host). Then a refinement of the few parameters that explain an
-uneven difference (GEMM, weight-streaming, KV and attention efficiencies; the framework's
-per-step and per-request costs; per-layer and per-sequence costs) and, when the points span
-several concurrencies, of the closed-loop burst term that sets how TTFT grows with load,
-pulled toward the scaled values by a prior worth ``PRIOR_STRENGTH`` log-units per factor of 2
-per √point (``LOAD_PRIOR_STRENGTH`` for the burst term), so a handful of points moves what
-they explain and leaves the rest. Both minimise the soft-L1
-norm of log(predicted / measured) of the mean TTFT and TPOT. Errors are median absolute
-percentage errors (MdAPE) before and after, on the points fitted.
+Two steps, each taken only when the points can identify it. First one number: the deployment's
+time scale, by which every efficiency is divided and every fixed cost multiplied, so that every
+step time and every latency the model predicts scales with it (a deployment uniformly slower or
+faster than the model: other kernels, clocks, a busier host). Then a refinement of the parameters
+that explain an uneven difference (GEMM, weight-streaming, KV and attention efficiencies; the
+framework's per-step and per-request costs; per-layer and per-sequence costs; with several
+concurrencies, the closed-loop burst term that sets how TTFT grows with load) — but only of those
+the points vary: a parameter whose effect on the predicted log TTFT and TPOT is the same at every
+point is the scale again, and one whose effect is a mix of parameters already chosen cannot be told
+apart from them (``identifiable``); at most one fewer than the measurements less the scale, pulled
+toward the scaled values by a prior worth ``PRIOR_STRENGTH`` log-units per factor of 2 per √point
+(``LOAD_PRIOR_STRENGTH`` for the burst term). Both minimise the soft-L1 norm of log(predicted /
+measured) of the mean TTFT and TPOT.
+
+Never worse than where it started: with points at two or more concurrencies (else two or more
+points), each concurrency is held out in turn, the steps are fitted on the others and the held-out
+points predicted; the refinement is kept only if it predicts them better than the scale alone, and
+the scale only if it predicts them no worse than the starting parameters. Each kept parameter's
+uncertainty is one standard error from the fit's Jacobian and residuals, as a factor (1.1: ±10%).
+Errors are median absolute percentage errors (MdAPE) before and after, on the points fitted.
 """
 
 from __future__ import annotations
@@ -33,13 +41,17 @@ from profiler.model.gpus import get_gpu
 from profiler.model.model_catalog import resolve_model
 from profiler.model.params import PARAMS, shipped_params
 
-PRIOR_STRENGTH = 0.3
+PRIOR_STRENGTH = 0.1  # weaker than before the identifiability check: only what the points identify is fitted
 # The burst term's prior is weaker: how far closed-loop clients stay in step depends on the
 # workload (equal request lengths keep them in lockstep), not on the hardware the prior knows.
 LOAD_PRIOR_STRENGTH = 0.05
 MAX_EVALS = 200
 SCALE_BOUNDS = (0.05, 20.0)  # the time scale searched: 20× faster to 20× slower
 SOFT_L1_SCALE = 0.2  # log-error beyond which residuals count linearly (as in profiler.model.calibrate)
+# Change of a predicted log time per unit change of a log parameter, beyond what the scale and the
+# parameters already chosen explain (RMS over the points), below which the points do not see it.
+IDENTIFIED = 0.02
+STEP = 1e-3  # log-parameter step of the finite differences
 # Point field -> the genai-bench result's statistic (``aggregated_metrics.stats.<name>.mean``) it is read from.
 RESULT_FIELDS = {"isl_tokens": "num_input_tokens", "osl_tokens": "num_output_tokens", "ttft_ms": "ttft",
                  "tpot_ms": "tpot"}
@@ -71,11 +83,18 @@ class DeploymentFit(_Frozen):
     and how well the model matched the points before and after."""
 
     params: dict[str, float]
-    scale: float = Field(description="time scale found in the first step: >1 slower than ``params`` at the start")
+    scale: float = Field(description="time scale kept from the first step: >1 slower than ``params`` at the start "
+                                     "(1: the points did not show the scale helps)")
     fitted: tuple[str, ...] = Field(description="names of the parameters refined after scaling")
     points: int
     before: Errors
     after: Errors
+    uncertainty: dict[str, float] = Field(default_factory=dict,
+                                          description="one standard error of the scale and of each refined "
+                                                      "parameter, as a factor (1.1: ±10%)")
+    held_out: dict[str, float] = Field(default_factory=dict,
+                                       description="mean absolute log error of TTFT and TPOT on held-out "
+                                                   "concurrencies: start, scale, refined (what chose the steps)")
 
 
 class _Percentiles(Protocol):
@@ -210,7 +229,8 @@ def fit_deployment(deployment: ServingConfig, measured: Sequence[Iteration | Poi
     deployment's backend and mode: with points at several concurrencies, its burst term too).
 
     Returns a ``DeploymentFit``: ``params`` (the full dict, for ``estimate``/``plan(params=…)``),
-    ``scale`` (the uniform time factor found first), ``fitted`` (refined after), ``points`` and the TTFT/TPOT MdAPE ``before`` and ``after`` (%). Raises
+    ``scale`` (the uniform time factor kept), ``fitted`` (refined after), ``points``, the TTFT/TPOT
+    MdAPE ``before`` and ``after`` (%), ``uncertainty`` and ``held_out`` (see the module). Raises
     ``ValueError`` ("measured: …") without usable points and ``ModelError`` naming the field
     when the deployment cannot be evaluated (unknown model or GPU, does not fit).
     """
@@ -224,12 +244,104 @@ def fit_deployment(deployment: ServingConfig, measured: Sequence[Iteration | Poi
     if unknown:
         raise ValueError(f"names: unknown parameter(s) {', '.join(unknown)}")
     data = _prepared(deployment, points)
-    scale = fit_scale(data, start)
-    base = scaled(start, scale)
-    # Refine only what scaling left inside its physical bounds (a fit would clip the rest back).
-    free = tuple(n for n in chosen if PARAMS[n][1] < base[n] < PARAMS[n][2])
-    strength = {n: LOAD_PRIOR_STRENGTH if n == load_name(deployment.backend, deployment.mode) else prior_strength
-                for n in free}
-    fitted = fit(data, base, free, max_evals=max_evals, prior_strength=strength) if free else base
-    return DeploymentFit(params=fitted, scale=round(scale, 6), fitted=free, points=len(points),
-                         before=model_errors(data, start), after=model_errors(data, fitted))
+    burst = load_name(deployment.backend, deployment.mode)
+
+    def steps(fit_data: Prepared) -> tuple[float, dict[str, float], tuple[str, ...], dict[str, float]]:
+        scale = fit_scale(fit_data, start)
+        base = scaled(start, scale)
+        # Refine only what scaling left inside its physical bounds (a fit would clip the rest back)
+        # and what these points can tell apart from the scale and from each other.
+        inside = tuple(n for n in chosen if PARAMS[n][1] < base[n] < PARAMS[n][2])
+        free = identifiable(fit_data, base, inside)
+        strength = {n: LOAD_PRIOR_STRENGTH if n == burst else prior_strength for n in free}
+        refined = fit(fit_data, base, free, max_evals=max_evals, prior_strength=strength) if free else base
+        return scale, base, free, refined
+
+    scale, base, free, refined = steps(data)
+    held = _held_out_errors(deployment, points, start, steps)
+    if held and held["scale"] > held["start"]:
+        scale, kept, free = 1.0, start, ()
+    elif held and free and held["refined"] >= held["scale"]:
+        kept, free = base, ()
+    else:
+        kept = refined
+    return DeploymentFit(params=kept, scale=round(scale, 6), fitted=free, points=len(points),
+                         before=model_errors(data, start), after=model_errors(data, kept),
+                         uncertainty=_uncertainty(data, kept, free) if scale != 1.0 else {},
+                         held_out={k: round(v, 5) for k, v in held.items()})
+
+
+def _log_times(data: Prepared, params: dict[str, float]) -> np.ndarray:
+    """log(predicted / measured) of every point's TTFT, then of its TPOT."""
+    out = evaluate(data.batch, params)
+    logs = np.concatenate([np.log(out["ttft_ms"] / data.ttft_ms), np.log(out["itl_ms"] / data.tpot_ms)])
+    return np.where(np.isfinite(logs), logs, 5.0)
+
+
+def _sensitivity(data: Prepared, params: dict[str, float], names: tuple[str, ...]) -> np.ndarray:
+    """d log(predicted time) / d log(parameter): one row per TTFT then TPOT of each point, one column per name."""
+    at = _log_times(data, params)
+    cols = [(_log_times(data, dict(params, **{n: params[n] * math.exp(STEP)})) - at) / STEP for n in names]
+    return np.stack(cols, axis=1) if cols else np.zeros((len(at), 0))
+
+
+def identifiable(data: Prepared, params: dict[str, float], names: tuple[str, ...]) -> tuple[str, ...]:
+    """The parameters of ``names`` that ``data``'s points can identify at ``params``, the one that
+    explains most of what is left of the misfit first (orthogonal matching pursuit): a parameter's
+    effect must be neither a uniform shift (the scale) nor a mix of those chosen before it (the part
+    the others leave unexplained at least ``IDENTIFIED``, RMS), and it must explain some of the
+    misfit left (more than 0.5% RMS). At most one fewer than the measured
+    times less the scale, so a residual remains to judge them by."""
+    jac = _sensitivity(data, params, names)
+    misfit = _log_times(data, params)
+    rows = jac.shape[0]
+    basis = np.ones((rows, 1))
+    chosen: list[int] = []
+    while len(chosen) < rows - 2:
+        fit_cols = np.linalg.lstsq(basis, np.column_stack([jac, misfit]), rcond=None)[0]
+        left = np.column_stack([jac, misfit]) - basis @ fit_cols
+        cols, rest = left[:, :-1], left[:, -1]
+        size = np.sqrt(np.mean(cols ** 2, axis=0))
+        if not size.size or np.sqrt(np.mean(rest ** 2)) < 0.005:
+            break
+        gain = np.where(size >= IDENTIFIED, np.abs(cols.T @ rest) / np.maximum(size, 1e-12), 0.0)
+        gain[chosen] = 0.0
+        j = int(np.argmax(gain))
+        if gain[j] <= 0.0:
+            break
+        chosen.append(j)
+        basis = np.column_stack([basis, jac[:, j]])
+    return tuple(names[j] for j in chosen)
+
+
+def _uncertainty(data: Prepared, params: dict[str, float], names: tuple[str, ...]) -> dict[str, float]:
+    """One standard error of the scale and of each of ``names`` as a factor: from the Jacobian of the
+    log times (the scale moves all of them alike) and the residuals' spread (at least 1%, the
+    resolution of a benchmark's mean)."""
+    residuals = _log_times(data, params)
+    jac = np.column_stack([np.ones(len(residuals)), _sensitivity(data, params, names)])
+    dof = max(len(residuals) - jac.shape[1], 1)
+    sigma2 = max(float(residuals @ residuals) / dof, 0.01 ** 2)
+    cov = sigma2 * np.linalg.pinv(jac.T @ jac)
+    se = np.sqrt(np.clip(np.diag(cov), 0.0, None))
+    return {name: round(float(np.exp(e)), 4) for name, e in zip(("scale", *names), se)}
+
+
+def _held_out_errors(deployment: ServingConfig, points: list[Point], start: dict[str, float], steps) -> dict[str, float]:
+    """Mean absolute log error of TTFT and TPOT on each concurrency held out in turn (each point,
+    with one concurrency), with the parameters ``steps`` fits on the rest: ``start``, ``scale``
+    (scaled only) and ``refined``. Empty with a single point or group."""
+    loads = sorted({pt.concurrency for pt in points})
+    groups = [[p for p in points if p.concurrency == c] for c in loads] if len(loads) > 1 else [[p] for p in points]
+    if len(groups) < 2:
+        return {}
+    sums = {"start": 0.0, "scale": 0.0, "refined": 0.0}
+    count = 0
+    for held in groups:
+        rest = [p for p in points if p not in held]
+        _, base, _, refined = steps(_prepared(deployment, rest))
+        test = _prepared(deployment, held)
+        for name, p in (("start", start), ("scale", base), ("refined", refined)):
+            sums[name] += float(np.sum(np.abs(_log_times(test, p))))
+        count += 2 * len(held)
+    return {k: v / count for k, v in sums.items()}

@@ -1,0 +1,265 @@
+"""The online search's run-by-run rule replayed on real landscapes: measured data, not the model.
+
+A workload is one source's measurements of one model on one GPU type with one backend and
+version, one input and one output length (as in ``benchmarks/accuracy.py``); a run is one of its
+measured (configuration, concurrency) rows with a measured TTFT, TPOT and output tokens/s per
+GPU. The search may "measure" only those runs, and a measurement reads the row's real numbers.
+SLAs are drawn from the data: every pair of the workload's measured TTFT and TPOT at the 25th,
+50th and 75th percentiles (SLAs no run meets are skipped). The exhaustive replay measures every
+run; the true best is the highest measured goodput per GPU among the runs within the SLA.
+
+The search (``planner.online.next_run`` and ``rescale``): the performance model predicts every
+run; the run it calls best within the SLA is measured first; after each measurement the
+predictions are rescaled by the median measured/predicted ratio of TTFT, TPOT and throughput, and
+the next run is the best one still predicted within ``--slack`` of the SLA and above the best
+measured goodput less ``--margin``; the pick is the best measured run within the SLA, so no pick
+misses it in reality (a search that measured nothing within it has no pick: regret 1). ``--budget`` caps the
+runs of one search at that share of the workload's runs (at least one).
+
+Held out: every workload on ``--hold`` (default gb200) is kept out of the tuning of ``--margin``,
+``--slack`` and ``--budget``, and its predictions come from parameters fitted without that GPU
+type (one fit, about a minute); the other workloads use the shipped parameters. Reported apart.
+
+Last, calibration on held-out concurrencies (``--calibration``): each configuration measured at
+three or more concurrencies is calibrated (``profiler.model.measured.fit_deployment``) on its lowest and
+highest, and the TTFT and TPOT errors of the model before and after are compared on the others.
+
+    python benchmarks/online_replay.py [--data CSV] [--hold gb200] [--margin 0.1] [--slack 0.5]
+                                       [--budget 1.0] [--calibration]
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import math
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.accuracy import INPUTS, SLA_QUANTILES, workload_key  # noqa: E402
+
+MIN_CONFIGURATIONS = 3  # distinct configurations a workload needs to be searched
+MIN_RUNS = 10  # measured runs a workload needs to be searched
+
+
+@dataclass
+class Workload:
+    """One workload's runs: predicted and measured points, keyed by (configuration, clients)."""
+
+    name: str
+    gpu: str
+    predicted: dict = field(default_factory=dict)
+    measured: dict = field(default_factory=dict)
+    gpus: dict = field(default_factory=dict)
+    rows: dict = field(default_factory=dict)  # run -> position in the data
+
+
+@dataclass
+class Outcome:
+    """One search under one SLA, scored by the measurements."""
+
+    runs: int
+    space: int
+    best: bool
+    regret: float  # 1 − pick's measured goodput / the best's; 1.0 when nothing within the SLA was found
+
+
+def configuration(row: dict) -> str:
+    """The deployment a row measured: its estimate inputs but the concurrency."""
+    from profiler.model.calibrate import rounded
+
+    return "|".join(rounded(row.get(k), 12) for k in INPUTS if k != "concurrency")
+
+
+def workloads(rows: list[dict], data, predictions: dict[str, dict[str, "object"]]) -> list[Workload]:
+    """The searchable workloads of ``data`` (``profiler.model.calibrate.prepare_rows`` of ``rows``);
+    ``predictions``: per GPU type, the model's TTFT, ITL (ms) and output tokens/s per GPU per row."""
+    import numpy as np
+
+    from planner.online import SweepPoint
+    from profiler.model.calibrate import measured_column
+
+    throughput = measured_column(rows, data.index, "derived_output_tok_s_per_gpu")[0]
+    gpus = measured_column(rows, data.index, "num_gpus")[0]
+    out: dict[str, Workload] = {}
+    for j, i in enumerate(data.index):
+        row = rows[i]
+        pred = predictions[data.labels["gpu"][j]]
+        values = (data.ttft_ms[j], data.tpot_ms[j], throughput[j], pred["ttft_ms"][j], pred["itl_ms"][j],
+                  pred["output_tok_s_per_gpu"][j], gpus[j])
+        if data.repeats[j] or not all(np.isfinite(v) and v > 0 for v in values):
+            continue
+        w = out.setdefault(workload_key(row), Workload(name=workload_key(row), gpu=data.labels["gpu"][j]))
+        key = (configuration(row), int(round(float(row["concurrency"]))))
+        if key in w.measured:
+            continue
+        n = int(gpus[j])
+        w.gpus[key[0]] = n
+        w.measured[key] = SweepPoint(concurrency=key[1], ttft_ms=float(data.ttft_ms[j]), itl_ms=float(data.tpot_ms[j]),
+                                     output_tok_s=float(throughput[j]) * n)
+        w.predicted[key] = SweepPoint(concurrency=key[1], ttft_ms=float(values[3]), itl_ms=float(values[4]),
+                                      output_tok_s=float(values[5]) * n)
+        w.rows[key] = j
+    return [w for w in out.values()
+            if len(w.measured) >= MIN_RUNS and len({k[0] for k in w.measured}) >= MIN_CONFIGURATIONS]
+
+
+def slas(w: Workload) -> list[tuple[float, float]]:
+    """(TTFT, TPOT) targets in ms at the quantiles of the workload's measurements."""
+    import numpy as np
+
+    ttft = [p.ttft_ms for p in w.measured.values()]
+    tpot = [p.itl_ms for p in w.measured.values()]
+    return [(float(np.quantile(ttft, a)), float(np.quantile(tpot, b))) for a, b in itertools.product(SLA_QUANTILES, repeat=2)]
+
+
+def search(w: Workload, ttft_ms: float, itl_ms: float, margin: float, slack: float, budget: float) -> Outcome | None:
+    """Replay the run-by-run search on ``w`` under the SLA; None when no run meets it."""
+    from planner import online
+    from planner.types import PlanRequest
+
+    req = PlanRequest(name="replay", model="m", gpu="g", ttft_ms=ttft_ms, itl_ms=itl_ms)
+    goodput = {k: m.output_tok_s / w.gpus[k[0]] for k, m in w.measured.items()}
+    meets = {k for k, m in w.measured.items() if m.ttft_ms <= ttft_ms and m.itl_ms <= itl_ms}
+    if not meets:
+        return None
+    cap = max(1, math.floor(budget * len(w.measured)))
+    seen: dict = {}
+    while len(seen) < cap:
+        key = online.next_run(online.rescale(w.predicted, seen), seen, w.gpus, req, margin=margin, slack=slack)
+        if key is None:
+            break
+        seen[key] = w.measured[key]
+    best = max(goodput[k] for k in meets)
+    found = [k for k in seen if k in meets]
+    if not found:
+        return Outcome(runs=len(seen), space=len(w.measured), best=False, regret=1.0)
+    pick = max(found, key=lambda k: goodput[k])
+    return Outcome(runs=len(seen), space=len(w.measured), best=goodput[pick] >= best, regret=1.0 - goodput[pick] / best)
+
+
+def summary(outcomes: list[Outcome]) -> dict[str, float]:
+    """Runs against the exhaustive replay, true-best share, mean regret, searches that found nothing."""
+    n = len(outcomes)
+    return {"searches": n, "runs": sum(o.runs for o in outcomes), "space": sum(o.space for o in outcomes),
+            "runs_pct": 100 * sum(o.runs for o in outcomes) / max(1, sum(o.space for o in outcomes)),
+            "best_pct": 100 * sum(o.best for o in outcomes) / max(1, n),
+            "regret_pct": 100 * sum(o.regret for o in outcomes) / max(1, n),
+            "none": sum(o.regret == 1.0 for o in outcomes)}
+
+
+def replay(ws: list[Workload], margin: float, slack: float, budget: float) -> list[Outcome]:
+    """Every workload of ``ws`` under each of its SLAs."""
+    return [o for w in ws for sla in slas(w) if (o := search(w, *sla, margin, slack, budget)) is not None]
+
+
+def predictions_for(data, hold: str, max_evals: int) -> dict[str, dict]:
+    """The model's predictions of every row, per GPU type: shipped parameters, but for ``hold``,
+    predicted by parameters fitted without any of its rows."""
+    import numpy as np
+
+    from profiler.model.calibrate import _subset, fit, kernel_prior
+    from profiler.model.estimate import evaluate
+    from profiler.model.params import shipped_params
+
+    shipped = evaluate(data.batch, shipped_params())
+    out = {gpu: shipped for gpu in np.unique(data.labels["gpu"])}
+    if hold in out:
+        held = data.labels["gpu"] == hold
+        params = fit(_subset(data, ~held), kernel_prior(None), max_evals=max_evals)
+        out[hold] = evaluate(data.batch, params)
+    return out
+
+
+def calibration_check(rows: list[dict], data) -> list[tuple[float, float, float, float]]:
+    """Per configuration measured at ≥ 3 concurrencies: fitted on its lowest and highest, the
+    median absolute % error of TTFT and TPOT on the others, before and after calibration."""
+    import numpy as np
+
+    from profiler.model.dataset import row_config
+    from profiler.model.estimate import estimate
+    from profiler.model.measured import Point, fit_deployment
+
+    groups: dict[str, list[int]] = {}
+    for j, i in enumerate(data.index):
+        if not data.repeats[j] and not data.inferred[j] and data.ttft_ms[j] > 0 and data.tpot_ms[j] > 0:
+            groups.setdefault(configuration(rows[i]), []).append(j)
+    out = []
+    for js in groups.values():
+        js = sorted(js, key=lambda j: float(rows[data.index[j]]["concurrency"]))
+        if len({rows[data.index[j]]["concurrency"] for j in js}) < 3:
+            continue
+        try:
+            config = row_config(rows[data.index[js[0]]])[0]
+            point = lambda j: Point(isl_tokens=config.isl_tokens, osl_tokens=config.osl_tokens,  # noqa: E731
+                                    concurrency=float(rows[data.index[j]]["concurrency"]),
+                                    ttft_ms=float(data.ttft_ms[j]), tpot_ms=float(data.tpot_ms[j]))
+            fitted = fit_deployment(config, [point(js[0]), point(js[-1])])
+        except (ValueError, ArithmeticError):
+            continue
+        errs = []
+        for params in (None, fitted.params):
+            t, p = [], []
+            for j in js[1:-1]:
+                e = estimate(config.model_copy(update={"concurrency": float(rows[data.index[j]]["concurrency"])}),
+                             params=params)
+                t.append(abs(e.ttft_ms / data.ttft_ms[j] - 1) * 100)
+                p.append(abs(e.itl_ms / data.tpot_ms[j] - 1) * 100)
+            errs += [float(np.median(t)), float(np.median(p))]
+        out.append(tuple(errs))
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    from api.commands.calibrate import default_data_path, read_rows
+    from planner import online
+    from profiler.model.calibrate import prepare_rows
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data", help="calibration CSV (default: ../shared/data next to the repository)")
+    parser.add_argument("--hold", default="gb200", help="GPU type kept out of tuning and of the model's fit")
+    parser.add_argument("--margin", type=float, default=online.RUN_MARGIN, help="goodput margin (share)")
+    parser.add_argument("--slack", type=float, default=online.SLA_SLACK, help="SLA slack (share)")
+    parser.add_argument("--budget", type=float, default=1.0, help="runs of one search at most, share of the workload's")
+    parser.add_argument("--max-evals", type=int, default=100, help="model evaluations of the held-out fit")
+    parser.add_argument("--calibration", action="store_true", help="also the calibration check on held-out concurrencies")
+    args = parser.parse_args(argv)
+
+    path = Path(args.data) if args.data else default_data_path()
+    if path is None or not path.is_file():
+        print("error: calibration data not found; pass --data CSV", file=sys.stderr)
+        return 1
+    started = time.perf_counter()
+    rows = read_rows(path)
+    data = prepare_rows(rows)
+    ws = workloads(rows, data, predictions_for(data, args.hold, args.max_evals))
+    print(f"{len(ws)} workloads with ≥ {MIN_CONFIGURATIONS} configurations and ≥ {MIN_RUNS} measured runs; "
+          f"margin {args.margin:g}, slack {args.slack:g}, budget {args.budget:g} of a workload's runs")
+    print("| workloads | GPU types | searches (workload × SLA) | runs / exhaustive | true best | mean regret "
+          "| no pick (regret 1) |")
+    print("|---|---|---:|---:|---:|---:|---:|")
+    for label, part in (("tuning", [w for w in ws if w.gpu != args.hold]), (f"held out ({args.hold})", [w for w in ws if w.gpu == args.hold])):
+        s = summary(replay(part, args.margin, args.slack, args.budget))
+        types = ", ".join(sorted({w.gpu for w in part}))
+        print(f"| {label}: {len(part)} | {types} | {s['searches']} | {s['runs']} / {s['space']} = {s['runs_pct']:.1f}% "
+              f"| {s['best_pct']:.0f}% | {s['regret_pct']:.1f}% | {s['none']} |")
+    if args.calibration:
+        import numpy as np
+
+        errs = np.array(calibration_check(rows, data))
+        worse = int(((errs[:, 2] > errs[:, 0] + 1e-9) | (errs[:, 3] > errs[:, 1] + 1e-9)).sum())
+        print(f"\ncalibration on the lowest and highest concurrency of {len(errs)} configurations, "
+              f"held-out concurrencies: median TTFT error {np.median(errs[:, 0]):.1f}% → {np.median(errs[:, 2]):.1f}%, "
+              f"TPOT {np.median(errs[:, 1]):.1f}% → {np.median(errs[:, 3]):.1f}%; worse than uncalibrated in "
+              f"TTFT or TPOT: {worse}")
+    print(f"\n{time.perf_counter() - started:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
