@@ -26,7 +26,14 @@ workers, concurrency, …) are the candidates. For SLAs at quartiles of the work
 TTFT and TPOT, the pick is the configuration with the highest predicted output tokens/s per GPU
 among those predicted within the SLA, scored by the measurements (no target).
 
-    python benchmarks/accuracy.py [--data CSV] [--max-evals N] [--workers N] [--in-sample-only]
+With ``--also CSV`` (e.g. ``benchmarks/data/amd_measured.csv``) more measured rows join the fit
+of every fold; the tables above stay on ``--data``'s rows, and the added rows get a table of
+their own by GPU type and mode: held out by GPU type (each AMD type fitted on every other GPU),
+with the CDNA3 GPUs (MI300X, MI325X) held out together, and with every AMD row held out (fitted
+on NVIDIA rows alone, as before AMD rows were in the fit). Rows with only a TPOT (a published
+median, see ``benchmarks/amd_data.py``) are fitted and scored on TPOT only.
+
+    python benchmarks/accuracy.py [--data CSV] [--also CSV] [--max-evals N] [--workers N] [--in-sample-only]
 
 Cross-validation refits the parameters once per held-out group (each fit starting from and
 pulled toward the GEMM shape efficiencies fitted to the kernel measurements beside the data,
@@ -237,10 +244,54 @@ def regret_table(preds: dict[str, np.ndarray], measured: np.ndarray, workloads: 
     return "\n".join(lines)
 
 
+# Held-out predictions of the rows of --also: scheme -> what it holds out.
+ADDED_SCHEMES = {"shipped": "shipped parameters (in sample when the rows are in the fit)",
+                 "gpu": "each GPU type held out (fitted on every other GPU type)",
+                 "cdna3": "MI300X and MI325X held out together (fitted on MI355X and NVIDIA)",
+                 "amd": "every AMD row held out (fitted on NVIDIA rows only)",
+                 "family": "whole model families held out"}
+
+
+def only(mask: np.ndarray, *predictions: np.ndarray) -> list[np.ndarray]:
+    """``predictions`` with NaN outside ``mask`` (rows scored nowhere else)."""
+    import numpy as np
+
+    return [np.where(mask, p, np.nan) for p in predictions]
+
+
+def added_table(data, preds: dict[str, np.ndarray], added: np.ndarray) -> str:
+    """Errors on the rows of ``--also`` (``added``) per scheme of ``preds`` (scheme -> array (2, rows)
+    of TTFT and TPOT ms), by GPU type and by GPU type and mode: TTFT and TPOT MdAPE with bias and
+    how many rows each is over (a row with only a TPOT counts for TPOT only)."""
+    import numpy as np
+
+    from profiler.model.calibrate import median_errors
+
+    head = (f"{'predictions':<9} {'rows':<18} {'TTFT n':>6} {'MdAPE':>6} {'bias':>5} "
+            f"{'TPOT n':>6} {'MdAPE':>6} {'bias':>5}")
+    lines = ["ADDED ROWS (--also), by what their predictions held out:",
+             *(f"  {scheme}: {ADDED_SCHEMES[scheme]}" for scheme in preds), head, "-" * len(head)]
+    scored = added & ~data.repeats
+    gpus, modes = data.labels["gpu"], data.labels["mode"]
+    groups = [("all", scored)] + [(g, scored & (gpus == g)) for g in sorted(set(gpus[scored].tolist()))]
+    groups += [(f"{g} {m}", scored & (gpus == g) & (modes == m))
+               for g in sorted(set(gpus[scored].tolist())) for m in ("agg", "disagg")
+               if (scored & (gpus == g) & (modes == m)).any() and (scored & (gpus == g) & (modes != m)).any()]
+    for scheme, (ttft, tpot) in preds.items():
+        for label, mask in groups:
+            n_t, t_ape, t_bias = median_errors(ttft[mask], data.ttft_ms[mask])
+            n_p, p_ape, p_bias = median_errors(tpot[mask], data.tpot_ms[mask])
+            lines.append(f"{scheme:<9} {label:<18} {n_t:>6} {t_ape:>5.1f}% {t_bias:>+4.0f}% {n_p:>6} {p_ape:>5.1f}% "
+                         f"{p_bias:>+4.0f}%")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", help="calibration CSV (default: ../shared/data next to the repository)")
     parser.add_argument("--max-evals", type=int, default=200, help="model evaluations per CV fit (default 200)")
+    parser.add_argument("--also", action="append", default=[], metavar="CSV",
+                        help="more measured rows fitted with --data's and reported on their own (repeatable)")
     parser.add_argument("--in-sample-only", action="store_true", help="skip cross-validation (seconds, not minutes)")
     add_workers_argument(parser)
     args = parser.parse_args(argv)
@@ -256,7 +307,11 @@ def main(argv: list[str] | None = None) -> int:
         print("error: calibration data not found; pass --data CSV", file=sys.stderr)
         return 1
     rows = read_rows(path)
+    main_rows = len(rows)
+    for extra in args.also:
+        rows += read_rows(Path(extra))
     data = prepare_rows(rows)
+    added = data.index >= main_rows  # rows of --also, reported on their own
     predicted = len(data.index)
     measured = int(((data.ttft_ms > 0) & (data.tpot_ms > 0)).sum())
     print(f"data: {path.name}, {len(rows)} rows")
@@ -283,8 +338,10 @@ def main(argv: list[str] | None = None) -> int:
     print()
 
     out = evaluate(data.batch, shipped_params())
-    print(format_table(error_rows(data, out["ttft_ms"], out["itl_ms"]),
+    print(format_table(error_rows(data, *only(~added, out["ttft_ms"], out["itl_ms"])),
                        "IN SAMPLE (shipped parameters on the rows they were fitted on; NOT an accuracy measure)"))
+    if added.any():
+        print("\n" + added_table(data, {"shipped": np.stack([out["ttft_ms"], out["itl_ms"]])}, added))
     if args.in_sample_only:
         return 0
 
@@ -293,11 +350,20 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\nGEMM shape prior: {'fitted to ' + kernels['data'] if kernels else 'physical defaults (no kernel data)'}")
     prior = kernel_prior(kernel_rows)
     disagg = data.labels["mode"] == "disagg"
-    preds = run_cross_validation(data, prior, args.workers, max_evals=args.max_evals, held_out={"disagg": disagg})
+    held_out = {"disagg": disagg}
+    amd = data.batch.decode["cdna"] > 0
+    if amd.any():
+        held_out |= {"cdna3": data.batch.decode["cdna"] == 3, "amd": amd}
+    every = run_cross_validation(data, prior, args.workers, max_evals=args.max_evals, held_out=held_out)
+    if added.any():
+        print("\n" + added_table(data, {scheme: every[scheme][:2] for scheme in ADDED_SCHEMES if scheme in every},
+                                 added))
+    preds = {scheme: np.stack(only(~added, *every[scheme])) for scheme in SCHEMES}
     minutes = (time.perf_counter() - start) / 60
     labels = data.labels
     sweeps = np.array(["|".join(key) for key in zip(labels["family"], labels["gpu"], labels["backend"], labels["mode"])])
-    throughput = np.where(data.repeats, np.nan, measured_column(rows, data.index, "derived_output_tok_s_per_gpu")[0])
+    throughput = np.where(data.repeats | added, np.nan,
+                          measured_column(rows, data.index, "derived_output_tok_s_per_gpu")[0])
     summary = []
     for scheme, title in SCHEMES.items():
         ttft, tpot, tok_s = preds[scheme]

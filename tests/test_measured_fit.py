@@ -129,10 +129,13 @@ def test_two_points_move_only_what_they_identify_and_never_predict_other_loads_w
     import math
     import random
 
+    from profiler.model.params import AMD_PARAMS
+
     rng = random.Random(seed)
     base = shipped_params()
-    truth = {k: v * math.exp(rng.gauss(0, 0.3)) if k.startswith("eff_") or k.endswith(("_us", "_ms")) or "_ms_" in k
-             else v for k, v in base.items()}
+    nvidia = {k: v for k, v in base.items() if k not in AMD_PARAMS}  # what this H100 deployment reads
+    truth = {**base, **{k: v * math.exp(rng.gauss(0, 0.3)) if k.startswith("eff_") or k.endswith(("_us", "_ms"))
+                        or "_ms_" in k else v for k, v in nvidia.items()}}
     noisy = lambda c: predicted(c, 500, 100, params=truth, times=math.exp(rng.gauss(0, 0.03)))  # noqa: E731
     fit = fit_deployment(DEPLOYMENT, [noisy(2), noisy(32)])
     assert len(fit.fitted) <= 2 and set(fit.uncertainty) == ({"scale", *fit.fitted} if fit.scale != 1.0 else set())

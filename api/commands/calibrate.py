@@ -50,6 +50,9 @@ def register(subparsers) -> None:
                        help=f"measured serving data (default: ../shared/data/{DATA_NAME} next to the repository "
                             "or the working directory)")
     data_options = [
+        parser.add_argument("--also", metavar="CSV", action="append", default=[],
+                            help="more measured serving data in the same columns, fitted with --data's (may be "
+                                 "given more than once; e.g. the repository's benchmarks/data/amd_measured.csv)"),
         parser.add_argument("--kernels", metavar="CSV",
                             help=f"GEMM kernel measurements the shape efficiencies are first fitted to (default: "
                                  f"{KERNELS_NAME} beside the data; none there: the physical defaults)"),
@@ -153,7 +156,9 @@ def run(args: argparse.Namespace) -> int:
         return 2
     if args.from_benchmarks or args.list_calibrations or args.forget:
         return calibrate_measured.run(args)
-    from profiler.model.calibrate import fit, kernel_prior, measured_mask, prepare_rows
+    import numpy as np
+
+    from profiler.model.calibrate import fit_by_vendor, kernel_prior, measured_mask, prepare_rows
     from profiler.model.params import PARAMS, shipped_params
 
     path = Path(args.data) if args.data else default_data_path()
@@ -166,33 +171,40 @@ def run(args: argparse.Namespace) -> int:
         return 1
     out = Path(args.out) if args.out else default_params_path()
     kernels_path = Path(args.kernels) if args.kernels else path.parent / KERNELS_NAME
-    problem = unwritable(out, (path, kernels_path))
+    also = [Path(name) for name in args.also]
+    problem = unwritable(out, (path, kernels_path, *also))
     if problem:
         print(f"error: --out: {problem}", file=sys.stderr)
         return 1
-    try:
-        raw = path.read_bytes()
-        rows = read_rows(path)
-    except OSError as exc:
-        print(f"error: --data: cannot read {path}: {exc.strerror or exc}", file=sys.stderr)
-        return 1
-    except ValueError as exc:
-        print(f"error: --data: {exc}", file=sys.stderr)
-        return 1
+    rows, files = [], []
+    for option, source in (("--data", path), *(("--also", extra) for extra in also)):
+        try:
+            raw = source.read_bytes()
+            read = read_rows(source)
+        except OSError as exc:
+            print(f"error: {option}: cannot read {source}: {exc.strerror or exc}", file=sys.stderr)
+            return 1
+        except ValueError as exc:
+            print(f"error: {option}: {exc}", file=sys.stderr)
+            return 1
+        rows += read
+        files.append({"data": source.name, "sha256": hashlib.sha256(raw).hexdigest(), "rows": len(read)})
     data = prepare_rows(rows)
     if data.batch is None:
         print(f"error: --data: none of the {len(rows)} rows can be predicted", file=sys.stderr)
         return 1
     distinct = ~data.repeats
-    measured = measured_mask(data) & distinct
+    both = measured_mask(data) & distinct
+    measured = distinct & (np.isfinite(data.ttft_ms) | np.isfinite(data.tpot_ms))  # prepare_rows: NaN or > 0
     used = int((measured & ~data.inferred).sum())  # rows whose deployment was guessed are not fitted
     if used == 0:
-        print(f"error: --data: none of the {len(rows)} rows has ttft_ms and tpot_ms measured on a recorded "
+        print(f"error: --data: none of the {len(rows)} rows has ttft_ms or tpot_ms measured on a recorded "
               "deployment: nothing to fit, parameters left as they were", file=sys.stderr)
         return 1
     print(f"fitting {len(PARAMS)} parameters on {used} of {len(rows)} rows ({len(data.errors)} not predictable, "
           f"{int(data.repeats.sum())} repeating another row's measurement, "
-          f"{int((distinct & ~measured).sum())} without a finite positive ttft_ms and tpot_ms, "
+          f"{int((distinct & ~measured).sum())} without a finite positive ttft_ms or tpot_ms, "
+          f"{int((measured & ~both).sum())} fitted on the one of them they have, "
           f"{int(measured.sum()) - used} with an inferred deployment)", file=sys.stderr)
     try:
         kernel_rows, kernels = read_kernels(path, args.kernels)
@@ -205,19 +217,20 @@ def run(args: argparse.Namespace) -> int:
         return 1
     if kernels:
         kernels["prior"] = {k: _round(prior[k]) for k in sorted(prior) if prior[k] != PARAMS[k][0]}
-    params = {k: _round(v) for k, v in fit(data, prior, max_evals=args.max_evals).items()}
-    command = ["slaplan", "calibrate", "--data", path.name]
+    params = {k: _round(v) for k, v in fit_by_vendor(data, prior, max_evals=args.max_evals).items()}
+    command = ["slaplan", "calibrate", "--data", path.name, *(f"--also {extra.name}" for extra in also)]
     if args.kernels:
         command += ["--kernels", Path(args.kernels).name]
     if args.max_evals != 400:
         command += ["--max-evals", str(args.max_evals)]
     provenance = {
         "data": path.name,
-        "sha256": hashlib.sha256(raw).hexdigest(),
+        "sha256": files[0]["sha256"],
         "rows": len(rows),
         "rows_used": used,
         "rows_not_predictable": len(data.errors),
         "kernels": kernels,
+        **({"also": files[1:]} if also else {}),
         "fit_loss_in_sample": in_sample_loss(data, params),
         "command": " ".join(command),
     }

@@ -22,7 +22,7 @@ from profiler.model.errors import ModelError
 from profiler.model.estimate import Batch, evaluate, stack_prepared
 from profiler.model.kernels import fit_kernels
 from profiler.model.model_catalog import MODELS, resolve_model
-from profiler.model.params import PARAMS, default_params
+from profiler.model.params import AMD_PARAMS, PARAMS, default_params
 
 TTFT_WEIGHT = 1.0
 TPOT_WEIGHT = 1.0
@@ -159,6 +159,7 @@ def fit(data: Prepared, start: dict[str, float] | None = None, names: tuple[str,
 
     Rows whose deployment was inferred rather than recorded are left out of the fit (they
     would teach the model the guess, not the hardware) but are still predicted and scored.
+    A row with only one of TTFT and TPOT measured is fitted on that one.
     The fit is pulled toward ``start`` (default: the physical defaults), with
     ``prior_strength`` log-units of error per factor of 2 per √row (one number for every name,
     or one per name, ``PRIOR_STRENGTH`` for names it leaves out).
@@ -167,8 +168,10 @@ def fit(data: Prepared, start: dict[str, float] | None = None, names: tuple[str,
     lo = np.log([PARAMS[n][1] if PARAMS[n][1] > 0 else 1e-3 for n in names])
     hi = np.log([PARAMS[n][2] for n in names])
     x0 = np.clip(np.log([max(base[n], 1e-3) for n in names]), lo + 1e-9, hi - 1e-9)
-    ok = measured_mask(data) & ~data.inferred & ~data.repeats
-    log_ttft, log_tpot = np.log(np.where(ok, data.ttft_ms, 1.0)), np.log(np.where(ok, data.tpot_ms, 1.0))
+    fitted = ~data.inferred & ~data.repeats
+    ok_ttft, ok_tpot = (fitted & np.isfinite(x) & (x > 0) for x in (data.ttft_ms, data.tpot_ms))
+    ok = ok_ttft | ok_tpot
+    log_ttft, log_tpot = np.log(np.where(ok_ttft, data.ttft_ms, 1.0)), np.log(np.where(ok_tpot, data.tpot_ms, 1.0))
     # A weak prior toward the start (physical defaults or kernel fits; a factor of 2 costs as much as
     # PRIOR_STRENGTH × √rows log-units of error) keeps parameters the data barely constrains
     # from drifting to values that fit these rows and nothing else.
@@ -185,8 +188,8 @@ def fit(data: Prepared, start: dict[str, float] | None = None, names: tuple[str,
     def residuals(x):
         p = dict(base, **dict(zip(names, np.exp(x))))
         out = evaluate(data.batch, p)
-        r1 = np.where(ok, np.log(np.maximum(out["ttft_ms"], 1e-3)) - log_ttft, 0.0)
-        r2 = np.where(ok, np.log(np.maximum(out["itl_ms"], 1e-3)) - log_tpot, 0.0)
+        r1 = np.where(ok_ttft, np.log(np.maximum(out["ttft_ms"], 1e-3)) - log_ttft, 0.0)
+        r2 = np.where(ok_tpot, np.log(np.maximum(out["itl_ms"], 1e-3)) - log_tpot, 0.0)
         r1 = np.where(np.isfinite(r1), r1, 5.0)
         r2 = np.where(np.isfinite(r2), r2, 5.0)
         return np.concatenate([TTFT_WEIGHT * weight * r1, TPOT_WEIGHT * weight * r2, prior_weight * (x - prior)])
@@ -194,6 +197,19 @@ def fit(data: Prepared, start: dict[str, float] | None = None, names: tuple[str,
     res = least_squares(residuals, x0, bounds=(lo, hi), loss="cauchy", f_scale=0.2, max_nfev=max_evals,
                         x_scale=1.0, diff_step=1e-3)
     return dict(base, **{n: float(v) for n, v in zip(names, np.exp(res.x))})
+
+
+def fit_by_vendor(data: Prepared, start: dict[str, float] | None = None, max_evals: int = 400) -> dict[str, float]:
+    """Every parameter fitted in two steps: the shared ones (``fit``) on the rows measured on
+    NVIDIA GPUs, then the AMD-only ones (``params.AMD_PARAMS``) on the rows measured on AMD GPUs,
+    the shared ones held. AMD rows thus inform only what is AMD's own (the shares are relative to
+    the efficiencies NVIDIA's rows set), and without AMD rows the fit is the NVIDIA fit."""
+    amd = data.batch.decode["cdna"] > 0
+    shared = tuple(n for n in PARAMS if n not in AMD_PARAMS)
+    params = dict(start or default_params())
+    if (~amd).any():
+        params = fit(_subset(data, ~amd), params, shared, max_evals=max_evals)
+    return fit(_subset(data, amd), params, AMD_PARAMS, max_evals=max_evals) if amd.any() else params
 
 
 def ape(pred: np.ndarray, measured: np.ndarray) -> np.ndarray:
@@ -227,7 +243,7 @@ def _fold_predictions(data: Prepared, start: dict[str, float] | None, max_evals:
                       held: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """One cross-validation fold: fit without the ``held`` rows, predict them (TTFT and TPOT in
     ms, output tokens/s per GPU)."""
-    params = fit(_subset(data, ~held), start, max_evals=max_evals)
+    params = fit_by_vendor(_subset(data, ~held), start, max_evals=max_evals)
     out = evaluate(_subset(data, held).batch, params)
     return out["ttft_ms"], out["itl_ms"], out["output_tok_s_per_gpu"]
 

@@ -80,6 +80,7 @@ class EngineShape:
     peak_moe_flops: float  # FLOP/s of the MLP and expert GEMMs
     peak_attn_flops: float  # FLOP/s of attention math (bf16)
     attn_speed: float  # softmax-bound attention kernels' speed-up on this GPU (Gpu.attention_speedup)
+    cdna: int  # AMD Instinct generation (3: CDNA3, 4: CDNA4), 0 on NVIDIA: ROCm's fitted parameters (``amd_*``, ``cdna*_*``)
     hbm_bytes_s: float
     allreduce_link_bytes_s: float  # one direction, per GPU, of the link the TP all-reduce crosses
     # Message bytes a switch-reduced all-reduce moves per GPU each second (0: no such all-reduce:
@@ -293,6 +294,7 @@ def engine_shape(model: Model, gpu: Gpu, backend: str, precision: str, kv_dtype:
         peak_dense_flops=gpu.peak_tflops("fp8" if attn_prec == "fp8" else "bf16") * 1e12,
         peak_moe_flops=gpu.peak_tflops(cdt) * 1e12,
         peak_attn_flops=gpu.peak_tflops("bf16") * 1e12, attn_speed=gpu.attention_speedup,
+        cdna=int(gpu.generation.removeprefix("cdna")) if gpu.vendor == "amd" else 0,
         hbm_bytes_s=gpu.hbm_gb_s * 1e9,
         allreduce_link_bytes_s=internode if tp > gpu.nvlink_domain else nvlink,
         switch_allreduce_bytes_s=0.0 if tp > gpu.nvlink_domain else nvlink * gpu.switch_allreduce_eff,

@@ -140,7 +140,7 @@ def scaled(params: dict[str, float], scale: float) -> dict[str, float]:
     """``params`` with every time ``scale`` × longer: efficiencies divided, fixed costs multiplied."""
     out = dict(params)
     for name, value in params.items():
-        if name.startswith("eff_") or name == "kv_transfer_eff":
+        if name.startswith("eff_") or name.endswith("_eff"):
             out[name] = value / scale
         elif name.endswith(("_us", "_ms")) or "_ms_" in name:
             out[name] = value * scale

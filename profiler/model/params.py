@@ -57,9 +57,26 @@ PARAMS: dict[str, tuple[float, float, float]] = {
     # prefill together (ADP balance: up to timeout_iters 50 plus batching_wait_iters 10).
     "dp_hold_iters_trtllm": (60.0, 0.1, 500.0),
     "kv_transfer_eff": (0.5, 0.02, 1.0),  # fraction of link bandwidth a KV handoff achieves
+    # AMD Instinct GPUs (ROCm kernels: hipBLASLt, AITER; RCCL and AITER collectives over the xGMI
+    # mesh of Infinity Fabric links). A share scales the efficiencies the rest of the fit sets (what
+    # ROCm kernels reach of a datasheet peak, relative to what NVIDIA's reach of theirs); the others
+    # stand in on AMD GPUs for the parameter in brackets. Their defaults time AMD GPUs as NVIDIA
+    # ones; no NVIDIA GPU reads them.
+    "amd_gemm_share": (1.0, 0.2, 1.5),  # GEMM and grouped-expert efficiency, share of NVIDIA's
+    "amd_hbm_share": (1.0, 0.3, 1.05),  # weight streaming and KV-cache reads, share of NVIDIA's efficiency
+    "amd_attn_share": (1.0, 0.1, 2.0),  # attention kernels (prefill, MLA decode), share of NVIDIA's efficiency
+    "amd_link_eff": (0.60, 0.05, 0.95),  # collectives over xGMI, fraction of the catalog's link bandwidth (eff_link)
+    "amd_coll_latency_us": (12.0, 1.0, 200.0),  # one collective's fixed cost, RCCL / AITER (coll_latency_us)
+    "amd_peer_us": (1.5, 0.01, 50.0),  # more per peer GPU of an expert all-to-all or gather, MoRI (peer_us)
+    # Per transformer layer per decode step, HIP graph kernel gaps (layer_us), per Instinct
+    # generation: each runs kernel builds of its own, and no other GPU tells what they cost.
+    "cdna3_layer_us": (40.0, 0.1, 1000.0),  # MI300X, MI325X
+    "cdna4_layer_us": (40.0, 0.1, 1000.0),  # MI350X, MI355X
 }
 
 PARAM_NAMES = tuple(PARAMS)
+# The parameters only AMD GPUs read (fitted on AMD rows alone, ``calibrate.fit_by_vendor``).
+AMD_PARAMS = tuple(n for n in PARAMS if n.startswith(("amd_", "cdna")))
 
 
 def default_params() -> dict[str, float]:

@@ -60,8 +60,28 @@ def vmin(a, b):
     return b if b < a else a
 
 
+def on_amd(f, amd, nvidia):
+    """``amd`` on AMD GPUs, ``nvidia`` on the others (element-wise over configurations)."""
+    return choose(f["cdna"] > 0, amd, nvidia)
+
+
+def decode_layer_us(f, p):
+    """Fixed cost (µs) of one transformer layer in a decode step: the gaps between its
+    graph-captured kernels. ROCm's differ by Instinct generation (each has its own kernel
+    builds: AITER's MLA and fused-MoE kernels for gfx942 and gfx950), so CDNA3 and CDNA4 have a
+    parameter each; NVIDIA GPUs share ``layer_us``."""
+    return choose(f["cdna"] == 3, p["cdna3_layer_us"], choose(f["cdna"] == 4, p["cdna4_layer_us"], p["layer_us"]))
+
+
+def gemm_share(f, p):
+    """Share of the fitted GEMM efficiencies a GPU's kernels reach: 1 on NVIDIA GPUs, the
+    fitted ``amd_gemm_share`` on AMD ones (ROCm's hipBLASLt and AITER kernels on the same
+    datasheet peak)."""
+    return on_amd(f, p["amd_gemm_share"], 1.0)
+
+
 def _eff_for(f, p, key: str):
-    return choose(f[key] == 2, p["eff_fp4"], p["eff_gemm"])
+    return choose(f[key] == 2, p["eff_fp4"], p["eff_gemm"]) * gemm_share(f, p)
 
 
 BACKENDS = ("vllm", "sglang", "trtllm")  # ``f["backend"]`` is the index in this tuple
@@ -80,6 +100,13 @@ def step_overhead_s(f, p):
     return by_backend(f, p, "step_ms") * 1e-3
 
 
+def _link(f, p):
+    """(fixed cost of one collective in s, fraction of the link bandwidth it reaches) on the
+    engine's GPUs: NVLink's fitted pair, or on AMD GPUs that of RCCL and AITER over xGMI."""
+    return (on_amd(f, p["amd_coll_latency_us"], p["coll_latency_us"]) * 1e-6,
+            on_amd(f, p["amd_link_eff"], p["eff_link"]))
+
+
 def _collectives(f, p, tokens, large=False):
     """Time (s) of the engine's all-reduces and all-to-alls for ``tokens`` tokens per attention rank.
 
@@ -93,8 +120,7 @@ def _collectives(f, p, tokens, large=False):
     and gather also pays ``peer_us`` for every other GPU of its group (signals and small
     messages), which is what makes wide EP's exchanges slow at small batches.
     """
-    lat = p["coll_latency_us"] * 1e-6
-    eff = p["eff_link"]
+    lat, eff = _link(f, p)
     moved = tokens * f["allreduce_bytes_tok"] / (f["allreduce_link_bytes_s"] * eff)  # as a ring
     if large:
         measured = f["switch_allreduce_bytes_s"] > 0
@@ -102,7 +128,7 @@ def _collectives(f, p, tokens, large=False):
         moved = choose(measured, vmin(moved, switch), moved)
     ar = f["allreduces"] * (lat + moved)
     per_gpu = tokens / f["tp"]
-    peer = p["peer_us"] * 1e-6
+    peer = on_amd(f, p["amd_peer_us"], p["peer_us"]) * 1e-6
     a2a = f["alltoalls"] * (lat + peer * (f["moe_ep"] - 1.0) + per_gpu * (f["alltoall_bytes_tok"] / (f["nvlink_bytes_s"] * eff)
                                              + f["alltoall_remote_bytes_tok"] / (f["internode_bytes_s"] * eff)))
     gather = f["gathers"] * (lat + peer * (f["dp"] - 1.0) + tokens * f["gather_bytes_tok"] / (f["gather_link_bytes_s"] * eff))
@@ -113,8 +139,7 @@ def _stage_sends_s(f, p, tokens):
     """Time (s) for ``tokens`` tokens' hidden states to cross every pipeline-stage boundary once
     (zero without pipeline parallelism): over NVLink inside the scale-up domain, the
     inter-node link between domains."""
-    lat = p["coll_latency_us"] * 1e-6
-    eff = p["eff_link"]
+    lat, eff = _link(f, p)
     size = tokens * f["stage_send_bytes_tok"]
     return (f["stage_sends_local"] * (lat + size / (f["nvlink_bytes_s"] * eff))
             + f["stage_sends_remote"] * (lat + size / (f["internode_bytes_s"] * eff)))
@@ -125,6 +150,18 @@ def micro_batch(f, batch_rank):
     one per stage at a time (at least one sequence each while there are sequences: fewer than
     pp sequences leave stages idle); without pipelining, the whole batch."""
     return choose(f["pp"] > 1, vmax(batch_rank / f["pp"], vmin(batch_rank, 1.0)), batch_rank)
+
+
+def hbm_share(f, p):
+    """Share of the fitted HBM efficiencies (weight streaming, KV reads) a GPU reaches: 1 on
+    NVIDIA GPUs, ``amd_hbm_share`` on AMD ones."""
+    return on_amd(f, p["amd_hbm_share"], 1.0)
+
+
+def attention_share(f, p):
+    """Share of the fitted attention efficiencies (prefill attention, MLA decode, the sparse
+    indexer) a GPU's kernels reach: 1 on NVIDIA GPUs, ``amd_attn_share`` on AMD ones (AITER)."""
+    return on_amd(f, p["amd_attn_share"], 1.0)
 
 
 def _linear_time(f, p, tokens_rank, tokens_engine, sampled):
@@ -143,10 +180,12 @@ def _linear_time(f, p, tokens_rank, tokens_engine, sampled):
     moe_eff = gemm_efficiency(vmax(per_expert, 1e-3), _eff_for(f, p, "moe_dtype") * p["expert_gemm_share"],
                               p["expert_half_tokens"]) * narrow_factor(f["expert_width"], p)
     compute = (tokens_rank * f["flops_dense_tok"] / (f["peak_dense_flops"] * dense_eff)
-               + sampled * f["flops_head_tok"] / (f["peak_attn_flops"] * gemm_efficiency(sampled, p["eff_gemm"], p["gemm_half_tokens"]))
+               + sampled * f["flops_head_tok"] / (f["peak_attn_flops"] * gemm_share(f, p)
+                                                  * gemm_efficiency(sampled, p["eff_gemm"], p["gemm_half_tokens"]))
                + tokens_rank * f["flops_mlp_tok"] / (f["peak_moe_flops"] * mlp_eff)
                + tokens_engine * f["flops_moe_tok"] * MOE_IMBALANCE / (f["peak_moe_flops"] * moe_eff))
-    weights = (f["weight_bytes_dense"] + f["weight_bytes_experts"] * touched) / (f["hbm_bytes_s"] * p["eff_hbm"])
+    weights = (f["weight_bytes_dense"] + f["weight_bytes_experts"] * touched) / (f["hbm_bytes_s"] * p["eff_hbm"]
+                                                                                * hbm_share(f, p))
     return soft_max(compute, weights)
 
 
@@ -186,16 +225,18 @@ def decode_step_s(f, p, batch_rank, context, gemms=None):
     m = micro_batch(f, b)
     picked = choose(f["attn_topk"] > 0, vmin(context, vmax(f["attn_topk"], 1)), context)
     kv_bytes = picked * (f["kv_bytes_tok"] - f["index_bytes_tok"]) + context * f["index_bytes_tok"]
-    kv = m * (kv_bytes + 2.0 * f["state_bytes_seq"]) / (f["hbm_bytes_s"] * p["eff_kv"])
+    kv = m * (kv_bytes + 2.0 * f["state_bytes_seq"]) / (f["hbm_bytes_s"] * p["eff_kv"] * hbm_share(f, p))
     # Softmax-bound attention gains the GPU's attention speed-up; the indexer's scores take no softmax.
     mla = verified_tokens(f, m) * (picked * f["mla_decode_flops"] / (p["eff_mla"] * f["attn_speed"])
-                                   + context * f["index_pair_flops"] / p["eff_attn"]) / f["peak_attn_flops"]
+                                   + context * f["index_pair_flops"] / p["eff_attn"]) / (f["peak_attn_flops"]
+                                                                                       * attention_share(f, p))
+    layer_us = decode_layer_us(f, p)
     overhead = (step_overhead_s(f, p) + p["seq_us"] * 1e-6 * b
-                + (p["layer_us"] * f["num_layers"] + p["moe_layer_us"] * f["moe_layers"]
+                + (layer_us * f["num_layers"] + p["moe_layer_us"] * f["moe_layers"]
                    + p["sparse_layer_us"] * f["sparse_attention_layers"]) * 1e-6)
     stage = (decode_gemms_s(f, p, b) if gemms is None else gemms) + soft_max(kv, mla)
     drafts = choose(f["spec_tokens"] > 0,
-                    f["spec_tokens"] * (f["pp"] * stage / f["num_layers"] + p["layer_us"] * 1e-6), 0.0)
+                    f["spec_tokens"] * (f["pp"] * stage / f["num_layers"] + layer_us * 1e-6), 0.0)
     return f["pp"] * stage + _stage_sends_s(f, p, verified_tokens(f, m)) + overhead + drafts
 
 
@@ -213,7 +254,7 @@ def _prefill_attention_s(f, p, isl, requests):
     # The indexer's scores take no softmax, so only attention gains the GPU's attention speed-up.
     flops_at_peak = (attention_pairs(f, isl) * f["attn_pair_flops"] / (eff * f["attn_speed"])
                      + isl * isl / 2 * f["index_pair_flops"] / eff)
-    return requests * flops_at_peak / f["peak_attn_flops"]
+    return requests * flops_at_peak / (f["peak_attn_flops"] * attention_share(f, p))
 
 
 def _launches_s(f, p):
