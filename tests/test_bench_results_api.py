@@ -1,5 +1,6 @@
 """A BenchmarkJob's results endpoint and genai-bench's files, over HTTP against a real server:
-the stored metrics, the folder's files, and nothing outside that folder."""
+the stored metrics, the folder's files, and nothing outside that folder; and its dashboard page
+(the runner's caveats as warnings, times in the dashboard's one format)."""
 
 from __future__ import annotations
 
@@ -99,3 +100,37 @@ def test_missing_job_or_results_is_a_404_status(api):
     assert r.status_code == 404 and r.json()["kind"] == "Status"
     assert "has no results: not measured yet (state Pending)" in r.json()["message"]
     assert api.get("/apis/ome.io/v9/namespaces/default/benchmarkjobs/waiting/results").status_code == 404
+
+
+BYTES_AND_PLACEHOLDER = (
+    "1 of 1 iteration(s) measured in 12 s; results in bench-results/cautioned; tokenizer: offline and org/m is not "
+    "in the local Hugging Face cache, so slaplan's own byte-level tokenizer was used (one token per UTF-8 byte): "
+    "prompt and output lengths are counted in bytes, not in the model's tokens; give a tokenizer directory to "
+    "measure in real tokens; no API key configured: sent a placeholder key")
+
+
+def _page(api, name: str, status: dict) -> str:
+    assert api.post(JOBS, json=_job(name)).status_code == 201
+    r = api.patch(f"{JOBS}/{name}/status", content=json.dumps({"status": status}),
+                  headers={"content-type": "application/merge-patch+json"})
+    assert r.status_code == 200, r.text
+    got = api.get(f"/ui/benchmarkjob/default/{name}")
+    assert got.status_code == 200
+    return got.text
+
+
+def test_the_page_warns_of_the_runners_caveats(api):
+    status = {"state": "Completed", "results": RESULTS, "details": BYTES_AND_PLACEHOLDER,
+              "startTime": "2025-01-01T00:00:00Z", "completionTime": "2025-01-01T00:00:12Z"}
+    html = _page(api, "cautioned", status)
+    warnings = html[html.index('id="warnings"'):]
+    warnings = warnings[:warnings.index("</section>")]
+    assert warnings.count("<li>") == 2
+    assert "Lengths were counted in bytes" in warnings and "placeholder key was sent" in warnings
+    assert '<time datetime="2025-01-01T00:00:12Z">2025-01-01 00:00:12 UTC</time>' in html
+
+
+def test_the_page_of_a_job_without_caveats_has_no_warnings(api):
+    details = "1 of 1 iteration(s) measured in 12 s; tokenizer: org/m from the Hugging Face Hub"
+    html = _page(api, "plain", {"state": "Completed", "results": RESULTS, "details": details})
+    assert 'id="warnings"' not in html and "Warnings" not in html

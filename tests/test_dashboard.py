@@ -367,6 +367,91 @@ def test_benchmark_results_read_runner_and_genai_bench_shapes():
     assert waiting.runs == [] and waiting.message.startswith("queued")
 
 
+def _runner_details(tmp_path, *, api_key: str | None) -> str:
+    """``status.details`` as the runner writes it, offline with no tokenizer cached (so with its
+    byte-level tokenizer), its notes made by the runner's own code."""
+    from profiler.bench.command import BenchOptions, build_command
+    from profiler.bench.runner import choose_tokenizer, runner_settings
+    from profiler.bench.spec import parse_benchmarkjob
+
+    spec = parse_benchmarkjob(_job("noted"))
+    settings = runner_settings({}, genai_bench="genai-bench", offline=True)
+    _, _, tokenizer_notes = choose_tokenizer("org/uncached", settings, {"HF_HUB_CACHE": str(tmp_path / "hub")}, tmp_path)
+    command = build_command(spec, "http://127.0.0.1:8000", BenchOptions(
+        executable="genai-bench", model_name="m", tokenizer="t", folder_name="f", local_root=str(tmp_path), api_key=api_key))
+    return "; ".join(["3 of 3 iteration(s) measured in 90 s", f"results in {tmp_path}/f", *tokenizer_notes, *command.notes])
+
+
+def test_benchmark_caveats_are_read_from_what_the_runner_records(tmp_path):
+    from api.dashboard.bench_caveats import CAVEATS, caveats
+
+    warned = caveats(_runner_details(tmp_path, api_key=None))
+    assert len(warned) == 2
+    assert "counted in bytes" in warned[0] and "SLAPLAN_BENCH_TOKENIZER" in warned[0]
+    assert "placeholder key" in warned[1] and "SLAPLAN_BENCH_API_KEY" in warned[1]
+    assert [w for w in caveats(_runner_details(tmp_path, api_key="sk-real")) if "placeholder" in w] == []
+    chosen = caveats("1 of 1 iteration(s) measured in 9 s; modelName not given: using 'org/m', the first model the "
+                     "endpoint lists; sweep already held results: writing to sweep-2")
+    assert chosen == [CAVEATS[2][1].format(model="'org/m'"), CAVEATS[3][1].format(wanted="sweep", folder="sweep-2")]
+    assert caveats("3 of 3 iteration(s) measured in 90 s; tokenizer: org/m from the Hugging Face Hub") == []
+    assert caveats({"results": []}) == [] and caveats(None) == []
+
+
+def test_timestamps_have_one_format():
+    from datetime import UTC, datetime, timedelta, timezone
+
+    from api.dashboard.html import timestamp
+
+    shown = '<time datetime="2025-01-31T14:05:09Z">2025-01-31 14:05:09 UTC</time>'
+    assert timestamp("2025-01-31T14:05:09Z") == shown
+    assert timestamp("2025-01-31T15:05:09+01:00") == shown
+    assert timestamp(datetime(2025, 1, 31, 14, 5, 9, tzinfo=UTC)) == shown
+    assert timestamp(datetime(2025, 1, 31, 16, 5, 9, tzinfo=timezone(timedelta(hours=2)))) == shown
+    then = datetime(2025, 1, 31, 14, 5, 9, tzinfo=UTC)
+    assert timestamp(then, ago_from=then + timedelta(minutes=5)) == (
+        '<time datetime="2025-01-31T14:05:09Z" title="2025-01-31 14:05:09 UTC">5m ago</time>')
+    assert timestamp("soon <b>") == "soon &lt;b&gt;" and timestamp(None) == ""
+
+
+def test_dgdr_and_benchmarkjob_pages_show_times_in_the_one_format():
+    from datetime import UTC, datetime
+
+    from api.dashboard.bench_page import render_bench
+    from api.dashboard.dgdr_page import render_dgdr
+    from infra.resources import Resource
+
+    made = datetime(2025, 1, 31, 14, 0, 0, tzinfo=UTC)
+    common = dict(namespace="default", uid="u", generation=1, resource_version=1, labels={}, annotations={},
+                  created_at=made, updated_at=made)
+    condition = {"type": "Validation", "status": "True", "reason": "Valid", "message": "ok",
+                 "lastTransitionTime": "2025-01-31T14:05:09Z"}
+    dgdr = Resource(group="nvidia.com", version="v1alpha1", kind="DynamoGraphDeploymentRequest",
+                    plural="dynamographdeploymentrequests", name="d", spec=_dgdr("d")["spec"],
+                    status={"state": "Pending", "conditions": [condition]}, **common)
+    job = Resource(group="ome.io", version="v1beta1", kind="BenchmarkJob", plural="benchmarkjobs", name="b",
+                   spec=_job("b")["spec"], status={"state": "Running", "startTime": "2025-01-31T14:05:09Z"}, **common)
+    now = datetime(2025, 1, 31, 15, 0, 0, tzinfo=UTC)
+    for html in (render_dgdr(dgdr, now), render_bench(job, now)):
+        assert '<time datetime="2025-01-31T14:05:09Z">2025-01-31 14:05:09 UTC</time>' in html
+        assert '<time datetime="2025-01-31T14:00:00Z" title="2025-01-31 14:00:00 UTC">1h ago</time>' in html
+
+
+def test_the_example_benchmarkjob_runs_against_a_local_engine():
+    from urllib.parse import urlsplit
+
+    from api.dashboard.submit import EXAMPLE_BENCH, parse_text, target_of
+    from profiler.bench.spec import parse_benchmarkjob
+
+    obj, error = parse_text(EXAMPLE_BENCH)
+    assert error is None and target_of(obj)[1] is None
+    spec = parse_benchmarkjob(obj)
+    assert spec.endpoint.inference_service is None  # needs no cluster
+    url = urlsplit(spec.endpoint.endpoint.url)
+    assert url.hostname == "127.0.0.1"
+    start = next(line for line in EXAMPLE_BENCH.splitlines() if "slaplan emulate" in line)
+    assert f"--port {url.port}" in start and f"--model {spec.endpoint.endpoint.model_name}" in start
+
+
 def test_chart_draws_every_point_and_escapes_labels():
     from api.dashboard.charts import Rule, Series, chart
 

@@ -7,9 +7,10 @@ from __future__ import annotations
 from datetime import datetime
 from urllib.parse import quote
 
+from api.dashboard.bench_caveats import caveats
 from api.dashboard.bench_results import Results, Run, by_scenario, read_results
 from api.dashboard.charts import Rule, Series, chart, figure
-from api.dashboard.html import age, dl, h, iso, num, page, q, state_badge
+from api.dashboard.html import dl, h, num, page, q, state_badge, timestamp
 from api.dashboard.summaries import bench_summary, state_of
 from api.report_files import files_url, report_files, results_folder
 from infra.resources import Resource
@@ -50,12 +51,21 @@ def _status_section(resource: Resource, results: Results) -> str:
     else:
         tone, sentence = "wait", f"Not run yet: {results.message}" if results.message else "Not run yet."
     facts = dl([
-        ("Started", h(st.get("startTime"))),
-        ("Completed", h(st.get("completionTime"))),
-        ("Last update", h(st.get("lastReconcileTime"))),
+        ("Started", timestamp(st.get("startTime"))),
+        ("Completed", timestamp(st.get("completionTime"))),
+        ("Last update", timestamp(st.get("lastReconcileTime"))),
     ])
     spinner = '<span class="spinner" aria-hidden="true"></span>' if state in BENCH_UNFINISHED else ""
     return f'<div aria-live="polite"><p class="notice notice-{tone}" id="headline">{spinner}{h(sentence)}</p></div>{facts}'
+
+
+def _warnings(resource: Resource) -> str:
+    """The caveats the runner recorded in ``status.details``, as a warnings block (empty when none)."""
+    items = "".join(f"<li>{h(text)}</li>" for text in caveats(resource.status.get("details")))
+    if not items:
+        return ""
+    return (f'<section aria-labelledby="warn-h" class="notice notice-wait" id="warnings">'
+            f'<h2 id="warn-h">Warnings</h2><ul>{items}</ul></section>')
 
 
 def _charts(scenario: str, runs: list[Run], sla: dict[str, float]) -> str:
@@ -171,12 +181,13 @@ def render_bench(resource: Resource, now: datetime) -> str:
     body = f"""<nav class="crumbs" aria-label="Breadcrumb"><a href="/">Requests</a> › BenchmarkJob</nav>
 <div class="title-row"><h1>{h(resource.name)}</h1>
 <div class="title-meta">{state_badge(state)} <span class="sub">BenchmarkJob · namespace {h(resource.namespace)} ·
-created <time datetime="{iso(resource.created_at)}" title="{iso(resource.created_at)}">{age(resource.created_at, now)} ago</time> ·
+created {timestamp(resource.created_at, ago_from=now)} ·
 <a href="{api}">JSON</a></span></div></div>
 {_spec_section(resource)}
 <section id="live" aria-label="Status and results"{' data-live="1"' if active else ""}>
 <h2 class="visually-hidden">Status</h2>
 {_status_section(resource, results)}
+{_warnings(resource)}
 {"".join(sections)}
 {_reports(resource, results)}
 </section>"""

@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from api.dashboard.html import age, dl, h, iso, num, page, q, state_badge
+from api.dashboard.html import dl, h, num, page, q, state_badge, timestamp
 from api.dashboard.online_view import online_section
 from api.dashboard.plan_view import assumptions_section, candidates_section, chosen_section, pareto_section, shape
 from api.dashboard.summaries import dgdr_summary, results_reference, state_of
@@ -71,12 +71,11 @@ def _conditions_table(resource: Resource) -> str:
     rows = []
     for c in read_conditions(resource.status):
         tone, words = step_outcome(c)
-        when = c.last_transition_time
         rows.append(
             f"<tr><th scope=\"row\">{h(STEP_NAMES.get(c.type, c.type))}</th>"
             f'<td><span class="badge badge-{tone}">{h(words)}</span></td>'
             f"<td class=\"wrap\">{h(c.message)}<div class=\"sub\">{h(c.reason)}</div></td>"
-            f'<td><time datetime="{h(when)}">{h(when.replace("T", " ").replace("Z", " UTC"))}</time></td></tr>'
+            f"<td>{timestamp(c.last_transition_time)}</td></tr>"
         )
     if not rows:
         return '<p class="empty">No steps recorded yet.</p>'
@@ -184,7 +183,7 @@ def render_dgdr(resource: Resource, now: datetime, *, feasible_only: bool = Fals
     body = f"""<nav class="crumbs" aria-label="Breadcrumb"><a href="/">Requests</a> › DGDR</nav>
 <div class="title-row"><h1>{h(resource.name)}</h1>
 <div class="title-meta">{state_badge(state)} <span class="sub">DynamoGraphDeploymentRequest · namespace {h(resource.namespace)} ·
-created <time datetime="{iso(resource.created_at)}" title="{iso(resource.created_at)}">{age(resource.created_at, now)} ago</time> ·
+created {timestamp(resource.created_at, ago_from=now)} ·
 <a href="{api}">JSON</a></span></div></div>
 {_request_section(resource, s)}
 <section id="live" aria-label="Status and results"{' data-live="1"' if active else ""}>

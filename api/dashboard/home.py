@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, NamedTuple
 
-from api.dashboard.html import age, h, iso, page, q, state_badge
+from api.dashboard.html import h, page, q, state_badge, timestamp
 from api.dashboard.summaries import bench_summary, dgdr_summary, sla_text, state_of
 from infra.resources import Resource
 from workers.lifecycle import BENCH_UNFINISHED, DGDR_UNFINISHED
@@ -96,7 +96,7 @@ def _row_html(row: Row, now: datetime) -> str:
         f'<td><a href="{row.href}">{h(r.name)}</a><div class="sub">{h(r.namespace)}</div></td>'
         f"<td>{h(KINDS[row.kind])}</td><td>{state_badge(row.state)}</td>"
         f'<td class="wrap">{h(row.model)}</td><td>{h(row.gpu)}</td><td>{h(row.sla)}</td>'
-        f'<td class="n">{gpus}</td><td><time datetime="{iso(r.created_at)}" title="{iso(r.created_at)}">{age(r.created_at, now)}</time></td></tr>'
+        f'<td class="n">{gpus}</td><td>{timestamp(r.created_at, ago_from=now)}</td></tr>'
     )
 
 

@@ -65,8 +65,37 @@ def age(created: datetime, now: datetime | None = None) -> str:
     return f"{seconds}s"
 
 
-def iso(created: datetime) -> str:
-    return created.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+TIME_FORMAT = "%Y-%m-%d %H:%M:%S UTC"  # the one way the dashboard shows a point in time
+
+
+def iso(when: datetime) -> str:
+    """``when`` in UTC as RFC 3339, for a ``<time datetime>`` attribute."""
+    return when.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _utc(value: datetime | str | None) -> datetime | None:
+    """``value`` as an aware UTC datetime (a string in ISO 8601; no zone means UTC), or None."""
+    if isinstance(value, str):
+        try:
+            value = datetime.fromisoformat(value.strip())
+        except ValueError:
+            return None
+    if not isinstance(value, datetime):
+        return None
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+def timestamp(value: datetime | str | None, *, ago_from: datetime | None = None) -> str:
+    """A ``<time>`` element for ``value`` (a datetime or an ISO 8601 string) in :data:`TIME_FORMAT`;
+    with ``ago_from``, it reads how long before that it was (``5m ago``) and shows the time on
+    hover. A string that is no time is shown as it is; None is empty."""
+    when = _utc(value)
+    if when is None:
+        return h(value)
+    shown = when.strftime(TIME_FORMAT)
+    if ago_from is None:
+        return f'<time datetime="{iso(when)}">{shown}</time>'
+    return f'<time datetime="{iso(when)}" title="{shown}">{age(when, ago_from)} ago</time>'
 
 
 def dl(rows: list[tuple[str, str]]) -> str:

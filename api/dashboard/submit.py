@@ -42,21 +42,30 @@ spec:
   autoApply: false
 """
 
-EXAMPLE_BENCH = """apiVersion: ome.io/v1beta1
+EXAMPLE_BENCH = """# Benchmarks an engine emulator on the machine the slaplan worker runs on: no cluster, no GPU.
+# Start the emulator there first:
+#   slaplan emulate --model Qwen/Qwen3-8B --gpu h100_sxm --port 8000
+apiVersion: ome.io/v1beta1
 kind: BenchmarkJob
 metadata:
-  name: llama-8b-sweep
+  name: qwen3-8b-local
   namespace: default
+  annotations:
+    slaplan.io/ttft-ms: "300"   # SLA lines on the charts
+    slaplan.io/itl-ms: "15"
 spec:
   endpoint:
-    inferenceService:
-      name: llama-8b
-      namespace: default
+    endpoint:
+      url: http://127.0.0.1:8000
+      apiFormat: openai
+      modelName: Qwen/Qwen3-8B
   task: text-to-text
-  trafficScenarios: ["D(2000,300)"]
-  numConcurrency: [1, 4, 16, 64]
-  maxTimePerIteration: 5
-  maxRequestsPerIteration: 500
+  trafficScenarios: ["D(500,100)"]
+  numConcurrency: [1, 4, 16]
+  maxTimePerIteration: 1        # minutes
+  maxRequestsPerIteration: 40
+  additionalRequestParams:
+    ignore_eos: "true"          # answers run to the scenario's output length
   outputLocation:
     storageUri: pvc://benchmarks/results
 """
