@@ -381,15 +381,18 @@ def test_a_list_at_a_resource_version_that_is_not_a_64_bit_number_is_400(api, ve
 def test_watch_and_list_take_plain_decimal_versions(api):
     stored(api, "watched", {"state": "Pending"})
     latest = api.get(NS).json()["metadata"]["resourceVersion"]
-    for version in ("0", latest, "9223372036854775807"):
+    for version in ("0", latest):
         assert api.get(NS, params={"resourceVersion": version}).status_code == 200
     with api.stream("GET", ALL, params={"watch": "true", "resourceVersion": "0", "timeoutSeconds": "1"}) as r:
         assert r.status_code == 200
         events = [json.loads(line) for line in r.iter_lines() if line]
     assert any(e["object"]["metadata"]["name"] == "watched" for e in events if e["type"] == "ADDED")
-    with api.stream("GET", ALL, params={"watch": "true", "resourceVersion": "9223372036854775807",
-                                        "timeoutSeconds": "1"}) as r:
-        assert r.status_code == 200 and [line for line in r.iter_lines() if line] == []
+    # The largest 64-bit version parses, but the server has not reached it: kube-apiserver's answer,
+    # a 504 whose cause client-go's reflectors recognise, for lists and watches alike, without waiting.
+    for params in ({}, {"watch": "true", "timeoutSeconds": "1"}):
+        too_large = api.get(ALL if params else NS, params={**params, "resourceVersion": "9223372036854775807"})
+        assert too_large.status_code == 504
+        assert too_large.json()["details"]["causes"][0]["reason"] == "ResourceVersionTooLarge"
 
 
 @pytest.mark.parametrize("spelled", [" {v}", "{v} ", "+{v}", "0{v}_0", "{wide}"])
