@@ -10,9 +10,8 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from infra.resources import Resource, to_object
-
 if TYPE_CHECKING:
+    from infra.resources import Resource
     from planner.request import RefusedYAML
 
 YAML_TYPES = ("application/yaml", "application/x-yaml", "text/yaml", "application/apply-patch+yaml")
@@ -220,6 +219,8 @@ def _qualified_name_ok(key: str) -> bool:
 
 def render(resource: Resource, version: str | None = None) -> dict[str, Any]:
     """The stored resource as a Kubernetes object (see ``infra.resources.to_object``)."""
+    from infra.resources import to_object  # the database's models: not for the CLI's YAML helpers
+
     return to_object(resource, version)
 
 

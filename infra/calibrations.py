@@ -4,11 +4,10 @@ measurements, used by later plans of the same three. Returns frozen domain objec
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
-from sqlalchemy import make_url, select
+from sqlalchemy import select
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
@@ -105,9 +104,8 @@ def read_calibrations(settings: Settings, wanted: list[tuple[str, str, str]]
                       ) -> tuple[dict[tuple[str, str, str], Calibration], str | None]:
     """``find_calibration`` of each (model, gpu, backend) in ``wanted`` from the settings' database,
     for commands that work without a service: (those found, None), or ({}, why none could be
-    read). A default SQLite file that does not exist is not created."""
-    url = make_url(settings.database_url)
-    if url.get_backend_name() == "sqlite" and url.database and not Path(url.database).exists():
+    read). A SQLite file that does not exist is not created."""
+    if not settings.database_exists:
         return {}, None
     engine = make_engine(settings)
     try:
@@ -115,7 +113,7 @@ def read_calibrations(settings: Settings, wanted: list[tuple[str, str, str]]
             found = {key: find_calibration(session, *key) for key in set(wanted)}
         return {k: v for k, v in found.items() if v is not None}, None
     except SQLAlchemyError as exc:
-        return {}, f"calibrations not read from {url.render_as_string(hide_password=True)}: {str(exc).splitlines()[0]}"
+        return {}, f"calibrations not read from {settings.database_label}: {str(exc).splitlines()[0]}"
     finally:
         engine.dispose()
 

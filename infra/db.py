@@ -17,10 +17,13 @@ def make_engine(settings: Settings) -> Engine:
     """An engine for ``settings.database_url``.
 
     SQLite runs in WAL mode with a busy timeout so that the API threads and an embedded
-    worker can write the same file; PostgreSQL uses a small pre-pinged pool.
+    worker can write the same file (its directory is made, as the per-user default's may not
+    exist yet); PostgreSQL uses a small pre-pinged pool.
     """
     url = settings.database_url
     if url.startswith("sqlite"):
+        if settings.database_file is not None:
+            settings.database_file.parent.mkdir(parents=True, exist_ok=True)
         engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
         event.listen(engine, "connect", _sqlite_pragmas)
         return engine

@@ -1,7 +1,9 @@
 """The service's settings: one frozen model, read from the environment by ``load_settings``.
 
 Nothing is read at import time; every entry point calls ``load_settings()`` once and passes
-the result down.
+the result down. The database defaults to a per-user SQLite file (``default_database_url``),
+never to one in the working directory. Importing this module and checking a SQLite URL costs no
+SQLAlchemy import: ``slaplan plan`` starts fast when there is no database to read.
 """
 
 from __future__ import annotations
@@ -9,19 +11,21 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, ValidationInfo, field_validator
 
-from profiler.emulator.engine import MIN_SPEED
+from profiler.emulator.speed import MAX_SPEED, MIN_SPEED
 
-DEFAULT_DATABASE_URL = "sqlite:///slaplan.db"
+DATABASE_FILE = Path("slaplan", "slaplan.db")  # under the user's data directory (XDG base directories)
 DATABASE_DRIVERS = ("sqlite", "sqlite+pysqlite", "postgresql+psycopg")  # the drivers slaplan installs
 BROKER_SCHEMES = frozenset({"redis", "rediss", "amqp", "amqps"})
 UNECHOED = ("api_token", "database_url", "broker_url")  # may hold secrets: errors do not repeat them
 DEFAULT_MAX_BODY_BYTES = 1024 * 1024
 DEFAULT_LIST_PAGE_ITEMS = 500  # kubectl's own chunk size
 MAX_LIST_PAGE_ITEMS = 10_000
+_URL_DRIVER = re.compile(r"([\w+]+)://")  # how SQLAlchemy's URL starts (sqlalchemy.engine.url)
 # What SLAPLAN_ONLINE_ENGINE_COMMAND may name, filled in for each engine it starts.
 ENGINE_COMMAND_FIELDS = ("model", "gpu", "backend", "tp", "pp", "dp", "ep", "max_batch", "max_num_tokens", "host", "port")
 LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "::1")
@@ -36,8 +40,8 @@ class Settings(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)  # no endless waits or NaN limits
 
     database_url: str = Field(
-        default=DEFAULT_DATABASE_URL,
-        description="SQLAlchemy URL; a relative SQLite path is resolved against the working directory",
+        description="SQLAlchemy URL (load_settings' default: the per-user SQLite file, default_database_url); "
+        "a relative SQLite path is resolved against the working directory",
     )
     broker_url: str | None = Field(
         default=None, description="Celery broker (e.g. redis://host:6379/0); None = embedded, in-process"
@@ -90,7 +94,7 @@ class Settings(BaseModel):
         default=None,
         description="local engine command template ({model} {port} {host} {tp} …); None = slaplan's emulator",
     )
-    online_emulator_speed: float = Field(default=1.0, ge=MIN_SPEED, le=1 / MIN_SPEED,
+    online_emulator_speed: float = Field(default=1.0, ge=MIN_SPEED, le=MAX_SPEED,
                                          description="local emulators: >1 faster than the model")
     online_frontend_url: str = Field(
         default="http://{name}-frontend.{namespace}.svc.cluster.local:8000",
@@ -127,17 +131,7 @@ class Settings(BaseModel):
     @classmethod
     def _database(cls, value: str) -> str:
         """A SQLAlchemy URL of a database slaplan runs on (parsed only; nothing is connected)."""
-        from sqlalchemy.engine import make_url
-        from sqlalchemy.exc import ArgumentError
-
-        try:
-            url = make_url(value)
-        except ArgumentError:
-            raise ValueError("not a database URL: expected sqlite:///PATH or "
-                             "postgresql+psycopg://USER@HOST:PORT/DB") from None
-        if url.drivername not in DATABASE_DRIVERS:
-            raise ValueError(f"unsupported database driver {url.drivername!r}: use one of {', '.join(DATABASE_DRIVERS)}")
-        return value
+        return check_database_url(value)
 
     @field_validator("api_token")
     @classmethod
@@ -230,6 +224,71 @@ class Settings(BaseModel):
         """True when no broker is configured: API and worker share one process."""
         return self.broker_url is None
 
+    @property
+    def database_file(self) -> Path | None:
+        """The file of a SQLite database (None: a server's database, or SQLite in memory)."""
+        return sqlite_file(self.database_url)
+
+    @property
+    def database_exists(self) -> bool:
+        """False only for a SQLite file that does not exist yet: nothing is stored there to read."""
+        path = self.database_file
+        return path is None or path.exists()
+
+    @property
+    def database_label(self) -> str:
+        """Where the database is, for messages: a SQLite file's path, or the URL without its password."""
+        path = self.database_file
+        if path is not None:
+            return str(path)
+        if self.database_url.startswith("sqlite"):
+            return self.database_url
+        from sqlalchemy.engine import make_url
+
+        return make_url(self.database_url).render_as_string(hide_password=True)
+
+
+def default_database_url(env: Mapping[str, str]) -> str:
+    """The per-user SQLite file: ``$XDG_DATA_HOME/slaplan/slaplan.db``, or with XDG_DATA_HOME unset
+    or not absolute (as the XDG specification says), ``~/.local/share/slaplan/slaplan.db``."""
+    data = env.get("XDG_DATA_HOME", "")
+    if not os.path.isabs(data):
+        home = env.get("HOME") or os.path.expanduser("~")
+        data = os.path.join(home, ".local", "share")
+    return f"sqlite:///{Path(data) / DATABASE_FILE}"
+
+
+def check_database_url(value: str) -> str:
+    """``value`` when it is a SQLAlchemy URL with a driver slaplan installs; ValueError saying why not.
+
+    A SQLite URL is checked without importing SQLAlchemy (its URL grammar: ``driver://…``); a
+    server's URL is parsed in full (host, port), as SQLAlchemy will parse it to connect."""
+    driver = _URL_DRIVER.match(value)
+    if driver is None:
+        raise ValueError("not a database URL: expected sqlite:///PATH or postgresql+psycopg://USER@HOST:PORT/DB")
+    if driver[1] not in DATABASE_DRIVERS:
+        raise ValueError(f"unsupported database driver {driver[1]!r}: use one of {', '.join(DATABASE_DRIVERS)}")
+    if not driver[1].startswith("sqlite"):
+        from sqlalchemy.engine import make_url
+
+        make_url(value)
+    return value
+
+
+def sqlite_file(url: str) -> Path | None:
+    """The database file a SQLite ``url`` names (relative: to the working directory), as SQLAlchemy's
+    pysqlite dialect reads it; None for another database or SQLite in memory."""
+    driver = _URL_DRIVER.match(url)
+    if driver is None or not driver[1].startswith("sqlite"):
+        return None
+    rest, _, query = url[driver.end():].partition("?")
+    database = rest.partition("/")[2]
+    if "uri=true" in query.split("&"):
+        database = database.removeprefix("file:")
+    if database in ("", ":memory:"):
+        return None
+    return Path(database).absolute()
+
 
 def _is_host(host: str) -> bool:
     """Whether ``host`` is ``*``, a host name, or an IP address (IPv6 without brackets)."""
@@ -294,11 +353,14 @@ ENV_FIELDS = {
 def load_settings(env: Mapping[str, str] | None = None, **overrides: object) -> Settings:
     """Build settings from ``SLAPLAN_*`` variables of ``env`` (default: the process environment).
 
-    Keyword ``overrides`` win over the environment (tests and CLI flags use them). A value that
-    does not fit raises ``SettingsError`` naming its variable (or keyword).
+    Keyword ``overrides`` win over the environment (tests and CLI flags use them). Without
+    SLAPLAN_DATABASE_URL (or a ``database_url`` override) the database is the per-user SQLite file
+    of ``env``'s XDG_DATA_HOME or HOME. A value that does not fit raises ``SettingsError`` naming
+    its variable (or keyword).
     """
     env = os.environ if env is None else env
     values: dict[str, object] = {field: env[var] for var, field in ENV_FIELDS.items() if env.get(var)}
+    values.setdefault("database_url", default_database_url(env))
     if env.get("SLAPLAN_KUBECONFIG") and not env.get("SLAPLAN_CLUSTER"):
         values["cluster"] = "kubeconfig"
     values.update(overrides)

@@ -1,20 +1,22 @@
-"""Optuna over the candidates: exhaustive when the space is small, TPE when it is large.
+"""The search over the candidates: exhaustive when the space is small, Optuna's TPE when it is large.
 
-A space of at most ``GRID_LIMIT`` candidates is enumerated whole: every candidate is an
-enqueued trial, all sized in one vectorized pass. A larger one is searched by Optuna's TPE
-with the SLA and the GPU budget as trial constraints (``Trial.set_constraint``: values ≤ 0
-are satisfied); trials are asked in batches and sized together. Seeded: the same request
-always gives the same answer.
+A space of at most ``GRID_LIMIT`` candidates is enumerated whole: every candidate is sized in
+one vectorized pass (no sampler is needed to visit them all, so Optuna is not even imported). A
+larger one is searched by Optuna's TPE with the SLA and the GPU budget as trial constraints
+(``Trial.set_constraint``: values ≤ 0 are satisfied); trials are asked in batches and sized
+together. Seeded: the same request always gives the same answer.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-
-import optuna
+from typing import TYPE_CHECKING
 
 from planner.choice import cost_of
 from planner.sizing import Candidate, Sized
+
+if TYPE_CHECKING:
+    import optuna
 
 GRID_LIMIT = 2048
 TRIALS = {"rapid": 384, "thorough": 1536}
@@ -32,28 +34,36 @@ def objective(s: Sized, budget: int | None, price: float | None, goodput: bool) 
     return value, constraints
 
 
-def _study(sampler: optuna.samplers.BaseSampler) -> optuna.Study:
+def search(cands: list[Candidate], size: Callable[[list[Candidate]], list[Sized]], *, budget: int | None,
+           price: float | None, goodput: bool, strategy: str = "rapid", seed: int = 0) -> list[Sized]:
+    """Every candidate the search evaluated, sized, in the order of ``cands`` (all of them when the
+    space is small)."""
+    if len(cands) <= GRID_LIMIT:
+        evaluated = {s.candidate: s for s in size(list(dict.fromkeys(cands)))}
+    else:
+        evaluated = _sampled(cands, size, budget=budget, price=price, goodput=goodput, strategy=strategy, seed=seed)
+    return [evaluated[c] for c in cands if c in evaluated]
+
+
+def _study(seed: int) -> optuna.Study:
+    """A study that minimizes with a seeded multivariate TPE, quiet below warnings."""
+    import optuna
+
     optuna.logging.set_verbosity(optuna.logging.WARNING)
+    sampler = optuna.samplers.TPESampler(seed=seed, multivariate=True, n_startup_trials=BATCH)
     return optuna.create_study(direction="minimize", sampler=sampler)
 
 
-def search(cands: list[Candidate], size: Callable[[list[Candidate]], list[Sized]], *, budget: int | None,
-           price: float | None, goodput: bool, strategy: str = "rapid", seed: int = 0) -> list[Sized]:
-    """Every candidate the search evaluated, sized (exhaustive when the space is small)."""
+def _sampled(cands: list[Candidate], size: Callable[[list[Candidate]], list[Sized]], *, budget: int | None,
+             price: float | None, goodput: bool, strategy: str, seed: int) -> dict[Candidate, Sized]:
+    """The candidates TPE asked for in ``TRIALS[strategy]`` trials, sized, batch by batch."""
     index = {c: i for i, c in enumerate(cands)}
     evaluated: dict[Candidate, Sized] = {}
     agg = [c for c in cands if c.mode == "agg"]
     prefills = sorted({c.prefill for c in cands if c.mode == "disagg"}, key=str)
     decodes = sorted({c.decode for c in cands if c.mode == "disagg"}, key=str)
-    if len(cands) <= GRID_LIMIT:
-        # Exhaustive: every candidate is enqueued as a trial and sized in one vectorized pass.
-        study = _study(optuna.samplers.RandomSampler(seed=seed))
-        for c in cands:
-            study.enqueue_trial(_params(c, agg, prefills, decodes))
-        total = batch = len(cands)
-    else:
-        study = _study(optuna.samplers.TPESampler(seed=seed, multivariate=True, n_startup_trials=BATCH))
-        total, batch = TRIALS[strategy], BATCH
+    study = _study(seed)
+    total, batch = TRIALS[strategy], BATCH
     asked = 0
     while asked < total:
         trials = [study.ask() for _ in range(min(batch, total - asked))]
@@ -67,14 +77,7 @@ def search(cands: list[Candidate], size: Callable[[list[Candidate]], list[Sized]
             tr.set_constraint("sla", cons[0])
             tr.set_constraint("budget", cons[1])
             study.tell(tr, value if max(cons) <= 0 else value + INFEASIBLE_PENALTY)
-    return [evaluated[c] for c in cands if c in evaluated]
-
-
-def _params(c: Candidate, agg, prefills, decodes) -> dict:
-    """The trial parameters that select candidate ``c``."""
-    if c.mode == "agg":
-        return {"mode": "agg", "engine": agg.index(c)}
-    return {"mode": "disagg", "prefill": prefills.index(c.prefill), "decode": decodes.index(c.decode)}
+    return evaluated
 
 
 def _suggest(trial, cands, agg, prefills, decodes, index) -> Candidate | None:

@@ -7,10 +7,11 @@ first output token; ITL (= TPOT) is the mean gap between output tokens after the
 from __future__ import annotations
 
 import math
-from typing import Any, Literal, NamedTuple
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, computed_field
 
+from planner.lengths import V1ALPHA1_LENGTHS
 from planner.online_results import OnlineSearch
 from planner.stored import Stored
 from profiler.model import ItlParts, TtftParts, Unbounded
@@ -27,17 +28,6 @@ class _Frozen(BaseModel):
 MIN_OSL = 2  # output tokens a request needs for an inter-token latency to exist
 
 
-class Lengths(NamedTuple):
-    """Tokens per request: input (prompt) and output."""
-
-    isl_tokens: int
-    osl_tokens: int
-
-
-V1ALPHA1_LENGTHS = Lengths(isl_tokens=3000, osl_tokens=500)
-"""A v1alpha1 request's lengths when neither ``workload``, ``sla`` nor the profiler config states them."""
-V1BETA1_LENGTHS = Lengths(isl_tokens=4000, osl_tokens=1000)
-"""A v1beta1 request's lengths when ``workload`` does not state them."""
 
 
 class PlanRequest(_Frozen):

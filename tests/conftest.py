@@ -24,6 +24,17 @@ def _no_hub_network():
         yield
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _no_user_database(tmp_path_factory):
+    """Tests never read or write the user's database: the per-user default lives in a data
+    directory of the session's own (``XDG_DATA_HOME``), and SLAPLAN_DATABASE_URL from the shell is
+    dropped; tests that want a database name one."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("XDG_DATA_HOME", str(tmp_path_factory.mktemp("data-home")))
+        patch.delenv("SLAPLAN_DATABASE_URL", raising=False)
+        yield
+
+
 def _unavailable(message: str) -> None:
     if os.environ.get("CI"):
         pytest.fail(message)

@@ -53,14 +53,15 @@ def stop(proc) -> None:
 def start_serve(workdir, env_extra: dict[str, str] | None = None, *, worker: bool = False, host: str | None = None):
     """``slaplan serve`` in ``workdir`` with no ``SLAPLAN_*`` variables but ``env_extra``, listening
     on ``host`` (default: serve's own), and with ``worker`` a ``slaplan worker`` for the plan queue
-    beside it. Returns (base URL on 127.0.0.1, processes)."""
+    beside it; ``workdir`` is their data directory (the default database is
+    ``workdir/slaplan/slaplan.db``). Returns (base URL on 127.0.0.1, processes)."""
     import os
     import subprocess
     import uuid
     from pathlib import Path
 
     env = {k: v for k, v in os.environ.items() if not k.startswith("SLAPLAN_")}
-    env.update(PYTHONPATH=str(Path(__file__).resolve().parents[1]), **(env_extra or {}))
+    env.update(PYTHONPATH=str(Path(__file__).resolve().parents[1]), XDG_DATA_HOME=str(workdir), **(env_extra or {}))
     port = free_port()
     log = workdir / "serve.log"
     procs = [subprocess.Popen(

@@ -1,5 +1,5 @@
-"""`slaplan serve` with nothing configured: one process, SQLite in the working directory, an
-embedded worker; state survives a restart."""
+"""`slaplan serve` with nothing configured: one process, SQLite in the per-user data directory
+(never the working directory), an embedded worker; state survives a restart."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ ROOT = Path(__file__).resolve().parents[1]
 def _start(workdir: Path, port: int) -> subprocess.Popen:
     env = {k: v for k, v in os.environ.items() if not k.startswith("SLAPLAN_")}
     env["PYTHONPATH"] = str(ROOT)
+    env["XDG_DATA_HOME"] = str(workdir / "data")
     proc = subprocess.Popen(
         [*SLAPLAN, "serve", "--port", str(port), "--log-level", "warning"],
         cwd=workdir, env=env, stdin=subprocess.DEVNULL,
@@ -56,7 +57,8 @@ def test_serve_embedded_and_restart(tmp_path):
         assert "no Kubernetes cluster is configured" in obj["status"].get("failureMessage", ""), obj["status"]
     finally:
         stop(proc)
-    assert (tmp_path / "slaplan.db").exists()  # SQLite in the working directory
+    assert (tmp_path / "data" / "slaplan" / "slaplan.db").exists()  # the per-user file
+    assert not (tmp_path / "slaplan.db").exists()  # not the working directory's
 
     proc = _start(tmp_path, port)
     try:
@@ -76,8 +78,8 @@ def _clean_env(**extra: str) -> dict[str, str]:
 
 def _cli(workdir: Path, command: str, *argv: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     """``slaplan COMMAND ARGV`` in ``workdir`` (a serve that starts instead of refusing times out)."""
-    return subprocess.run([*SLAPLAN, command, *argv], cwd=workdir, env=env or _clean_env(), capture_output=True,
-                          text=True, timeout=60)
+    env = env or _clean_env(XDG_DATA_HOME=str(workdir / "data"))
+    return subprocess.run([*SLAPLAN, command, *argv], cwd=workdir, env=env, capture_output=True, text=True, timeout=60)
 
 
 def _set_version(db: Path, revision: str) -> None:
@@ -106,7 +108,7 @@ def test_serve_no_migrate_refuses_an_unmigrated_database(tmp_path):
 
 def test_serve_refuses_a_database_of_a_newer_slaplan(tmp_path):
     assert _cli(tmp_path, "migrate").returncode == 0
-    _set_version(tmp_path / "slaplan.db", "0009_future")
+    _set_version(tmp_path / "data" / "slaplan" / "slaplan.db", "0009_future")
     for no_migrate in ((), ("--no-migrate",)):
         done = _cli(tmp_path, "serve", *no_migrate, "--port", str(free_port()), "--log-level", "warning")
         assert (done.returncode, done.stderr.strip().splitlines()) == (2, [NEWER])

@@ -25,7 +25,7 @@ GROUP, PLURAL = "nvidia.com", "dynamographdeploymentrequests"
 def embedded(tmp_path_factory):
     workdir = tmp_path_factory.mktemp("watch")
     url, procs = start_serve(workdir, {})
-    yield url, f"sqlite:///{workdir / 'slaplan.db'}"
+    yield url, f"sqlite:///{workdir / 'slaplan' / 'slaplan.db'}"
     for proc in procs:
         stop(proc)
 

@@ -192,7 +192,8 @@ def test_the_service_plans_with_the_stored_calibration(tmp_path):
         engine.dispose()
 
 
-def _store_synthetic(db: Path) -> None:
+def store_synthetic(db: Path) -> None:
+    """Store a calibration of MODEL on GPU (vllm) fitted to one made-up point, source "a test"."""
     settings = load_settings({}, database_url=f"sqlite:///{db}")
     migrate.upgrade(settings)
     engine = make_engine(settings)
@@ -207,7 +208,7 @@ def _store_synthetic(db: Path) -> None:
 
 def test_stored_calibrations_are_listed_and_forgotten(tmp_path):
     db = tmp_path / "s.db"
-    _store_synthetic(db)
+    store_synthetic(db)
     listed = slaplan("calibrate", "--list-calibrations", db=db)
     assert listed.returncode == 0 and "meta-llama/Llama-3.1-8B on l40s (vllm): calibrated on 1 measured point(s) of a test" in listed.stdout
     unknown = slaplan("calibrate", "--forget", "--model", "no/such-model", "--gpu", GPU, db=db)

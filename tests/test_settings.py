@@ -5,12 +5,16 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
-from infra.settings import SettingsError, load_settings
+from infra.settings import SettingsError, load_settings, sqlite_file
 from procs import SLAPLAN
 from workers.celery_app import make_celery
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_visibility_timeout_reaches_the_redis_transport():
@@ -199,3 +203,36 @@ def test_bad_origin_and_model_settings_name_the_variable(variable, value, says):
     with pytest.raises(SettingsError) as info:
         load_settings({variable: value})
     assert str(info.value).startswith(f"{variable}: ") and says in str(info.value)
+
+
+def test_the_default_database_is_the_per_user_file_of_the_environment_given(tmp_path):
+    data = tmp_path / "data"
+    assert load_settings({"XDG_DATA_HOME": str(data)}).database_file == data / "slaplan" / "slaplan.db"
+    # unset, empty or relative (the XDG specification says to ignore it): under HOME
+    for env in ({}, {"XDG_DATA_HOME": ""}, {"XDG_DATA_HOME": "relative/data"}):
+        settings = load_settings({**env, "HOME": str(tmp_path)})
+        assert settings.database_file == tmp_path / ".local" / "share" / "slaplan" / "slaplan.db"
+    assert load_settings({"XDG_DATA_HOME": str(data), "SLAPLAN_DATABASE_URL": "sqlite:////srv/s.db"}).database_file \
+        == Path("/srv/s.db")
+
+
+@pytest.mark.parametrize("url,file", [
+    ("sqlite:///rel/s.db", Path.cwd() / "rel" / "s.db"),  # relative to the working directory, as SQLite opens it
+    ("sqlite:////abs/s.db", Path("/abs/s.db")),
+    ("sqlite+pysqlite:////abs/s.db", Path("/abs/s.db")),
+    ("sqlite:///file:/abs/s.db?mode=ro&uri=true", Path("/abs/s.db")),
+    ("sqlite://", None),  # in memory
+    ("sqlite:///:memory:", None),
+    ("postgresql+psycopg://u@h:5432/db", None),
+])
+def test_the_database_file_is_where_sqlite_opens_it(url, file):
+    assert sqlite_file(url) == file
+
+
+def test_settings_with_a_sqlite_database_do_not_import_sqlalchemy(tmp_path):
+    """`slaplan plan` with no database to read starts without SQLAlchemy (a third of a second)."""
+    code = ("import sys; from infra.settings import load_settings; "
+            f"s = load_settings({{'SLAPLAN_DATABASE_URL': 'sqlite:///{tmp_path}/x.db'}}); "
+            "print(s.database_exists, s.database_label, 'sqlalchemy' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert done.stdout.split() == ["False", f"{tmp_path}/x.db", "False"], done.stderr

@@ -9,8 +9,10 @@ Each argument is one of:
 - a ``NAME.plan.json``: the manifest of ``--target`` written beside it (``NAME.dgd.yaml`` for
   dynamo, the default);
 - a directory: every manifest of ``--target`` in it;
-- a DGDR file: planned here and rendered for ``--target`` in the API version the cluster serves
-  (Dynamo v1alpha1 or v1beta1, Kthena's current or older group).
+- a DGDR file: planned here, as ``slaplan plan`` plans it (with the stored calibration of its
+  model, GPU and backend from ``--db``'s database, if any, and a note saying which), and rendered
+  for ``--target`` in the API version the cluster serves (Dynamo v1alpha1 or v1beta1, Kthena's
+  current or older group).
 
 ``--dry-run`` asks the API server what would change (``dryRun=All``) and stores nothing.
 ``--namespace`` puts every object in that namespace. Exit codes: 0 all applied, 1 any error
@@ -25,9 +27,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from planner.manifests.targets import TARGETS
+from api.commands.arguments import TARGETS
+from api.commands.database import add_db_argument
 
 DGDR_KIND = "DynamoGraphDeploymentRequest"
 
@@ -48,12 +49,15 @@ def register(sub: argparse._SubParsersAction) -> None:
                                                       "or the pod's service account)")
     p.add_argument("--context", default=None, help="kubeconfig context (default: its current context)")
     p.add_argument("--namespace", "-n", default=None, help="namespace for every object (default: each object's own)")
+    add_db_argument(p)
     p.set_defaults(func=run)
 
 
 def _documents(text: str, source: str) -> list[dict[str, Any]]:
     """The objects of a manifest file, read as ``slaplan plan`` reads DGDRs (no aliases, no key
     given twice: ``planner.request.DocumentLoader``); raises InputError."""
+    import yaml
+
     from planner.request import DocumentLoader
 
     try:
@@ -114,8 +118,13 @@ def read_inputs(args: list[str], target: str) -> list[tuple[str, dict[str, Any]]
     return out
 
 
-def _planned(source: str, doc: dict[str, Any], target: str, cluster) -> tuple[list[dict], list[str]]:
-    """Plan a DGDR and render it for ``target`` as the cluster serves it."""
+def _planned(source: str, doc: dict[str, Any], target: str, cluster, args: argparse.Namespace
+             ) -> tuple[list[dict], list[str]]:
+    """Plan a DGDR (with its stored calibration, if any) and render it for ``target`` as the cluster
+    serves it; the notes start with the calibration used."""
+    from api.commands.calibration_use import read_calibrations
+    from api.commands.database import command_settings
+    from infra.calibrations import with_calibration
     from infra.kube_targets import discover
     from planner import plan
     from planner.manifests.targets import render_target
@@ -126,7 +135,11 @@ def _planned(source: str, doc: dict[str, Any], target: str, cluster) -> tuple[li
 
     try:
         request = parse_dgdr(doc)
-        result = plan(request, model=load_model(request.model))
+        key = (request.model, request.gpu, request.backend)
+        calibrations = read_calibrations(command_settings(args), [key])
+        calibration = calibrations.used(key)
+        result = with_calibration(plan(request, model=load_model(request.model),
+                                       params=calibration.params if calibration else None), calibration)
     except RequestError as exc:
         raise InputError("; ".join(f"{source}: {f}: {m}" for f, m in exc.causes) or f"{source}: {exc}") from None
     except ModelError as exc:
@@ -136,7 +149,8 @@ def _planned(source: str, doc: dict[str, Any], target: str, cluster) -> tuple[li
     options = discover(cluster, targets=(target,), prefer={"dynamo": doc["apiVersion"].split("/")[-1]})
     options.api_version(target)  # NotServed when the operator is missing
     try:
-        return render_target(ProfilingResults.of(result), request, target, **options.render_kwargs())
+        objects, notes = render_target(ProfilingResults.of(result), request, target, **options.render_kwargs())
+        return objects, [calibrations.line(key), *notes]
     except ValueError as exc:
         raise InputError(f"{source}: {request.name}: {exc}") from None
 
@@ -174,7 +188,7 @@ def run(args: argparse.Namespace) -> int:
             objects.append((source, doc))
             continue
         try:
-            rendered, notes = _planned(source, doc, target, cluster)
+            rendered, notes = _planned(source, doc, target, cluster, args)
         except (InputError, ClusterError) as exc:
             print(f"error: {exc}", file=sys.stderr)
             failed += 1

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import argparse
 
+# The deployment targets a command may name, as planner.manifests.targets.REGISTRY has them (a test
+# checks): written out so that registering a command does not import the renderers.
+TARGETS = ("dynamo", "ome", "kthena", "kubeai")
+
 
 def positive(text: str) -> int:
     """An argparse type: a whole number above zero."""

@@ -26,7 +26,6 @@ import hashlib
 import json
 import os
 import sys
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -66,9 +65,10 @@ def register(subparsers) -> None:
                             help="also run grouped cross-validation and print its error table (slow: one fit per group)"),
         add_workers_argument(parser)]
     deployment_options = calibrate_measured.add_arguments(parser, modes)
-    key_options = [a for a in deployment_options if a.dest in ("model", "gpu", "backend")]
+    key_options = [a for a in deployment_options if a.dest in ("model", "gpu", "backend", "db")]
+    db_option = [a for a in deployment_options if a.dest == "db"]
     parser.set_defaults(func=run, mode_options={"--data": data_options, "--from-benchmarks": deployment_options,
-                                                "--list-calibrations": [], "--forget": key_options})
+                                                "--list-calibrations": db_option, "--forget": key_options})
 
 
 def iso_date(text: str) -> str:
@@ -94,6 +94,8 @@ def run_cross_validation(data, prior: dict[str, float], workers: int, max_evals:
 
     if workers == 1:
         return cross_validate(data, prior, max_evals=max_evals, held_out=held_out)
+    from concurrent.futures import ProcessPoolExecutor
+
     with ProcessPoolExecutor(max_workers=workers) as pool:
         return cross_validate(data, prior, max_evals=max_evals, map_folds=pool.map, held_out=held_out)
 

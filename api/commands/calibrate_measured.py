@@ -1,7 +1,7 @@
 """``slaplan calibrate --from-benchmarks PATH… --model M --gpu G [--backend B] [--tp …]``: fit the
 performance model to genai-bench's measurements of one deployment and store the result for
-later plans of the same model, GPU and backend (in SLAPLAN_DATABASE_URL or the default SQLite
-file, the service's database).
+later plans of the same model, GPU and backend (in the service's database: ``--db``, else
+SLAPLAN_DATABASE_URL, else the per-user SQLite file; see ``api.commands.database``).
 
 A PATH is a genai-bench experiment folder, a folder of experiment folders (a BenchmarkJob's
 output location), or a BenchmarkJob manifest whose local ``outputLocation`` holds its results
@@ -19,8 +19,13 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from api.commands.arguments import positive
+from api.commands.database import add_db_argument
+
+if TYPE_CHECKING:
+    from infra.settings import Settings
 
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
 
@@ -32,7 +37,7 @@ class InputError(ValueError):
 def add_arguments(parser: argparse.ArgumentParser, modes) -> list[argparse.Action]:
     """This module's options; ``--from-benchmarks``, ``--list-calibrations`` and ``--forget`` go in ``modes``,
     the mutually exclusive group of ``slaplan calibrate``'s modes. Returns the options that describe the
-    deployment (what ``--from-benchmarks`` reads)."""
+    deployment (what ``--from-benchmarks`` reads) and ``--db`` (the three modes' database)."""
     group = parser.add_argument_group("calibration from measurements of one deployment")
     options: list[argparse.Action] = []
 
@@ -63,6 +68,7 @@ def add_arguments(parser: argparse.ArgumentParser, modes) -> list[argparse.Actio
                        help="delete the stored calibration of --model, --gpu and --backend")
     add("--root", metavar="DIR", help="where a manifest's file:// and pvc:// locations live "
         "(default: $SLAPLAN_BENCH_ROOT or ./bench-results)")
+    options.append(add_db_argument(group))
     return options
 
 
@@ -187,13 +193,11 @@ def measured_points(folders: list[Path], model: str):
 
 
 @contextmanager
-def _database() -> Iterator:
-    """A session on the service's database (SLAPLAN_DATABASE_URL or the default SQLite file), migrated."""
+def _database(settings: Settings) -> Iterator:
+    """A session on the database of ``settings`` (``api.commands.database.command_settings``), migrated."""
     from infra import migrate
     from infra.db import make_engine, make_session_factory, session_scope
-    from infra.settings import load_settings
 
-    settings = load_settings()
     migrate.upgrade(settings)
     engine = make_engine(settings)
     try:
@@ -205,11 +209,12 @@ def _database() -> Iterator:
 
 def run(args: argparse.Namespace) -> int:
     if args.list_calibrations:
-        return list_stored()
+        return list_stored(args)
     if args.forget:
         return forget(args)
     from pydantic import ValidationError
 
+    from api.commands.database import command_settings
     from infra.calibrations import save_calibration
     from profiler.model.errors import ModelError
     from profiler.model.measured import calibration_key, fit_deployment
@@ -230,29 +235,35 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    with _database() as session:
+    settings = command_settings(args)
+    with _database(settings) as session:
         stored = save_calibration(session, key, fit, source=", ".join(str(f) for f in folders),
                                   deployment=config.model_dump(mode="json", exclude_none=True,
                                                                exclude={"isl_tokens", "osl_tokens"}))
     print(report(stored))
+    print(f"database: {settings.database_label}")
     return 0
 
 
-def list_stored() -> int:
-    """Print every stored calibration, one line each."""
+def list_stored(args: argparse.Namespace) -> int:
+    """Print every stored calibration, one line each, and the database they are in."""
+    from api.commands.database import command_settings
     from infra.calibrations import list_calibrations
 
-    with _database() as session:
+    settings = command_settings(args)
+    with _database(settings) as session:
         stored = list_calibrations(session)
     for cal in stored:
         print(f"{cal.model} on {cal.gpu} ({cal.backend}): {cal.summary()}")
     if not stored:
         print("no calibrations stored: plans use the shipped parameters")
+    print(f"database: {settings.database_label}")
     return 0
 
 
 def forget(args: argparse.Namespace) -> int:
     """Delete the calibration of --model, --gpu and --backend: later plans use the shipped parameters."""
+    from api.commands.database import command_settings
     from infra.calibrations import delete_calibration
     from profiler.model.errors import ModelError
     from profiler.model.measured import calibration_key
@@ -266,7 +277,7 @@ def forget(args: argparse.Namespace) -> int:
     except ModelError as exc:
         print(f"error: --{exc.field}: {exc.message}", file=sys.stderr)
         return 2
-    with _database() as session:
+    with _database(command_settings(args)) as session:
         deleted = delete_calibration(session, key)
     print(f"{'forgot' if deleted else 'no calibration stored for'} {key[0]} on {key[1]} ({key[2]})")
     return 0 if deleted else 1

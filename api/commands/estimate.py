@@ -37,7 +37,6 @@ _DIMS = {"tp": "tp", "pp": "pp", "dp": "dp", "moe_ep": "ep"}
 
 def register(subparsers) -> None:
     from api.commands.arguments import positive
-    from planner.request import V1BETA1_LENGTHS  # a one-configuration estimate assumes what a DGDR does
 
     parser = subparsers.add_parser(
         "estimate", help="predict TTFT, ITL and throughput of one configuration, or of every row of a CSV",
@@ -73,10 +72,10 @@ def register(subparsers) -> None:
                          help="speculative decoding: tokens drafted per decode step (MTP, EAGLE; default 0 = off)"),
         one.add_argument("--spec-acceptance", type=float,
                          help="speculative decoding: chance each drafted token is accepted (default 0.7)"),
-        one.add_argument("--isl", type=positive, default=V1BETA1_LENGTHS.isl_tokens,
-                         help=f"input tokens per request (default {V1BETA1_LENGTHS.isl_tokens})"),
-        one.add_argument("--osl", type=positive, default=V1BETA1_LENGTHS.osl_tokens,
-                         help=f"output tokens per request (default {V1BETA1_LENGTHS.osl_tokens})"),
+        one.add_argument("--isl", type=positive,
+                         help="input tokens per request (default: what a v1beta1 DGDR assumes)"),
+        one.add_argument("--osl", type=positive,
+                         help="output tokens per request (default: what a v1beta1 DGDR assumes)"),
     ]
     load = one.add_mutually_exclusive_group()
     single += [
@@ -272,9 +271,12 @@ def _config(args: argparse.Namespace, model_name: str, precision: str | None, lo
              {"prefill": par("prefill_"), "decode": par("decode_"),
               "prefill_workers": args.prefill_workers, "decode_workers": args.decode_workers})
     load = {"request_rate": load_value} if args.rate is not None else {"concurrency": load_value}
+    from planner.lengths import V1BETA1_LENGTHS  # a one-configuration estimate assumes what a DGDR does
+
     return ServingConfig(model=model_name, gpu=args.gpu, backend=args.backend, precision=precision,
                          kv_dtype=args.kv_dtype, mode=args.mode, max_batch=args.max_batch,
-                         max_num_tokens=args.max_num_tokens, isl_tokens=args.isl, osl_tokens=args.osl,
+                         max_num_tokens=args.max_num_tokens, isl_tokens=args.isl or V1BETA1_LENGTHS.isl_tokens,
+                         osl_tokens=args.osl or V1BETA1_LENGTHS.osl_tokens,
                          spec_tokens=args.spec_tokens, spec_acceptance=args.spec_acceptance, **roles, **load)
 
 

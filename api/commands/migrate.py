@@ -10,16 +10,19 @@ from __future__ import annotations
 import argparse
 import sys
 
+from api.commands.database import add_db_argument
+
 
 def register(subparsers) -> None:
     parser = subparsers.add_parser(
-        "migrate", help="migrate the database (SLAPLAN_DATABASE_URL) to the newest schema"
+        "migrate", help="migrate the database (--db, SLAPLAN_DATABASE_URL or the per-user file) to the newest schema"
     )
     target = parser.add_mutually_exclusive_group()
     target.add_argument("--revision", type=revision_type("head"), default="head",
                         help="target revision when upgrading (default: head)")
     target.add_argument("--down", metavar="REVISION", type=revision_type("base"),
                         help="downgrade to REVISION instead ('base' = empty)")
+    add_db_argument(parser)
     parser.set_defaults(func=run)
 
 
@@ -38,11 +41,11 @@ def revision_type(keyword: str):
 
 
 def run(args: argparse.Namespace) -> int:
+    from api.commands.database import command_settings
     from infra import migrate
     from infra.db import make_engine
-    from infra.settings import load_settings
 
-    settings = load_settings()
+    settings = command_settings(args)
     option, revision = ("--down", args.down) if args.down is not None else ("--revision", args.revision)
     try:
         if args.down is not None:
@@ -54,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     engine = make_engine(settings)
     try:
-        print(f"database at revision {migrate.current_revision(engine) or 'base'}")
+        print(f"database {settings.database_label} at revision {migrate.current_revision(engine) or 'base'}")
     finally:
         engine.dispose()
     return 0

@@ -1,6 +1,7 @@
-"""``slaplan plan FILE... [--out DIR] [--format yaml|json] [--api-version v1alpha1|v1beta1] [--target …]``
+"""``slaplan plan FILE... [--out DIR] [--format yaml|json] [--api-version v1alpha1|v1beta1] [--target …] [--db …]``
 
-Plans every DGDR in the files, prints the best candidates and the chosen plan, and writes
+Plans every DGDR in the files, prints the best candidates and the chosen plan and which stored
+calibration each used (or that none: ``api.commands.calibration_use``), and writes
 per request ``DIR/<name>.dgd.yaml`` (or ``.dgd.json``), ``DIR/<name>.plan.json`` and, with
 ``--target``, ``DIR/<name>.<target>.yaml`` (a name longer than MAX_STEM characters is shortened
 to its start and a hash of the whole: ``file_stem``). Input files are UTF-8, at most
@@ -8,6 +9,10 @@ MAX_MANIFEST_BYTES each. Input and options are all validated before anything is 
 files are written once every request is planned, each to a temporary file beside it, then all
 renamed into place. Exit codes: 0 every plan feasible, 2 any infeasible, 1 invalid input or
 options, or an output file that cannot be written (named; no file is left half-written).
+
+Registering the command imports nothing beyond the standard library; the planner, pydantic and
+YAML are imported when it runs, SQLAlchemy only when there is a database to read, and numpy's
+BLAS starts without a thread pool (``_one_blas_thread``).
 """
 
 from __future__ import annotations
@@ -20,17 +25,17 @@ import json
 import os
 import sys
 import tempfile
-from concurrent.futures import ProcessPoolExecutor
 from functools import partial
 from pathlib import Path
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
+from api.commands.arguments import TARGETS
+from api.commands.database import add_db_argument
 from api.commands.estimate import cell, parts_text
-from api.objects import manifests_yaml
-from planner.manifests.targets import TARGETS
-from planner.request import profiling_label
-from planner.types import PlanRequest, PlanResult
-from profiler.model.config import ms_text
+
+if TYPE_CHECKING:
+    from api.commands.calibration_use import Calibrations
+    from planner.types import PlanRequest, PlanResult
 
 MAX_MANIFEST_BYTES = 1024 * 1024  # bytes of one input file: more is not a manifest (the API's body limit too)
 MAX_STEM = 200  # characters of a name in file names: with ".kthena.yaml" and the temporary
@@ -57,6 +62,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "default: one per CPU for 4 requests or more, else 1)")
     p.add_argument("--top", type=int, default=5, help="candidates to show per request, at least 1 (default: 5)")
     p.add_argument("--quiet", action="store_true", help="print only errors and the summary line")
+    add_db_argument(p)
     p.set_defaults(func=run, parser=p)
     p.error = partial(_usage_error, p)
 
@@ -159,24 +165,31 @@ def _clashes(names: list[str]) -> list[str]:
 
 
 def _plan_one(job) -> PlanResult:
-    from infra.calibrations import with_calibration
     from planner import plan
 
     request, model, calibration = job
-    params = calibration.params if calibration else None
-    return with_calibration(plan(request, model=model, params=params), calibration)
+    if calibration is None:
+        return plan(request, model=model)
+    from infra.calibrations import with_calibration
+
+    return with_calibration(plan(request, model=model, params=calibration.params), calibration)
 
 
-def _calibrations(requests: list[PlanRequest]) -> dict[tuple[str, str, str], object]:
-    """Stored calibrations by (model, gpu, backend), from the service's database
-    (SLAPLAN_DATABASE_URL or the default SQLite file); one that cannot be read is said, and
-    planning goes on with the shipped parameters."""
-    from infra.calibrations import read_calibrations
-    from infra.settings import load_settings
+def _key(request: PlanRequest) -> tuple[str, str, str]:
+    """What a calibration is stored under, as the request names it: (model, gpu, backend)."""
+    return request.model, request.gpu, request.backend
 
-    found, problem = read_calibrations(load_settings(), [(r.model, r.gpu, r.backend) for r in requests])
-    if problem:
-        print(f"note: {problem}; planning with the shipped parameters", file=sys.stderr)
+
+def _calibrations(args: argparse.Namespace, requests: list[PlanRequest]) -> Calibrations:
+    """Stored calibrations by (model, gpu, backend), from the database (``--db``, SLAPLAN_DATABASE_URL
+    or the per-user file); one that cannot be read is said, and planning goes on with the shipped
+    parameters."""
+    from api.commands.calibration_use import read_calibrations
+    from api.commands.database import command_settings
+
+    found = read_calibrations(command_settings(args), [_key(r) for r in requests])
+    if found.problem:
+        print(f"note: {found.problem}; planning with the shipped parameters", file=sys.stderr)
     return found
 
 
@@ -215,6 +228,8 @@ def _write_all(files: list[tuple[Path, str]]) -> str | None:
 
 
 def _dump(obj, fmt: str) -> str:
+    from api.objects import manifests_yaml
+
     if fmt == "json":
         return json.dumps(obj, indent=2) + "\n"
     return manifests_yaml(obj if isinstance(obj, list) else [obj])
@@ -258,6 +273,8 @@ def table(result: PlanResult, top: int) -> str:
     """The best candidates (feasible first, as the planner prefers them) and the chosen plan, as text;
     an infeasible answer shows the configuration its reason names first."""
     from planner.choice import margin_text
+    from planner.request import profiling_label
+    from profiler.model import ms_text
 
     req = result.request
     rows = sorted(result.candidates, key=_order(result))[:top]
@@ -311,15 +328,17 @@ def _progress(done: int, total: int) -> None:
             print(file=sys.stderr)
 
 
-def _outputs(results: list[PlanResult], args: argparse.Namespace, targets: list[str],
-             out: Path) -> list[tuple[Path, str]]:
-    """(path, text) of every file to write, printing each request's table (unless --quiet) and notes."""
+def _outputs(results: list[PlanResult], args: argparse.Namespace, targets: list[str], out: Path,
+             calibrations: Calibrations) -> list[tuple[Path, str]]:
+    """(path, text) of every file to write, printing each request's table and calibration (unless
+    --quiet) and notes."""
     from planner.report import plan_document
 
     files = []
     for res in results:
         name, stem = res.request.name, file_stem(res.request.name)
         doc = plan_document(res)
+        doc["calibration"] = calibrations.document(_key(res.request))
         if res.feasible:
             manifests, notes = _manifests(res, targets, args.api_version)
             doc["notes"] = notes
@@ -331,8 +350,17 @@ def _outputs(results: list[PlanResult], args: argparse.Namespace, targets: list[
                 print(f"note: {name}: {note}", file=sys.stderr)
         files.append((out / f"{stem}.plan.json", json.dumps(doc, indent=2) + "\n"))
         if not args.quiet:
-            print(table(res, args.top) + "\n")
+            print(f"{table(res, args.top)}\n  {calibrations.line(_key(res.request))}\n")
     return files
+
+
+def _calibration_summary(calibrations: Calibrations, keys: list[tuple[str, str, str]]) -> str:
+    """How many requests a stored calibration changed, and from which database (said even with --quiet)."""
+    used = sum(calibrations.used(k) is not None for k in keys)
+    if used:
+        return f"{used} planned with a stored calibration from {calibrations.database}"
+    where = "database" if calibrations.exists else "no database at"
+    return f"no stored calibration used ({where} {calibrations.database})"
 
 
 def _workers(asked: int | None, requests: int) -> int:
@@ -348,7 +376,17 @@ def _fail(errors: list[str]) -> int:
     return 1
 
 
+def _one_blas_thread() -> None:
+    """Have numpy's OpenBLAS start with one thread, unless the user chose a number or numpy is loaded
+    already: the planner's numpy work is element-wise (it makes no BLAS call), so a thread pool only
+    costs start-up time (its creation: about a tenth of the command's) and contends with the planner
+    processes of --workers. The results are the same."""
+    if "numpy" not in sys.modules:
+        os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+
 def run(args: argparse.Namespace) -> int:
+    _one_blas_thread()
     models: dict = {}
     requests, errors = _validate(args.files, models)
     errors = _option_errors(args) + errors
@@ -357,11 +395,13 @@ def run(args: argparse.Namespace) -> int:
     if errors:
         return _fail(errors)
     targets = list(TARGETS) if args.target and "all" in args.target else sorted(set(args.target or []))
-    calibrations = _calibrations(requests)
-    jobs = [(r, models[r.model], calibrations.get((r.model, r.gpu, r.backend))) for r in requests]
+    calibrations = _calibrations(args, requests)
+    jobs = [(r, models[r.model], calibrations.used(_key(r))) for r in requests]
     workers = _workers(args.workers, len(requests))
     results: list[PlanResult] = []
     if workers > 1:
+        from concurrent.futures import ProcessPoolExecutor
+
         with ProcessPoolExecutor(max_workers=workers) as pool:
             for i, res in enumerate(pool.map(_plan_one, jobs), 1):
                 results.append(res)
@@ -371,9 +411,10 @@ def run(args: argparse.Namespace) -> int:
             results.append(_plan_one(job))
             _progress(i, len(requests))
     out = Path(args.out)
-    problem = _write_all(_outputs(results, args, targets, out))
+    problem = _write_all(_outputs(results, args, targets, out, calibrations))
     if problem:
         return _fail([problem])
     infeasible = sum(not res.feasible for res in results)
-    print(f"{len(results)} planned, {len(results) - infeasible} feasible, {infeasible} infeasible; written to {out}/")
+    print(f"{len(results)} planned, {len(results) - infeasible} feasible, {infeasible} infeasible; written to {out}/; "
+          f"{_calibration_summary(calibrations, [_key(r) for r in requests])}")
     return 2 if infeasible else 0

@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import logging
 import threading
 from datetime import UTC, datetime, timedelta
 
 from api.commands.arguments import port, positive
-
-log = logging.getLogger(__name__)
+from api.commands.database import add_db_argument
 
 COMPACT_EVERY_S = 60.0  # how often the watch history is pruned
 WATCH_HISTORY = timedelta(minutes=15)  # how far back a watch may resume (older: 410 Expired)
@@ -36,6 +34,7 @@ def register(subparsers) -> None:
     parser.add_argument("--no-migrate", action="store_true",
                         help="do not migrate the database at start (it must be migrated already)")
     parser.add_argument("--log-level", type=str.lower, choices=LOG_LEVELS, default="info")
+    add_db_argument(parser)
     parser.set_defaults(func=run)
 
 
@@ -56,18 +55,22 @@ def _warn_if_exposed(settings, host: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    import logging
+
     import uvicorn
     from uvicorn.config import LOG_LEVELS as LEVEL_NUMBERS
 
     from api.app import create_app
+    from api.commands.database import command_settings, export_database
     from infra import events, migrate
     from infra.db import session_scope
-    from infra.settings import load_settings
     from workers.celery_app import make_celery
     from workers.embedded import start_embedded_worker, stop_embedded_worker
 
     logging.basicConfig(level=LEVEL_NUMBERS[args.log_level], format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    settings = load_settings()
+    log = logging.getLogger(__name__)
+    settings = command_settings(args)
+    export_database(settings)
     if args.no_migrate:
         migrate.require_current(settings)
     else:

@@ -11,6 +11,7 @@ import os
 import sys
 
 from api.commands.arguments import positive
+from api.commands.database import add_db_argument
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL", "FATAL")  # Celery's
 
@@ -24,6 +25,7 @@ def register(subparsers) -> None:
     parser.add_argument("--pool", default="prefork", choices=("prefork", "threads", "solo"), help="execution pool")
     parser.add_argument("--loglevel", type=str.upper, choices=LOG_LEVELS, default="INFO")
     parser.add_argument("--hostname", default=None, help="worker node name (default: slaplan-<pid>@<host>)")
+    add_db_argument(parser)
     parser.set_defaults(func=run)
 
 
@@ -41,10 +43,10 @@ def queue_list(text: str) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from infra.settings import load_settings
+    from api.commands.database import command_settings, export_database
     from workers.celery_app import make_celery
 
-    settings = load_settings()
+    settings = command_settings(args)
     if settings.embedded:
         print(
             "slaplan worker needs a broker shared with the API: set SLAPLAN_BROKER_URL (e.g. redis://host:6379/0); "
@@ -57,6 +59,7 @@ def run(args: argparse.Namespace) -> int:
     argv += ["--hostname", args.hostname or f"slaplan-{os.getpid()}@%h", "--without-gossip", "--without-mingle"]
     if args.concurrency is not None:
         argv += ["--concurrency", str(args.concurrency)]
+    export_database(settings)
     app = make_celery(settings)
     _dispatch_beside(app)
     app.worker_main(argv)

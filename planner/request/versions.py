@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from planner.types import V1ALPHA1_LENGTHS, V1BETA1_LENGTHS, Lengths  # noqa: F401 (the lengths each version assumes)
+from planner.lengths import V1ALPHA1_LENGTHS, V1BETA1_LENGTHS, Lengths  # noqa: F401 (the lengths each version assumes)
 
 KIND = "DynamoGraphDeploymentRequest"
 V1ALPHA1 = "nvidia.com/v1alpha1"

@@ -34,13 +34,12 @@ from dataclasses import dataclass, field
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from profiler.emulator.speed import MAX_SPEED, MIN_SPEED
+
 # Upper bounds (s) of the time-to-first-token histogram on /metrics.
 TTFT_BUCKETS_S = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0)
 # Above this lag behind the ideal clock (s) the emulator gives up catching up (the host is busy).
 _MAX_LAG_S = 0.05
-# Slowest ``speed`` (and 1 / fastest): beyond a factor of 1000 either way the steps are too long
-# for a test to wait for or too short for the event loop to time.
-MIN_SPEED = 1e-3
 
 
 class Timing(BaseModel):
@@ -55,7 +54,7 @@ class Timing(BaseModel):
     max_batch: int = Field(gt=0, description="running sequences per rank")
     max_num_tokens: int = Field(gt=0, description="tokens per step (decode tokens + prompt chunks)")
     kv_tokens: int = Field(gt=0, description="KV-cache capacity per rank, tokens")
-    speed: float = Field(default=1.0, ge=MIN_SPEED, le=1 / MIN_SPEED, allow_inf_nan=False,
+    speed: float = Field(default=1.0, ge=MIN_SPEED, le=MAX_SPEED, allow_inf_nan=False,
                          description=">1 faster than the model, <1 slower")
     prefill_only: bool = False
     skip_prefill: bool = False

@@ -15,7 +15,6 @@ from dataclasses import dataclass, replace
 from functools import lru_cache, partial
 
 import numpy as np
-from scipy.optimize import least_squares
 
 from profiler.model.dataset import row_prepared
 from profiler.model.errors import ModelError
@@ -193,6 +192,8 @@ def fit(data: Prepared, start: dict[str, float] | None = None, names: tuple[str,
         r1 = np.where(np.isfinite(r1), r1, 5.0)
         r2 = np.where(np.isfinite(r2), r2, 5.0)
         return np.concatenate([TTFT_WEIGHT * weight * r1, TPOT_WEIGHT * weight * r2, prior_weight * (x - prior)])
+
+    from scipy.optimize import least_squares  # only when fitting: slow to import
 
     res = least_squares(residuals, x0, bounds=(lo, hi), loss="cauchy", f_scale=0.2, max_nfev=max_evals,
                         x_scale=1.0, diff_step=1e-3)

@@ -17,7 +17,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy.optimize import least_squares
 
 from profiler.model.errors import ModelError, UnknownName
 from profiler.model.gpus import get_gpu
@@ -105,6 +104,8 @@ def fit_kernels(rows: list[dict], bounds: dict[str, tuple[float, float, float]])
     def residuals(x):
         values = np.exp(x)
         return np.log(group_seconds(g, dict(zip(FITTED, values[:-1])), values[-1])) - log_measured
+
+    from scipy.optimize import least_squares  # only when fitting: slow to import
 
     res = least_squares(residuals, x0, bounds=(lo, hi), loss="soft_l1", f_scale=0.1, x_scale=1.0)
     return {n: float(v) for n, v in zip(FITTED, np.exp(res.x[:-1]))}

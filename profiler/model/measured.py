@@ -31,8 +31,6 @@ from typing import Protocol
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from scipy.optimize import minimize_scalar
-
 from profiler.model.calibrate import Prepared, ape, family, fit
 from profiler.model.config import ServingConfig
 from profiler.model.errors import ModelError
@@ -158,6 +156,8 @@ def fit_scale(data: Prepared, params: dict[str, float]) -> float:
         out = evaluate(data.batch, scaled(params, float(np.exp(log_s))))
         logs = np.concatenate([np.log(out["ttft_ms"] / data.ttft_ms), np.log(out["itl_ms"] / data.tpot_ms)])
         return _soft_l1(np.where(np.isfinite(logs), logs, 5.0))
+
+    from scipy.optimize import minimize_scalar  # only when fitting: slow to import
 
     lo, hi = np.log(SCALE_BOUNDS)
     return float(np.exp(minimize_scalar(loss, bounds=(lo, hi), method="bounded", options={"xatol": 1e-4}).x))

@@ -5,13 +5,14 @@ identical servers, deterministic service ``service_s``. The mean wait uses the
 Allen–Cunneen approximation: the M/M/c wait (Erlang C) times (1 + cs²)/2 with cs² = 0,
 which is exact for c = 1 (M/D/1: ρD / (2(1 − ρ))). The waiting time given that a request
 waits is taken as exponential, which gives the tail quantiles.
+
+scipy.special is imported by the first Erlang C computed: closed loops never ask for one, and
+a command that plans only them does not pay for the import (a third of a second at start-up).
 """
 
 from __future__ import annotations
 
 import numpy as np
-from scipy.special import gammaln, pdtr
-
 
 
 def erlang_c(servers, load):
@@ -20,6 +21,8 @@ def erlang_c(servers, load):
     Erlang B is the Poisson ratio pmf(c; a) / cdf(c; a), computed in closed form (no loop
     over servers), and Erlang C = B / (1 − ρ(1 − B)).
     """
+    from scipy.special import gammaln, pdtr
+
     servers = np.asarray(servers, dtype=float)
     load = np.maximum(np.asarray(load, dtype=float), 1e-300)
     log_pmf = servers * np.log(load) - load - gammaln(servers + 1.0)
@@ -28,10 +31,16 @@ def erlang_c(servers, load):
     return blocking / np.maximum(1.0 - rho * (1.0 - blocking), 1e-12)
 
 
-def mdc_wait(rate, service_s, servers):
-    """(mean wait s, probability of waiting, utilization) of an M/D/c queue; wait is inf when ρ ≥ 1."""
+def mdc_wait(rate, service_s, servers, poisson=True):
+    """(mean wait s, probability of waiting, utilization) of an M/D/c queue; wait is inf when ρ ≥ 1.
+
+    ``poisson`` says where the arrivals are Poisson (a bool, or a mask that broadcasts with the
+    rest); when they are nowhere (closed loops only, whose wait is modelled otherwise), the wait
+    and its probability are 0 and no Erlang C is computed."""
     load = rate * service_s
     rho = load / servers
+    if not np.any(poisson):
+        return np.zeros(np.shape(rho)), np.zeros(np.shape(rho)), rho
     p_wait = np.where(rho < 1.0, erlang_c(servers, np.minimum(load, servers * (1 - 1e-9))), 1.0)
     mean = np.where(rho < 1.0, 0.5 * p_wait * service_s / (servers * np.maximum(1.0 - rho, 1e-12)), np.inf)
     return mean, p_wait, rho

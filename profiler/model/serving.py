@@ -228,7 +228,7 @@ def first_token(fp, p, isl, pf, t_first, rate, servers, clients, disagg):
     if type(clients) is not np.ndarray and clients > 0:  # one closed loop: no M/D/c wait to compute
         mean_w, p_wait, rho = 0.0, 0.0, rate * per_prompt / servers
     else:
-        mean_w, p_wait, rho = mdc_wait(rate, per_prompt, servers)
+        mean_w, p_wait, rho = mdc_wait(rate, per_prompt, servers, poisson=clients <= 0)
     dis = disagg > 0
     burst = choose(dis, p["disagg_burst"], by_backend(fp, p, "agg_burst")) * vmax(clients / servers - 1.0, 0.0) * per_prompt
     # Poisson arrivals wait as M/D/c says; a closed loop's synchronised returns are counted

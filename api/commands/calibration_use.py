@@ -1,0 +1,62 @@
+"""Which stored calibration a planning command used, or why none: looked up in the database
+(``api.commands.database``) and said in the command's output and in plan.json, so that a stored
+fit never changes an answer unannounced. SQLAlchemy is imported only when there is a database."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from infra.calibrations import Calibration
+    from infra.settings import Settings
+
+Key = tuple[str, str, str]  # (model, gpu, backend) as a request names them
+
+
+@dataclass(frozen=True)
+class Calibrations:
+    """What a planning command found in the database: the calibrations by request key, where it
+    looked, and why nothing could be read (None: read, or no database there)."""
+
+    database: str
+    exists: bool
+    found: dict[Key, Calibration]
+    problem: str | None = None
+
+    def used(self, key: Key) -> Calibration | None:
+        """The calibration a request with ``key`` is planned with, if any."""
+        return self.found.get(key)
+
+    def line(self, key: Key) -> str:
+        """One line saying which calibration a request with ``key`` used, or why none."""
+        cal = self.used(key)
+        if cal is not None:
+            return f"calibration: {cal.summary()}; from {self.database}"
+        if self.problem:
+            return f"calibration: none, the shipped parameters ({self.problem})"
+        if not self.exists:
+            return f"calibration: none, the shipped parameters (no database at {self.database})"
+        model, gpu, backend = key
+        return f"calibration: none stored for {model} on {gpu} ({backend}) in {self.database}; the shipped parameters"
+
+    def document(self, key: Key) -> dict[str, Any]:
+        """plan.json's ``calibration``: the database looked in and the calibration used (None: none)."""
+        cal = self.used(key)
+        used = None if cal is None else {
+            "model": cal.model, "gpu": cal.gpu, "backend": cal.backend, "points": cal.fit.points,
+            "source": cal.source, "calibrated_at": cal.calibrated_at.isoformat(), "summary": cal.summary()}
+        doc: dict[str, Any] = {"database": self.database, "database_exists": self.exists, "used": used}
+        if self.problem:
+            doc["problem"] = self.problem
+        return doc
+
+
+def read_calibrations(settings: Settings, keys: list[Key]) -> Calibrations:
+    """The stored calibrations of ``keys``; SQLAlchemy is not imported when there is no database."""
+    if not settings.database_exists:
+        return Calibrations(settings.database_label, exists=False, found={})
+    from infra.calibrations import read_calibrations as read
+
+    found, problem = read(settings, keys)
+    return Calibrations(settings.database_label, exists=True, found=found, problem=problem)
