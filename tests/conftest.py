@@ -1,4 +1,5 @@
-"""Fixtures for the real services the integration tests use (PostgreSQL, Redis).
+"""Fixtures shared by the test modules: a migrated SQLite database with its sessions, the engine
+emulator, and the real services the integration tests use (PostgreSQL, Redis).
 
 Outside CI a missing service skips the test with the reason; in CI (``CI`` set), where
 .ci/run starts both, it fails the test instead, so a broken service cannot hide.
@@ -69,3 +70,33 @@ def redis_url():
     except redis.exceptions.ConnectionError as exc:
         _unavailable(f"Redis not reachable on 127.0.0.1:6379: {exc}")
     return REDIS_URL
+
+
+@pytest.fixture
+def database_url(tmp_path):
+    """URL of the SQLite file the ``sessions`` fixture opens."""
+    return f"sqlite:///{tmp_path / 'sessions.db'}"
+
+
+@pytest.fixture
+def sessions(database_url):
+    """A session factory on a freshly migrated SQLite database."""
+    from infra import migrate
+    from infra.db import make_engine, make_session_factory
+    from infra.settings import load_settings
+
+    settings = load_settings({}, database_url=database_url)
+    migrate.upgrade(settings)
+    engine = make_engine(settings)
+    yield make_session_factory(engine)
+    engine.dispose()
+
+
+@pytest.fixture(scope="module")
+def emulator():
+    """Base URL of a ``slaplan emulate`` process serving the module's tests."""
+    from procs import start_emulator, stop
+
+    proc, base = start_emulator()
+    yield base
+    stop(proc)

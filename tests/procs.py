@@ -1,4 +1,5 @@
-"""Helpers for tests that start real processes: a free loopback port and the CLI command."""
+"""Helpers for tests that start real processes: a free loopback port, the CLI command, the
+service, a worker and the engine emulator."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ import sys
 
 # ``slaplan`` itself, run by the interpreter under test.
 SLAPLAN = [sys.executable, "-m", "api.cli"]
+# The model the engine emulator serves unless told otherwise.
+MODEL = "meta-llama/Llama-3.1-8B-Instruct"
 
 
 def free_port() -> int:
@@ -90,3 +93,30 @@ def start_worker(cwd, env: dict, *, name: str = "test"):
             [*SLAPLAN, "worker", "--queues", "plan,bench", "--pool", "solo", "--concurrency", "1",
              "--loglevel", "WARNING", "--hostname", f"{name}-{uuid.uuid4().hex[:6]}@%h"],
             cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
+
+
+def start_emulator(*extra: str, model: str = MODEL, gpu: str = "a100_sxm"):
+    """Start ``slaplan emulate`` on a free loopback port; returns (process, base URL)."""
+    import subprocess
+    import time
+    from pathlib import Path
+
+    import httpx
+
+    port = free_port()
+    proc = subprocess.Popen([*SLAPLAN, "emulate", "--model", model, "--gpu", gpu,
+                             "--host", "127.0.0.1", "--port", str(port), *extra],
+                            cwd=Path(__file__).resolve().parents[1], stdin=subprocess.DEVNULL,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 90  # a busy machine imports slowly
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"emulator exited: {proc.stderr.read().decode()}")
+        try:
+            if httpx.get(f"{base}/health", timeout=1).status_code == 200:
+                return proc, base
+        except httpx.HTTPError:
+            time.sleep(0.2)
+    proc.kill()
+    raise RuntimeError("emulator did not start in 90 s")

@@ -204,6 +204,7 @@ def _other_type(value):
     return 5 if isinstance(value, str) else [1, "a", None] if not isinstance(value, list) else {"a": "x"}
 
 
+@pytest.mark.slow
 def test_every_part_of_the_results_document_may_have_another_type(api, planned, results_doc):
     small = {**results_doc, "pareto": results_doc["pareto"][:2],
              "candidates": {**results_doc["candidates"], "rows": results_doc["candidates"]["rows"][:2]}}

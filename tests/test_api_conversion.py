@@ -14,6 +14,8 @@ from api.conversion import ANNOTATION, convert_dgdr
 from planner.request import parse_dgdr
 from procs import start_serve, stop
 
+pytestmark = pytest.mark.slow
+
 GROUP, PLURAL = "nvidia.com", "dynamographdeploymentrequests"
 
 ALPHA = {

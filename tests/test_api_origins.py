@@ -180,6 +180,7 @@ def test_off_loopback_writes_need_the_token_or_an_explicit_setting(make_client):
     assert sorted(_names(allowed)) == ["allowed", "signed"]
 
 
+@pytest.mark.slow
 def test_serve_on_every_interface_refuses_unauthenticated_writes(tmp_path):
     url, procs = start_serve(tmp_path, host="0.0.0.0")
     try:

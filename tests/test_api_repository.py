@@ -4,19 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from infra import migrate
 from infra import resources as repo
-from infra.db import make_engine, make_session_factory, session_scope
-from infra.settings import load_settings
-
-
-@pytest.fixture
-def sessions(tmp_path):
-    settings = load_settings({}, database_url=f"sqlite:///{tmp_path / 'r.db'}")
-    migrate.upgrade(settings)
-    engine = make_engine(settings)
-    yield make_session_factory(engine)
-    engine.dispose()
+from infra.db import session_scope
 
 
 def _new(name="x", **kw):

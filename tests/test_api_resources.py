@@ -21,6 +21,8 @@ from infra import migrate
 from infra.settings import load_settings
 from procs import free_port
 
+pytestmark = pytest.mark.slow
+
 GROUP, V1, PLURAL = "nvidia.com", "v1alpha1", "dynamographdeploymentrequests"
 NS_PATH = f"/apis/{GROUP}/{V1}/namespaces/default/{PLURAL}"
 

@@ -8,8 +8,11 @@ import subprocess
 import time
 from pathlib import Path
 
+import pytest
 from kubernetes import client as k8s
 from procs import SLAPLAN, free_port, stop, wait_ready
+
+pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -18,6 +18,8 @@ from infra.db import make_engine, make_session_factory, session_scope
 from infra.settings import load_settings
 from procs import start_serve, stop
 
+pytestmark = pytest.mark.slow
+
 GROUP, PLURAL = "nvidia.com", "dynamographdeploymentrequests"
 
 

@@ -16,11 +16,12 @@ from infra.inference_services import advertised_url, resolve
 from infra.kube import connect
 from profiler.bench.spec import InferenceServiceReference
 from profiler.bench.runner import Failure, runner_settings
-from tests.test_bench_run import _status, _store, sessions  # noqa: F401  (sessions is a fixture)
-from tests.test_emulator import start_emulator, stop
+from procs import start_emulator, stop
+from stored import stored_status
+from tests.test_bench_run import _store
 from workers import tasks
 
-pytestmark = pytest.mark.skipif(not CRD_DIR.is_dir(), reason=SKIP_REASON)
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(not CRD_DIR.is_dir(), reason=SKIP_REASON)]
 
 ISVC = "ome.io/v1beta1"
 READY = {"type": "Ready", "status": "True", "lastTransitionTime": "2026-01-01T00:00:00Z"}
@@ -61,7 +62,7 @@ def _run(sessions, uid: str, kubeconfig: Path, tmp_path: Path, **settings) -> di
     defaults = dict(local_root=str(tmp_path / "root"), offline=True, probe_timeout_s=5, ready_timeout_s=0.5)
     outcome = tasks.process_benchmarkjob(sessions, uid, cluster=lambda: connect(kubeconfig=str(kubeconfig)),
                                          settings=runner_settings({}, **{**defaults, **settings}))
-    status = _status(sessions, uid)
+    status = stored_status(sessions, uid)
     assert outcome == ("completed" if status["state"] == "Completed" else "failed")
     return status
 

@@ -12,6 +12,8 @@ from test_api_resources import _serve
 
 from infra.settings import load_settings
 
+pytestmark = pytest.mark.slow
+
 JOBS = "/apis/ome.io/v1beta1/namespaces/default/benchmarkjobs"
 RESULTS = [{"scenario": "D(100,20)", "concurrency": 1, "requests": 8, "errors": 0, "errorRate": 0.0,
             "ttftMs": {"mean": 80.0, "p50": 79.0, "p90": 90.0, "p99": 99.0}, "tpotMs": {"mean": 12.0}}]

@@ -13,15 +13,16 @@ from pathlib import Path
 import pytest
 import yaml
 
-from infra import migrate
-from infra.db import make_engine, make_session_factory, session_scope
-from infra.resources import ResourceCreate, create_resource, get_resource_by_uid
-from infra.settings import load_settings
+from infra.db import session_scope
+from infra.resources import ResourceCreate, create_resource
 from profiler.bench.spec import parse_benchmarkjob
 from profiler.bench.results import parse_iteration
 from profiler.bench.runner import BenchOutcome, run_benchmarkjob, runner_settings
-from tests.test_emulator import MODEL, start_emulator, stop
+from procs import MODEL, free_port, start_emulator, stop
+from stored import stored_status
 from workers import lifecycle, tasks
+
+pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -112,8 +113,6 @@ def _settings(tmp_path, **kw):
 
 
 def test_endpoint_down_is_said_plainly(tmp_path):
-    from tests.test_emulator import free_port
-
     out = run_benchmarkjob(parse_benchmarkjob(job(f"http://127.0.0.1:{free_port()}")), name="x", settings=_settings(tmp_path))
     assert not out.ok and out.failure.startswith("endpoint down") and not out.started
 
@@ -124,18 +123,9 @@ def test_endpoint_down_is_said_plainly(tmp_path):
     ({"trafficScenarios": ["E(100)"]}, "spec.trafficScenarios[0]"),  # an embeddings scenario for a chat task
 ])
 def test_what_genai_bench_cannot_run_is_named_before_the_endpoint_is_tried(spec, field, tmp_path):
-    from tests.test_emulator import free_port
-
     out = run_benchmarkjob(parse_benchmarkjob(job(f"http://127.0.0.1:{free_port()}", **spec)), name="x",
                            settings=_settings(tmp_path))
     assert not out.ok and out.failure.startswith(f"{field}: ") and not out.started, out.failure
-
-
-@pytest.fixture(scope="module")
-def emulator():
-    proc, base = start_emulator()
-    yield base
-    stop(proc)
 
 
 def test_404_and_unknown_model_and_missing_tokenizer(tmp_path, emulator):
@@ -170,25 +160,11 @@ def test_inference_service_without_a_cluster(tmp_path):
 # --------------------------------------------------------------------------- the worker
 
 
-@pytest.fixture
-def sessions(tmp_path):
-    settings = load_settings({}, database_url=f"sqlite:///{tmp_path / 'b.db'}")
-    migrate.upgrade(settings)
-    engine = make_engine(settings)
-    yield make_session_factory(engine)
-    engine.dispose()
-
-
 def _store(sessions, spec) -> str:
     with session_scope(sessions) as s:
         return create_resource(s, ResourceCreate(group="ome.io", version="v1beta1", kind="BenchmarkJob",
                                                  plural="benchmarkjobs", namespace="default", name=f"b-{uuid.uuid4().hex[:6]}",
                                                  spec=spec, status=lifecycle.bench_pending())).uid
-
-
-def _status(sessions, uid):
-    with session_scope(sessions) as s:
-        return get_resource_by_uid(s, uid).status
 
 
 def test_worker_runs_a_job_to_completion(sessions, tmp_path):
@@ -197,7 +173,7 @@ def test_worker_runs_a_job_to_completion(sessions, tmp_path):
     seen = {}
 
     def runner(spec, *, name, settings, resolver):
-        seen["state"] = _status(sessions, uid)["state"]  # claimed before the run
+        seen["state"] = stored_status(sessions, uid)["state"]  # claimed before the run
         p = Percentiles(mean_ms=80.0, p50_ms=80.0, p90_ms=90.0, p99_ms=99.0)
         m = IterationMetrics(scenario="D(100,20)", concurrency=1, file="f.json", requests=8, errors=0, error_rate=0.0,
                              duration_s=3.0, requests_per_s=2.7, output_tok_s=55.0, input_tok_s=270.0,
@@ -207,7 +183,7 @@ def test_worker_runs_a_job_to_completion(sessions, tmp_path):
 
     uid = _store(sessions, job("http://127.0.0.1:1")["spec"])
     assert tasks.process_benchmarkjob(sessions, uid, runner=runner) == "completed"
-    status = _status(sessions, uid)
+    status = stored_status(sessions, uid)
     assert seen["state"] == "Running"
     assert status["state"] == "Completed" and status["startTime"] and status["completionTime"]
     assert "failureMessage" not in status and status["resultsLocation"] == str(tmp_path / "r")
@@ -220,7 +196,7 @@ def test_worker_fails_an_inference_service_job_without_a_cluster(sessions):
     spec["endpoint"] = {"inferenceService": {"name": "llm", "namespace": "serving"}}
     uid = _store(sessions, spec)
     assert tasks.process_benchmarkjob(sessions, uid) == "failed"
-    status = _status(sessions, uid)
+    status = stored_status(sessions, uid)
     assert status["state"] == "Failed" and "no Kubernetes cluster is configured" in status["failureMessage"]
     assert status["details"] and status["completionTime"]
     assert datetime.now(UTC).strftime("%Y") in status["completionTime"]

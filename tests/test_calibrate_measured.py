@@ -20,12 +20,13 @@ from infra.calibrations import list_calibrations, save_calibration
 from infra.db import make_engine, make_session_factory, session_scope
 from infra.resources import ResourceCreate, create_resource, get_resource_by_uid
 from infra.settings import load_settings
-from procs import SLAPLAN
+from procs import MODEL, SLAPLAN, start_emulator, stop
 from profiler.bench.runner import read_results, runner_settings
 from profiler.model.config import Parallel, ServingConfig
 from profiler.model.estimate import estimate
 from profiler.model.measured import Point, calibration_key, fit_deployment
-from tests.test_emulator import MODEL, start_emulator, stop
+
+pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[1]
 SLOWER = 1.4

@@ -22,6 +22,7 @@ def _engines(model) -> list[Parallel]:
     return [Parallel(tp=2), big]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", ["vllm", "sglang", "trtllm"])
 def test_every_catalog_model_on_every_gpu_is_estimated_or_refused_by_name(backend):
     unserved = []

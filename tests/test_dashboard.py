@@ -19,6 +19,8 @@ import httpx
 import pytest
 from procs import SLAPLAN, free_port, stop, wait_ready
 
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[1]
 ARTIFACTS = ROOT / "test-artifacts" / "dashboard"
 CHROMIUM = os.environ.get("SLAPLAN_TEST_CHROMIUM", "/usr/bin/chromium")

@@ -12,8 +12,9 @@ import pytest
 from api_client import api_client
 
 from fake_kube import CRD_DIR, SKIP_REASON, FakeKube
+from stored import stored_status
 
-pytestmark = pytest.mark.skipif(not CRD_DIR.is_dir(), reason=SKIP_REASON)
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(not CRD_DIR.is_dir(), reason=SKIP_REASON)]
 
 DGD_V1 = "nvidia.com/v1alpha1"
 DGD = "DynamoGraphDeployment"
@@ -37,19 +38,6 @@ def fake(tmp_path_factory):
     fake.stop()
 
 
-@pytest.fixture
-def sessions(tmp_path):
-    from infra import migrate
-    from infra.db import make_engine, make_session_factory
-    from infra.settings import load_settings
-
-    settings = load_settings({}, database_url=f"sqlite:///{tmp_path / 'd.db'}")
-    migrate.upgrade(settings)
-    engine = make_engine(settings)
-    yield make_session_factory(engine)
-    engine.dispose()
-
-
 def _store(sessions, spec: dict, name: str) -> str:
     from infra.db import session_scope
     from infra.resources import ResourceCreate, create_resource
@@ -60,14 +48,6 @@ def _store(sessions, spec: dict, name: str) -> str:
             group="nvidia.com", version="v1alpha1", kind="DynamoGraphDeploymentRequest",
             plural="dynamographdeploymentrequests", namespace="default", name=name, spec=spec,
             status=lifecycle.dgdr_pending(1, datetime.now(UTC)))).uid
-
-
-def _status(sessions, uid: str) -> dict:
-    from infra.db import session_scope
-    from infra.resources import get_resource_by_uid
-
-    with session_scope(sessions) as session:
-        return get_resource_by_uid(session, uid).status
 
 
 def _connector(fake):
@@ -83,9 +63,9 @@ def test_auto_apply_deploys_then_follows_the_dgd(fake, sessions):
 
     connect = _connector(fake)
     uid = _store(sessions, _spec(True, "qwen-auto"), "auto")
-    assert _status(sessions, uid)["state"] == "Pending"
+    assert stored_status(sessions, uid)["state"] == "Pending"
     assert process_dgdr(sessions, uid, cluster=connect) == "deploying"
-    status = _status(sessions, uid)
+    status = stored_status(sessions, uid)
     assert status["state"] == "Deploying"
     assert status["deployment"] == {"name": "qwen-auto", "namespace": "serving", "state": "pending", "created": True}
     dgd = fake.get(DGD_V1, DGD, "serving", "qwen-auto")
@@ -94,20 +74,20 @@ def test_auto_apply_deploys_then_follows_the_dgd(fake, sessions):
     assert labels["nvidia.com/managed-by"] == "slaplan" and labels["team"] == "llm"
     assert "ownerReferences" not in dgd["metadata"]
     assert track_dgdr(sessions, uid, connect) == "deploying"
-    assert _status(sessions, uid)["state"] == "Deploying"
+    assert stored_status(sessions, uid)["state"] == "Deploying"
 
     fake.set_status(DGD_V1, DGD, "serving", "qwen-auto", {"state": "successful"})
     assert track_dgdr(sessions, uid, connect) == "ready"
-    status = _status(sessions, uid)
+    status = stored_status(sessions, uid)
     assert status["state"] == "Ready" and status["deployment"]["state"] == "successful"
     ready = {c["type"]: c for c in status["conditions"]}["DeploymentReady"]
     assert ready["status"] == "True"
     version = status  # a check that sees nothing new writes nothing
-    assert track_dgdr(sessions, uid, connect) == "ready" and _status(sessions, uid) == version
+    assert track_dgdr(sessions, uid, connect) == "ready" and stored_status(sessions, uid) == version
 
     fake.remove(DGD_V1, DGD, "serving", "qwen-auto")
     assert track_dgdr(sessions, uid, connect) == "deleted"
-    status = _status(sessions, uid)
+    status = stored_status(sessions, uid)
     assert status["state"] == "DeploymentDeleted" and status["deployment"]["created"] is True
     assert track_dgdr(sessions, uid, connect) == "untracked"
     assert fake.get(DGD_V1, DGD, "serving", "qwen-auto") is None  # never recreated
@@ -124,7 +104,7 @@ def test_without_auto_apply_nothing_is_applied(fake, sessions):
     assert track_dgdr(sessions, uid, connect) == "untracked"
     assert fake.get(DGD_V1, DGD, "serving", "qwen-manual") is None
     assert len(fake.requests) == calls  # the cluster was not even asked
-    assert "deployment" not in _status(sessions, uid)
+    assert "deployment" not in stored_status(sessions, uid)
 
 
 def test_dgd_follows_the_version_the_cluster_serves_and_missing_operator_fails(sessions, tmp_path):
@@ -138,12 +118,12 @@ def test_dgd_follows_the_version_the_cluster_serves_and_missing_operator_fails(s
         uid = _store(sessions, _spec(True, "qwen-beta"), "beta")
         assert process_dgdr(sessions, uid, cluster=lambda: cluster) == "deploying"
         assert fake.get("nvidia.com/v1beta1", DGD, "serving", "qwen-beta")["apiVersion"] == "nvidia.com/v1beta1"
-        assert _status(sessions, uid)["generatedDeployment"]["apiVersion"] == "nvidia.com/v1beta1"
+        assert stored_status(sessions, uid)["generatedDeployment"]["apiVersion"] == "nvidia.com/v1beta1"
         fake.served.pop(("nvidia.com", "v1beta1"))
         cluster = kube_connect(kubeconfig=str(tmp_path / "kc"))
         uid = _store(sessions, _spec(True, "qwen-none"), "none")
         assert process_dgdr(sessions, uid, cluster=lambda: cluster) == "failed"
-        status = _status(sessions, uid)
+        status = stored_status(sessions, uid)
         ready = {c["type"]: c for c in status["conditions"]}["DeploymentReady"]
         assert status["state"] == "Failed" and "install the Dynamo operator" in ready["message"]
     finally:

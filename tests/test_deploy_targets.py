@@ -31,6 +31,7 @@ def units():
 # --------------------------------------------------------------------------- local
 
 
+@pytest.mark.slow
 def test_the_local_emulator_serves_until_torn_down(units):
     target = LocalTarget(speed=4.0)
     with deployed(target, units["agg tp1"], REQUEST, "t-local") as endpoint:
@@ -41,6 +42,7 @@ def test_the_local_emulator_serves_until_torn_down(units):
         httpx.get(f"{endpoint.base_url}/v1/models", timeout=2)
 
 
+@pytest.mark.slow
 def test_a_local_engine_command_template(units):
     command = f"{shlex.quote(sys.executable)} -m api.cli emulate --model {{model}} --gpu {{gpu}} --tp {{tp}} " \
               f"--max-batch {{max_batch}} --served-model-name {{model}} --host {{host}} --port {{port}}"
@@ -66,6 +68,7 @@ def test_local_failures_say_why(units):
         LocalTarget(command="engine --port {port}").up(disagg, REQUEST, "t-disagg")
 
 
+@pytest.mark.slow
 def test_a_local_disaggregated_unit_prefills_then_decodes(units):
     """Two emulators (prefill tp1, decode tp2) behind the local router: a streamed answer comes
     through whole, and the prefill engine saw the prompt but generated one token."""
@@ -108,6 +111,7 @@ def _target(kubeconfig, operator, **kw) -> KubeTarget:
     return KubeTarget(connect(kubeconfig=str(kubeconfig)), sleep=sleep, clock=lambda: now[0], **kw)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("key", ["agg tp2", "disagg tp1+tp2"])
 def test_kubernetes_applies_waits_for_the_operator_and_deletes(fake, units, key):
     server, kubeconfig = fake
@@ -125,6 +129,7 @@ def test_kubernetes_applies_waits_for_the_operator_and_deletes(fake, units, key)
     target.down(endpoint)  # already gone: nothing to do
 
 
+@pytest.mark.slow
 def test_kubernetes_failures_clean_up_and_say_why(fake, units):
     server, kubeconfig = fake
     unit = units["agg tp1"]
@@ -148,6 +153,7 @@ def test_kubernetes_failures_clean_up_and_say_why(fake, units):
         gone.up(unit, REQUEST, "t-fail")
 
 
+@pytest.mark.slow
 def test_kubernetes_without_the_operator(tmp_path, units):
     if not CRD_DIR.is_dir():
         pytest.skip(SKIP_REASON)

@@ -4,57 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-import subprocess
-import sys
 import time
-from pathlib import Path
 
 import httpx
 import pytest
 
 from profiler.emulator.engine import Engine, Rank, Sequence, Stats, Timing, count_tokens
-from procs import free_port
-
-ROOT = Path(__file__).resolve().parents[1]
-MODEL = "meta-llama/Llama-3.1-8B-Instruct"
-
-
-
-
-def start_emulator(*extra: str, model: str = MODEL, gpu: str = "a100_sxm"):
-    """Start ``slaplan emulate`` on a free loopback port; returns (process, base URL)."""
-    port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "api.cli", "emulate", "--model", model, "--gpu", gpu,
-                             "--host", "127.0.0.1", "--port", str(port), *extra],
-                            cwd=ROOT, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 90  # a busy machine imports slowly
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"emulator exited: {proc.stderr.read().decode()}")
-        try:
-            if httpx.get(f"{base}/health", timeout=1).status_code == 200:
-                return proc, base
-        except httpx.HTTPError:
-            time.sleep(0.2)
-    proc.kill()
-    raise RuntimeError("emulator did not start in 90 s")
-
-
-def stop(proc) -> None:
-    proc.terminate()
-    try:
-        proc.wait(10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait(5)
-
-
-@pytest.fixture(scope="module")
-def emulator():
-    proc, base = start_emulator()
-    yield base
-    stop(proc)
+from procs import MODEL, start_emulator, stop
 
 
 def _events(response) -> list:
@@ -66,6 +22,7 @@ def _events(response) -> list:
     return out
 
 
+@pytest.mark.slow
 def test_models_and_metrics(emulator):
     models = httpx.get(f"{emulator}/v1/models").json()
     assert [m["id"] for m in models["data"]] == [MODEL]
@@ -73,6 +30,7 @@ def test_models_and_metrics(emulator):
     assert "vllm:num_requests_running" in text and "vllm:generation_tokens_total" in text
 
 
+@pytest.mark.slow
 def test_streaming_chat_with_usage(emulator):
     body = {"model": MODEL, "messages": [{"role": "user", "content": "héllo world"}], "max_tokens": 5,
             "stream": True, "stream_options": {"include_usage": True}, "ignore_eos": True}
@@ -90,6 +48,7 @@ def test_streaming_chat_with_usage(emulator):
     assert 'vllm:request_success_total{model_name="%s",finished_reason="length"}' % MODEL in before
 
 
+@pytest.mark.slow
 def test_streaming_without_usage_and_completions(emulator):
     body = {"model": MODEL, "prompt": "abcd", "max_tokens": 3, "stream": True, "ignore_eos": True}
     with httpx.stream("POST", f"{emulator}/v1/completions", json=body, timeout=30) as r:
@@ -98,6 +57,7 @@ def test_streaming_without_usage_and_completions(emulator):
     assert events[0]["object"] == "text_completion"
 
 
+@pytest.mark.slow
 def test_non_streaming(emulator):
     r = httpx.post(f"{emulator}/v1/completions", json={"prompt": "abcd", "max_tokens": 4, "ignore_eos": True}, timeout=30)
     data = r.json()
@@ -108,6 +68,7 @@ def test_non_streaming(emulator):
     assert r.json()["choices"][0]["message"]["content"] == "ab"
 
 
+@pytest.mark.slow
 def test_errors_look_like_openai(emulator):
     r = httpx.post(f"{emulator}/v1/chat/completions", json={"model": "other", "messages": [{"role": "user", "content": "x"}]})
     assert r.status_code == 404 and "does not exist" in r.json()["error"]["message"]
@@ -118,6 +79,7 @@ def test_errors_look_like_openai(emulator):
     assert httpx.post(f"{emulator}/v1/chat/completions", content=b"{").status_code == 400
 
 
+@pytest.mark.slow
 def test_one_request_takes_what_the_model_says(emulator):
     from profiler.model.config import Parallel
     from profiler.emulator.timing import model_timing, serving_config
@@ -165,6 +127,7 @@ def _chat(base: str, content: str, **fields) -> tuple[list, dict]:
     return [e for e in events[:-2]], events[-2]["usage"]
 
 
+@pytest.mark.slow
 def test_answers_end_at_their_sampled_length_with_stop(short_answers):
     from profiler.emulator.length import natural_length
 
@@ -185,6 +148,7 @@ def test_answers_end_at_their_sampled_length_with_stop(short_answers):
     assert len(data["choices"][0]["message"]["content"]) == natural - 1
 
 
+@pytest.mark.slow
 def test_ignore_eos_min_tokens_and_max_tokens(short_answers):
     from profiler.emulator.length import natural_length
 
@@ -207,6 +171,7 @@ def test_ignore_eos_min_tokens_and_max_tokens(short_answers):
         assert int(line.rsplit(" ", 1)[1]) >= at_least
 
 
+@pytest.mark.slow
 def test_the_request_seed_changes_answer_lengths(short_answers):
     from profiler.emulator.length import natural_length
 
@@ -219,6 +184,7 @@ def test_the_request_seed_changes_answer_lengths(short_answers):
     assert len(tokens) == usage["completion_tokens"] == min(expected, 200)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fields,named", [
     ({"max_tokens": 4, "min_tokens": 5}, "min_tokens"),
     ({"min_tokens": -1}, "min_tokens"),

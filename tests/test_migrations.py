@@ -56,6 +56,7 @@ def test_sqlite_up_and_down(tmp_path):
     _round_trip(f"sqlite:///{tmp_path / 'slaplan.db'}")
 
 
+@pytest.mark.slow
 def test_postgresql_up_and_down(pg_url):
     _round_trip(pg_url)
 
@@ -160,6 +161,7 @@ def test_a_database_from_a_newer_slaplan_is_one_line(sqlite_url, capsys, argv):
     assert _at(sqlite_url) == "0009_future"
 
 
+@pytest.mark.slow
 def test_a_database_from_a_newer_slaplan_is_refused_by_every_entry_point(pg_url):
     settings = load_settings({}, database_url=pg_url)
     migrate.upgrade(settings)
@@ -181,6 +183,7 @@ def test_require_current_says_what_to_run(tmp_path):
     migrate.require_current(settings)
 
 
+@pytest.mark.slow
 def test_the_cli_never_shows_a_traceback(tmp_path):
     # The refusals above, as a user sees them: one line, no Traceback, in a real process.
     import os

@@ -99,6 +99,7 @@ def test_next_unit_takes_the_best_prediction_until_none_can_beat_the_best_measur
 # --------------------------------------------------------------------------- the search
 
 
+@pytest.mark.slow
 def test_search_finds_what_an_exhaustive_sweep_picks_measuring_only_what_its_margin_allows(tmp_path):
     truth = truth_params()
     calls: list[str] = []
@@ -122,6 +123,7 @@ def test_search_finds_what_an_exhaustive_sweep_picks_measuring_only_what_its_mar
     assert any("calibrated on" in a for a in result.assumptions)
 
 
+@pytest.mark.slow
 def test_a_resumed_study_keeps_its_measurements(tmp_path):
     url = f"sqlite:///{tmp_path / 's.db'}"
     truth, first, second = truth_params(), [], []
@@ -140,6 +142,7 @@ def test_a_resumed_study_keeps_its_measurements(tmp_path):
     assert third == first
 
 
+@pytest.mark.slow
 def test_a_lost_workers_trial_is_failed_and_retried(tmp_path):
     url = f"sqlite:///{tmp_path / 's.db'}"
     store = studies.storage(url, heartbeat_s=1)
@@ -161,6 +164,7 @@ def test_a_lost_workers_trial_is_failed_and_retried(tmp_path):
     assert result.online.trials_done == 1
 
 
+@pytest.mark.slow
 def test_two_workers_measure_different_units_of_one_study(tmp_path):
     url = f"sqlite:///{tmp_path / 's.db'}"
     truth, calls = truth_params(), {"a": [], "b": []}
@@ -207,6 +211,7 @@ def test_a_trial_another_worker_is_measuring_counts_against_the_budget(tmp_path)
     assert len(study.get_trials(deepcopy=False)) == 1
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
 def test_workers_asking_at_once_never_claim_the_same_trial(backend, tmp_path, request):
     # SQLite ignores the row lock Optuna claims a waiting trial with; without the write lock

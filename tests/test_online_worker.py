@@ -19,14 +19,17 @@ from infra import migrate
 from infra.calibrations import find_calibration
 from infra.db import make_engine, make_session_factory, session_scope
 from infra.deploy_targets import LocalTarget
-from infra.resources import ResourceCreate, create_resource, get_resource_by_uid
+from infra.resources import ResourceCreate, create_resource
 from infra.settings import load_settings
 from planner import online as search
 from planner import plan
 from planner.request import parse_dgdr
 from procs import start_worker, stop
 from profiler.bench.runner import runner_settings
+from stored import stored_status
 from workers import lifecycle, online, tasks
+
+pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[1]
 SPEED = 0.25
@@ -117,15 +120,6 @@ def test_an_online_dgdr_through_a_real_worker(pg_url, redis_url, tmp_path):
 # --------------------------------------------------------------------------- restart and failures
 
 
-@pytest.fixture
-def sessions(tmp_path):
-    settings = load_settings({}, database_url=f"sqlite:///{tmp_path / 'o.db'}")
-    migrate.upgrade(settings)
-    engine = make_engine(settings)
-    yield make_session_factory(engine)
-    engine.dispose()
-
-
 def _store(sessions, body: dict) -> str:
     with session_scope(sessions) as s:
         return create_resource(s, ResourceCreate(group="nvidia.com", version=body["apiVersion"].split("/")[1],
@@ -133,11 +127,6 @@ def _store(sessions, body: dict) -> str:
                                                  plural="dynamographdeploymentrequests", namespace="default",
                                                  name=body["metadata"]["name"], spec=body["spec"],
                                                  status=lifecycle.dgdr_pending(1, datetime.now(UTC)))).uid
-
-
-def _status(sessions, uid):
-    with session_scope(sessions) as s:
-        return get_resource_by_uid(s, uid).status
 
 
 class Recording(LocalTarget):
@@ -176,18 +165,17 @@ def _dies_on_call(n: int):
     return clock
 
 
-def test_a_restarted_worker_resumes_the_study(sessions, tmp_path):
-    url = f"sqlite:///{tmp_path / 'o.db'}"
+def test_a_restarted_worker_resumes_the_study(sessions, database_url, tmp_path):
     # 1. a worker dies while deploying its first candidate: its trial stays RUNNING
     lost = _store(sessions, dgdr("lost"))
     first: list[str] = []
     with pytest.raises(SystemExit):
-        tasks.process_dgdr(sessions, lost, online=lambda: _setup(url, tmp_path, Recording(first, crash_on=1)))
-    assert _status(sessions, lost)["state"] == "Profiling" and len(first) == 1
+        tasks.process_dgdr(sessions, lost, online=lambda: _setup(database_url, tmp_path, Recording(first, crash_on=1)))
+    assert stored_status(sessions, lost)["state"] == "Profiling" and len(first) == 1
     time.sleep(4)  # its heartbeat goes stale (older than 2 × 1 s, at the database clock's 1 s resolution)
     second: list[str] = []
-    assert tasks.process_dgdr(sessions, lost, online=lambda: _setup(url, tmp_path, Recording(second))) == "ready"
-    trials = _results(_status(sessions, lost))["online"]["trials"]
+    assert tasks.process_dgdr(sessions, lost, online=lambda: _setup(database_url, tmp_path, Recording(second))) == "ready"
+    trials = _results(stored_status(sessions, lost))["online"]["trials"]
     assert second[0] == first[0] and second.count(first[0]) == 1  # retried once
     assert [(t["unit"], t["state"]) for t in trials[:2]] == [(first[0], "fail"), (first[0], "complete")]
     assert "error" not in trials[0]  # lost, not failed on its own: it did not use the budget
@@ -196,17 +184,17 @@ def test_a_restarted_worker_resumes_the_study(sessions, tmp_path):
     first, second = [], []
     with pytest.raises(SystemExit):
         tasks.process_dgdr(sessions, kept, clock=_dies_on_call(3),
-                           online=lambda: _setup(url, tmp_path, Recording(first)))
-    assert _status(sessions, kept)["state"] == "Profiling" and len(first) == 1
-    assert tasks.process_dgdr(sessions, kept, online=lambda: _setup(url, tmp_path, Recording(second))) == "ready"
-    measured = _results(_status(sessions, kept))["online"]
+                           online=lambda: _setup(database_url, tmp_path, Recording(first)))
+    assert stored_status(sessions, kept)["state"] == "Profiling" and len(first) == 1
+    assert tasks.process_dgdr(sessions, kept, online=lambda: _setup(database_url, tmp_path, Recording(second))) == "ready"
+    measured = _results(stored_status(sessions, kept))["online"]
     assert first[0] not in second  # the completed measurement was not repeated
     assert (measured["trials"][0]["unit"], measured["trials"][0]["state"]) == (first[0], "complete")
     assert measured["trialsDone"] == 1 + len(second)
     assert tasks.process_dgdr(sessions, kept) == "done"
 
 
-def test_a_v1beta1_thorough_dgdr_is_profiled_online(sessions, tmp_path):
+def test_a_v1beta1_thorough_dgdr_is_profiled_online(sessions, database_url, tmp_path):
     from dataclasses import replace
 
     from workers.online import wants_online
@@ -219,9 +207,9 @@ def test_a_v1beta1_thorough_dgdr_is_profiled_online(sessions, tmp_path):
     rapid = _store(sessions, {**body, "metadata": {"name": "rapid"}, "spec": {**body["spec"], "searchStrategy": "rapid"}})
     assert wants_online(sessions, uid) and not wants_online(sessions, rapid)
     deployed: list[str] = []
-    setup = lambda: replace(_setup(f"sqlite:///{tmp_path / 'o.db'}", tmp_path, Recording(deployed)), max_trials=2)  # noqa: E731
+    setup = lambda: replace(_setup(database_url, tmp_path, Recording(deployed)), max_trials=2)  # noqa: E731
     assert tasks.process_dgdr(sessions, uid, online=setup) == "ready"
-    status = _status(sessions, uid)
+    status = stored_status(sessions, uid)
     measured = _results(status)["online"]
     assert measured["profiling"] == "online (thorough)" and measured["target"] == "local emulator"
     trials = [t for t in measured["trials"] if t["state"] == "complete"]
@@ -232,43 +220,42 @@ def test_a_v1beta1_thorough_dgdr_is_profiled_online(sessions, tmp_path):
     assert profiling["message"].startswith("online (thorough): ")
     # the same request with searchStrategy rapid: the performance model only, said so
     assert tasks.process_dgdr(sessions, rapid) == "ready" and len(deployed) == len(measured["trials"])
-    status = _status(sessions, rapid)
+    status = stored_status(sessions, rapid)
     assert "online" not in _results(status)
     assert next(c for c in status["conditions"] if c["type"] == "Profiling")["message"].startswith("offline (rapid): ")
 
 
-def test_budget_and_failures_end_in_a_final_state(sessions, tmp_path):
-    url = f"sqlite:///{tmp_path / 'o.db'}"
+def test_budget_and_failures_end_in_a_final_state(sessions, database_url, tmp_path):
     # a wall-time budget shorter than one measurement: the first one counts, then the search stops
     quick = _store(sessions, dgdr("quick", max_trials=5, max_wall_time_minutes=0.05))
     deployed: list[str] = []
-    assert tasks.process_dgdr(sessions, quick, online=lambda: _setup(url, tmp_path, Recording(deployed))) == "ready"
-    measured = _results(_status(sessions, quick))["online"]
+    assert tasks.process_dgdr(sessions, quick, online=lambda: _setup(database_url, tmp_path, Recording(deployed))) == "ready"
+    measured = _results(stored_status(sessions, quick))["online"]
     assert len(deployed) == 1 and measured["stopped"] == "wall-time budget used (0.05 min)"
     # no unit can be brought up: Failed, with the engine's own words
     broken = _store(sessions, dgdr("broken"))
     dying = LocalTarget(command="sh -c 'echo no GPU found; exit 1'")
-    assert tasks.process_dgdr(sessions, broken, online=lambda: _setup(url, tmp_path, dying)) == "failed"
-    status = _status(sessions, broken)
+    assert tasks.process_dgdr(sessions, broken, online=lambda: _setup(database_url, tmp_path, dying)) == "failed"
+    status = stored_status(sessions, broken)
     profiling = next(c for c in status["conditions"] if c["type"] == "Profiling")
     assert status["state"] == "Failed" and "no candidate could be measured" in profiling["message"]
     assert "no GPU found" in profiling["message"]
     # a worker told to deploy on a cluster it does not have
     nowhere = _store(sessions, dgdr("nowhere"))
-    settings = load_settings({}, database_url=url, online_target="kubernetes")
+    settings = load_settings({}, database_url=database_url, online_target="kubernetes")
     assert tasks.process_dgdr(sessions, nowhere, online=lambda: online.online_setup(settings)) == "failed"
-    profiling = next(c for c in _status(sessions, nowhere)["conditions"] if c["type"] == "Profiling")
+    profiling = next(c for c in stored_status(sessions, nowhere)["conditions"] if c["type"] == "Profiling")
     assert "online_target is kubernetes but no cluster is configured" in profiling["message"]
 
 
-def test_an_online_dgdr_on_kubernetes(sessions, tmp_path):
+def test_an_online_dgdr_on_kubernetes(sessions, database_url, tmp_path):
     """The Kubernetes target end to end against the fake API server (real CRD schemas): the unit's
     DGD is applied, the test plays the operator (marks it successful), an emulator stands in for
     its frontend service, genai-bench measures it, and the DGD is deleted afterwards."""
     from fake_kube import CRD_DIR, SKIP_REASON, FakeKube
     from infra.deploy_targets import KubeTarget
     from infra.kube import connect
-    from test_emulator import start_emulator
+    from procs import start_emulator
 
     if not CRD_DIR.is_dir():
         pytest.skip(SKIP_REASON)
@@ -292,14 +279,13 @@ def test_an_online_dgdr_on_kubernetes(sessions, tmp_path):
     try:
         cluster = connect(kubeconfig=str(fake.write_kubeconfig(tmp_path / "kubeconfig")))
         target = KubeTarget(cluster, poll_s=0.2, frontend_url=base)  # every unit's frontend: the stand-in
-        url = f"sqlite:///{tmp_path / 'o.db'}"
         uid = _store(sessions, dgdr("on-kube", max_trials=1))
-        assert tasks.process_dgdr(sessions, uid, online=lambda: _setup(url, tmp_path, target)) == "ready"
+        assert tasks.process_dgdr(sessions, uid, online=lambda: _setup(database_url, tmp_path, target)) == "ready"
     finally:
         done.set()
         thread.join(5)
         stop(frontend)
         fake.stop()
-    measured = _results(_status(sessions, uid))["online"]
+    measured = _results(stored_status(sessions, uid))["online"]
     assert applied == ["on-kube-online-0"] and measured["trials"][0]["state"] == "complete"
     assert not [key for key in fake.objects if key[1] == "dynamographdeployments"]  # torn down

@@ -83,6 +83,7 @@ def test_calibrate_bad_kernel_file_is_a_clear_error(subset, tmp_path, capsys):
     assert not out.exists()
 
 
+@pytest.mark.slow
 def test_cross_validation_in_processes_matches_one_process(subset):
     import numpy as np
 

@@ -21,6 +21,7 @@ VENV_PYTHON = ROOT / ".venv-llama" / "bin" / "python"
 ENABLED = os.environ.get("SLAPLAN_TEST_REAL_ENGINE") == "1"
 
 pytestmark = [
+    pytest.mark.slow,
     pytest.mark.real_engine,
     pytest.mark.skipif(not ENABLED, reason="slow (compiles llama.cpp on first use): set SLAPLAN_TEST_REAL_ENGINE=1"),
 ]

@@ -111,6 +111,7 @@ def test_usable_database_and_broker_urls_are_accepted():
     assert load_settings({"SLAPLAN_DATABASE_URL": "sqlite:////tmp/x.db"}).database_url == "sqlite:////tmp/x.db"
 
 
+@pytest.mark.slow
 def test_a_worker_started_without_a_hostname_runs_named_after_its_process(tmp_path, redis_url):
     # The default node name once used a key Celery does not expand, so `slaplan worker` died at start.
     import time

@@ -27,6 +27,8 @@ from workers.celery_app import enqueue, make_celery
 from procs import SLAPLAN, free_port, start_serve
 from procs import stop as stop_proc
 
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[1]
 LEASE_S = 3  # the workers' lease: a dead worker's request is queued again this long after its last heartbeat
 # Bounds that tell the mechanisms apart on a busy machine, not the targets: a lost request comes

@@ -13,7 +13,7 @@ from api_client import api_client
 
 from api.app import create_app
 from infra import migrate
-from infra.db import make_engine, make_session_factory, session_scope
+from infra.db import session_scope
 from infra.resources import ResourceCreate, create_resource, get_resource_by_uid
 from infra.settings import load_settings
 from workers import lifecycle, tasks
@@ -71,6 +71,7 @@ BENCH = {
 }
 
 
+@pytest.mark.slow
 def test_real_worker_takes_a_benchmarkjob(service):
     client, _app, worker = service
     path = "/apis/ome.io/v1beta1/namespaces/default/benchmarkjobs"
@@ -92,6 +93,7 @@ DGDR = {
 }
 
 
+@pytest.mark.slow
 def test_real_worker_plans_a_dgdr_to_a_final_state_once(service):
     client, app, _worker = service
     path = "/apis/nvidia.com/v1alpha1/namespaces/default/dynamographdeploymentrequests"
@@ -112,15 +114,6 @@ def test_real_worker_plans_a_dgdr_to_a_final_state_once(service):
 
 
 # --------------------------------------------------------------------------- task protocol
-
-
-@pytest.fixture
-def sessions(tmp_path):
-    settings = load_settings({}, database_url=f"sqlite:///{tmp_path / 'w.db'}")
-    migrate.upgrade(settings)
-    engine = make_engine(settings)
-    yield make_session_factory(engine)
-    engine.dispose()
 
 
 def _store_dgdr(sessions, name="r", spec=None) -> str:
