@@ -28,6 +28,20 @@ class BadBody(ValueError):
     """A body that is not a JSON or YAML object."""
 
 
+UTF8_BOM = b"\xef\xbb\xbf"
+
+
+def _where(exc: Exception) -> str:
+    """What a decoder found wrong, and where (line and column, or byte offset), in a few words."""
+    if isinstance(exc, UnicodeDecodeError):
+        return f"not UTF-8 at byte {exc.start}"
+    if isinstance(exc, json.JSONDecodeError):
+        return f"{exc.msg} at line {exc.lineno}, column {exc.colno}"
+    mark = getattr(exc, "problem_mark", None)
+    problem = getattr(exc, "problem", None) or "a syntax error"
+    return f"{problem} at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else problem
+
+
 def parse_body(raw: bytes, content_type: str | None) -> dict[str, Any]:
     """The body as an object of plain JSON values, read as YAML or JSON by ``content_type``.
 
@@ -37,6 +51,9 @@ def parse_body(raw: bytes, content_type: str | None) -> dict[str, Any]:
 
     ctype = (content_type or "application/json").split(";")[0].strip().lower()
     kind = "YAML" if ctype in YAML_TYPES else "JSON"
+    if raw.startswith(UTF8_BOM):
+        raise BadBody(f"the body is not valid {kind}: it starts with a UTF-8 byte order mark (EF BB BF); "
+                      "send the text without it")
     try:
         text = raw.decode("utf-8")
         data = yaml.load(text, Loader=DocumentLoader) if kind == "YAML" else loads_json(text)
@@ -45,7 +62,7 @@ def parse_body(raw: bytes, content_type: str | None) -> dict[str, Any]:
     except DuplicateKey as exc:
         raise BadBody(f"the body: {exc}") from None
     except (UnicodeDecodeError, json.JSONDecodeError, yaml.YAMLError) as exc:
-        raise BadBody(f"the body is not valid {kind}: {type(exc).__name__}") from None
+        raise BadBody(f"the body is not valid {kind}: {_where(exc)}") from None
     except RecursionError:
         raise BadBody(f"the body is nested too deeply (at most {MAX_DEPTH} levels)") from None
     except ValueError:  # an integer of more than 4300 digits, a YAML date like 2024-13-45
@@ -171,6 +188,14 @@ def is_label(name: str) -> bool:
     return rule(name)
 
 
+SHOWN_CHARS = 64  # characters of a user's key repeated in a message; the rest is counted
+
+
+def _shown(text: str) -> str:
+    """``text`` quoted for a message, cut to its first SHOWN_CHARS characters when longer."""
+    return repr(text) if len(text) <= SHOWN_CHARS else f"{text[:SHOWN_CHARS]!r}… ({len(text)} characters)"
+
+
 def metadata_causes(metadata: dict[str, Any]) -> list[tuple[str, str]]:
     """What is wrong with the user-settable metadata (name or generateName, labels, annotations)."""
     causes = _name_causes(metadata)
@@ -183,11 +208,11 @@ def metadata_causes(metadata: dict[str, Any]) -> list[tuple[str, str]]:
             continue
         for key in value:
             if not _qualified_name_ok(key):
-                causes.append((f"metadata.{field}", f"Invalid value: {key!r} is not a valid qualified name"))
+                causes.append((f"metadata.{field}", f"Invalid value: {_shown(key)} is not a valid qualified name"))
         if field == "labels":
             for key, val in value.items():
                 if len(val) > 63 or not _LABEL_VALUE.fullmatch(val):
-                    causes.append(("metadata.labels", f"Invalid value: the value of {key!r} is not a valid label value"))
+                    causes.append(("metadata.labels", f"Invalid value: the value of {_shown(key)} is not a valid label value"))
         elif sum(len(k) + len(v) for k, v in value.items()) > 256 * 1024:
             causes.append(("metadata.annotations", "Too long: may not be more than 262144 bytes"))
     return causes

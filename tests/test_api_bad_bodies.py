@@ -370,3 +370,24 @@ def test_the_dashboard_form_refuses_what_the_api_refuses(client, value, needle):
     assert any(needle in cause["message"] for cause in answer["causes"])
     assert client.get(f"{NS_PATH}/form-bad").status_code == 404
     assert client.get(NS_PATH).status_code == 200
+
+
+def test_a_body_with_a_byte_order_mark_says_so(client):
+    body = b"\xef\xbb\xbf" + json.dumps(dgdr("bom")).encode()
+    response = client.post(NS_PATH, content=body, headers={"content-type": "application/json"})
+    assert_refused(client, response, 400, "bom", "byte order mark")
+
+
+@pytest.mark.parametrize("body, headers, where", [
+    (b'{"apiVersion": }', {"content-type": "application/json"}, "line 1, column 16"),
+    (b"metadata: [1\n", YAML, "line 2, column 1"),
+    (b'{"a": "\xff"}', {"content-type": "application/json"}, "not UTF-8 at byte 7"),
+])
+def test_a_body_that_does_not_parse_says_where(client, body, headers, where):
+    assert_refused(client, client.post(NS_PATH, content=body, headers=headers), 400, "x", where)
+
+
+def test_a_huge_annotation_key_is_refused_without_repeating_it(client):
+    response = client.post(NS_PATH, json=dgdr("huge-key", {"annotations": {"k" * 100_000: "v"}}))
+    message = assert_refused(client, response, 422, "huge-key", "is not a valid qualified name", "100000 characters")
+    assert len(message) < 1000
