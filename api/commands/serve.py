@@ -41,11 +41,14 @@ def register(subparsers) -> None:
 def _warn_if_exposed(settings, host: str) -> None:
     """Log what a listen address off loopback changes: writes refused without a token, and
     clients refused unless they name an allowed host."""
+    import logging
+
     from api.origins import is_loopback
     from infra.settings import LOOPBACK_HOSTS
 
     if is_loopback(host):
         return
+    log = logging.getLogger(__name__)
     if settings.api_token is None and not settings.allow_unauthenticated_writes:
         log.warning("listening on %s with no SLAPLAN_API_TOKEN: writes are refused (set the token, or "
                     "SLAPLAN_ALLOW_UNAUTHENTICATED_WRITES=true)", host)
