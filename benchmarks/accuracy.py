@@ -263,7 +263,6 @@ def added_table(data, preds: dict[str, np.ndarray], added: np.ndarray) -> str:
     """Errors on the rows of ``--also`` (``added``) per scheme of ``preds`` (scheme -> array (2, rows)
     of TTFT and TPOT ms), by GPU type and by GPU type and mode: TTFT and TPOT MdAPE with bias and
     how many rows each is over (a row with only a TPOT counts for TPOT only)."""
-    import numpy as np
 
     from profiler.model.calibrate import median_errors
 
