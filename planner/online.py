@@ -27,9 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from planner.sizing import Candidate
 from planner.types import Plan, PlanRequest
-from profiler.model import Parallel, ServingConfig
-from profiler.model import evaluate, prepare, stack_prepared
-from profiler.model import Model
+from profiler.model import Model, Parallel, ServingConfig, evaluate, prepare, stack_prepared
 
 SWEEP_CONCURRENCY = (1, 4, 16)  # closed-loop clients per measured unit
 MARGIN = 0.30  # how far the calibrated model may be off for other engine shapes (benchmarks/online_search.py)

@@ -8,7 +8,6 @@ the full performance model → the cheapest that meets the SLA within the GPU bu
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Collection
 
 from planner.choice import margin, margin_text, preference, shortfall
@@ -16,15 +15,10 @@ from planner.search import search
 from planner.sizing import Candidate, Sized, Target, size_aggregated, size_disaggregated
 from planner.space import check_bounds, describe, engine_options
 from planner.types import Engine, Plan, PlanRequest, PlanResult, Prediction
-from profiler.model import PART_LABELS, Parallel, ServingConfig, ms_text
-from profiler.model import FREE_FRACTION_BACKENDS, MEMORY_FRACTION, default_max_num_tokens
-from profiler.model import ModelError
-from profiler.model import Prepared, itl_parts, prepare, ttft_parts
-from profiler.model import GPUS, get_gpu, runs_on
-from profiler.model import resolve_model
-from profiler.model import Model
-from profiler.model import shipped_params
-from profiler.model import check_precision, default_kv_dtype
+from profiler.model import (FREE_FRACTION_BACKENDS, GPUS, MEMORY_FRACTION, Model, ModelError, PART_LABELS,
+                         Parallel, Prepared, ServingConfig, check_precision, default_kv_dtype,
+                         default_max_num_tokens, get_gpu, is_hub_id, itl_parts, ms_text, prepare,
+                         resolve_model, runs_on, shipped_params, ttft_parts)
 
 
 def _target(req: PlanRequest) -> Target:
@@ -133,7 +127,6 @@ def _engine(role: str, par: Parallel, replicas: int, max_batch: int, node: int, 
 # A Poisson load's limit: its mean sequences in flight plus this many standard deviations (in
 # flight is Poisson-distributed in an M/G/∞ system, so the limit binds about 0.1% of the time).
 POISSON_HEADROOM_SIGMAS = 3.0
-_HUB_ID = re.compile(r"[\w.-]+/[\w.-]+")
 
 
 def running_limit(prep: Prepared, engines: int, load: float, closed: bool, e2e_s: float) -> int:
@@ -154,7 +147,7 @@ def served_model(request: PlanRequest, model: Model) -> str:
     """The checkpoint the manifest serves: the Hub id the request named (an Instruct or FP8
     checkpoint of a catalog architecture is served as named), else the catalog's id for an alias
     (``llama-3.1-70b``) or the id a local config.json names."""
-    return request.model.strip() if _HUB_ID.fullmatch(request.model.strip()) else model.hf_id
+    return request.model.strip() if is_hub_id(request.model) else model.hf_id
 
 
 def _plan(s: Sized, req: PlanRequest, model: Model, gpu: str, precision: str, node: int,

@@ -16,10 +16,8 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from profiler.model import Parallel
-from profiler.model import Prepared, evaluate, stack_prepared
-from profiler.model import first_token, first_token_steps, prefill_batching, prefill_capacity
-from profiler.model import accepted_per_step, decode_step_s
+from profiler.model import (Parallel, Prepared, accepted_per_step, decode_step_s, evaluate, first_token,
+                         first_token_steps, prefill_batching, prefill_capacity, stack_prepared)
 
 GROWTH_ROUNDS = 8
 MAX_WORKERS = 512

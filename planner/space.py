@@ -15,11 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from profiler.model import Parallel
-from profiler.model import check_parallel
-from profiler.model import ModelError
-from profiler.model import Gpu
-from profiler.model import Model
+from profiler.model import Gpu, Model, ModelError, Parallel, check_parallel
 
 
 def engine_sizes(lo: int, hi: int, gpus_per_node: int) -> list[int]:

@@ -13,17 +13,15 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from collections.abc import Sequence
 from pathlib import Path
 
 from profiler.model.errors import ModelError, UnknownName
-from profiler.model.model_catalog import model_from_config, model_names, resolve_model
+from profiler.model.model_catalog import is_hub_id, model_from_config, model_names, resolve_model
 from profiler.model.models import Model
 
 _TRUE = {"1", "true", "yes", "on"}
 # org/name; the Hub allows at most 96 characters each (huggingface_hub.utils.validate_repo_id).
-_HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]{0,95}/[A-Za-z0-9][\w.-]{0,95}")
 # Largest config.json read (bytes). Real ones are a few KB, quantised ones with module lists
 # some hundred KB; anything larger is not a model config and is refused unread.
 MAX_CONFIG_BYTES = 4 * 1024 * 1024
@@ -128,7 +126,7 @@ def check_model_name(name: str, *, local_roots: Sequence[str | Path]) -> None:
         return
     except UnknownName:
         pass
-    if not (_allowed_path(name, local_roots) or _HUB_ID.fullmatch(name.strip())):
+    if not (_allowed_path(name, local_roots) or is_hub_id(name)):
         raise _unknown(name, local_roots)
 
 
@@ -148,7 +146,7 @@ def load_model(name_or_path: str, *, local_roots: Sequence[str | Path] | None = 
     if local is not None:
         config = _read_config(local)
         named = str(config.get("_name_or_path") or "") if isinstance(config, dict) else ""
-        hf_id = named if re.fullmatch(r"[\w.-]+/[\w.-]+", named) else (local.resolve().parent.name or "local")
+        hf_id = named if is_hub_id(named) else (local.resolve().parent.name or "local")
         model = model_from_config(config, hf_id)
         return model, model.native_precision
     try:
@@ -156,7 +154,7 @@ def load_model(name_or_path: str, *, local_roots: Sequence[str | Path] | None = 
     except UnknownName:
         pass
     repo_id = name_or_path.strip()
-    if not _HUB_ID.fullmatch(repo_id):
+    if not is_hub_id(repo_id):
         raise _unknown(name_or_path, local_roots)
     model = model_from_config(_fetch_config(repo_id), repo_id)
     return model, model.native_precision

@@ -21,7 +21,7 @@ _EXPORTS: dict[str, str] = {
     **dict.fromkeys(("Prepared", "estimate", "evaluate", "itl_parts", "prepare", "stack_prepared", "ttft_parts"),
                     "estimate"),
     **dict.fromkeys(("GPUS", "Gpu", "backend_mismatch", "get_gpu", "runs_on"), "gpus"),
-    "resolve_model": "model_catalog",
+    **dict.fromkeys(("is_hub_id", "resolve_model"), "model_catalog"),
     "Model": "models",
     "shipped_params": "params",
     **dict.fromkeys(("check_precision", "default_kv_dtype"), "precision"),

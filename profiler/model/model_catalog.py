@@ -272,6 +272,16 @@ def _token_precision(token: str) -> str | None:
     return None
 
 
+# A Hugging Face model id, ``org/name`` (the Hub's own limits: 96 characters a part, starting
+# with a letter or digit).
+HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]{0,95}/[A-Za-z0-9][\w.-]{0,95}")
+
+
+def is_hub_id(name: str) -> bool:
+    """Whether ``name`` (surrounding spaces ignored) is spelled as a Hugging Face model id."""
+    return HUB_ID.fullmatch(name.strip()) is not None
+
+
 def resolve_model(name: str) -> tuple[Model, str]:
     """The catalog Model for ``name`` and the weights precision the name implies.
 
