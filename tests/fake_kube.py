@@ -33,8 +33,8 @@ from typing import Any
 
 import yaml
 from procs import free_port
+from paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared"
 CRD_DIR = SHARED / "crds"
 SKIP_REASON = "../shared/crds (the real CRD schemas the fake API server enforces) is not beside the repository"
@@ -55,8 +55,6 @@ def _status(code: int, reason: str, message: str, details: dict | None = None) -
     if details:
         body["details"] = details
     return body
-
-
 
 
 class FakeKube:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import socket
 import sys
+from paths import ROOT
 
 # ``slaplan`` itself, run by the interpreter under test.
 SLAPLAN = [sys.executable, "-m", "api.cli"]
@@ -64,7 +65,7 @@ def start_serve(workdir, env_extra: dict[str, str] | None = None, *, worker: boo
     from pathlib import Path
 
     env = {k: v for k, v in os.environ.items() if not k.startswith("SLAPLAN_")}
-    env.update(PYTHONPATH=str(Path(__file__).resolve().parents[1]), XDG_DATA_HOME=str(workdir), **(env_extra or {}))
+    env.update(PYTHONPATH=str(ROOT), XDG_DATA_HOME=str(workdir), **(env_extra or {}))
     port = free_port()
     log = workdir / "serve.log"
     procs = [subprocess.Popen(
@@ -106,7 +107,7 @@ def start_emulator(*extra: str, model: str = MODEL, gpu: str = "a100_sxm"):
     port = free_port()
     proc = subprocess.Popen([*SLAPLAN, "emulate", "--model", model, "--gpu", gpu,
                              "--host", "127.0.0.1", "--port", str(port), *extra],
-                            cwd=Path(__file__).resolve().parents[1], stdin=subprocess.DEVNULL,
+                            cwd=ROOT, stdin=subprocess.DEVNULL,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     base = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 90  # a busy machine imports slowly

@@ -23,8 +23,8 @@ from pathlib import Path
 import pytest
 
 from import_graph import Source, Use, calls, cycles, imports, references, source_from_text, sources_under
+from paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("profiler", "planner", "infra", "workers", "api", "migrations")
 
 PROFILER_IO = {  # the profiler's I/O parts, each a package (or module) of its own

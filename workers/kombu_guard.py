@@ -7,7 +7,7 @@ channel. Closing a channel puts its unacknowledged messages back in their queue
 the channel was not already closed during the collect (its close raised, or it was not among the
 transport's channels), that is ``None.hostname``, an AttributeError that Celery does not treat as a
 connection error, and the worker exits ("Unrecoverable error"). Seen with kombu 5.x and Celery 5.x;
-reproduced in tests/test_worker_failures.py.
+reproduced in tests/workers/test_worker_failures.py.
 
 With no connection left there is nothing to restore them through, and nothing is lost by not
 trying: the messages stay in Redis's unacknowledged set, which returns them after the visibility

@@ -18,6 +18,7 @@ from profiler.model.config import Parallel, ServingConfig
 from profiler.model.estimate import estimate
 from profiler.model.gpus import get_gpu
 from profiler.model.model_catalog import resolve_model
+from paths import ROOT
 
 
 def _request(**kw) -> PlanRequest:
@@ -179,7 +180,7 @@ def test_a_stated_load_still_takes_the_fewest_gpus():
 def test_the_cli_reports_the_capacity_a_filled_budget_reaches(tmp_path, capsys):
     from pathlib import Path
 
-    example = Path(__file__).resolve().parent.parent / "examples" / "llama-70b-h200.dgdr.yaml"  # 16-GPU budget
+    example = ROOT / "examples" / "llama-70b-h200.dgdr.yaml"  # 16-GPU budget
     assert main(["plan", str(example), "--out", str(tmp_path)]) == 0
     line = next(x for x in capsys.readouterr().out.splitlines() if x.strip().startswith("capacity:"))
     doc = json.loads((tmp_path / "llama-70b-h200.plan.json").read_text())

@@ -13,8 +13,7 @@ import pytest
 from infra.settings import SettingsError, load_settings, sqlite_file
 from procs import SLAPLAN
 from workers.celery_app import make_celery
-
-ROOT = Path(__file__).resolve().parents[1]
+from paths import ROOT
 
 
 def test_visibility_timeout_reaches_the_redis_transport():

@@ -25,10 +25,10 @@ from profiler.bench.runner import read_results, runner_settings
 from profiler.model.config import Parallel, ServingConfig
 from profiler.model.estimate import estimate
 from profiler.model.measured import Point, calibration_key, fit_deployment
+from paths import ROOT
 
 pytestmark = pytest.mark.slow
 
-ROOT = Path(__file__).resolve().parents[1]
 SLOWER = 1.4
 HELD_OUT = 2
 GPU = "l40s"  # slower steps than an A100: engine times dwarf the client's overheads on a busy machine
@@ -295,7 +295,7 @@ def test_forget_requires_the_model_and_gpu(tmp_path, capsys, monkeypatch):
 def test_a_result_mean_that_is_not_finite_and_positive_names_the_file_and_field(tmp_path, capsys, monkeypatch,
                                                                                  field, value):
     from api.cli import main
-    from tests.test_bench_results import _result
+    from tests.profiler.test_bench_results import _result
 
     db = tmp_path / "s.db"
     monkeypatch.setenv("SLAPLAN_DATABASE_URL", f"sqlite:///{db}")

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import copy
 import json
-from pathlib import Path
 
 import pytest
 
 from planner.request import MAX_ENGINE_GPUS, RequestError, load_documents, parse_dgdr, parse_documents
+from paths import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 SHARED_EXAMPLES = ROOT.parent / "shared" / "examples" / "dynamo"
 EXAMPLES = ROOT / "examples"
 

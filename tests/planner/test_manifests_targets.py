@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
@@ -12,8 +11,9 @@ from planner.manifests.kthena import render_kthena
 from planner.manifests.kubeai import render_kubeai, resource_profile
 from planner.manifests.ome import render_ome
 from planner.types import Engine, Plan, PlanRequest, Prediction
+from paths import SHARED
 
-CRD_DIR = Path(__file__).resolve().parents[1].parent / "shared" / "crds"
+CRD_DIR = SHARED / "crds"
 needs_crds = pytest.mark.skipif(
     not CRD_DIR.is_dir(), reason="../shared/crds (real CRD schemas) is not beside the repository")
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 import copy
 import math
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -29,8 +28,9 @@ from planner.sizing import Candidate
 from planner.types import Plan, PlanRequest, PlanResult
 from profiler.model.config import Parallel, ServingConfig
 from profiler.model.estimate import estimate
+from paths import SHARED
 
-CRD_DIR = Path(__file__).resolve().parents[1].parent / "shared" / "crds"
+CRD_DIR = SHARED / "crds"
 TOLERANCE = 0.01  # relative: the re-estimate of what is deployed against the plan's prediction
 
 

@@ -6,7 +6,6 @@ import json
 import os
 import time
 import uuid
-from pathlib import Path
 
 import pytest
 from api_client import api_client
@@ -18,8 +17,7 @@ from infra.resources import ResourceCreate, create_resource, get_resource_by_uid
 from infra.settings import load_settings
 from workers import lifecycle, tasks
 from procs import start_worker, stop
-
-ROOT = Path(__file__).resolve().parents[1]
+from paths import ROOT
 
 
 # --------------------------------------------------------------------------- real services

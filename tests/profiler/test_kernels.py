@@ -4,7 +4,6 @@ the real kernel measurements (when ../shared/data holds them)."""
 from __future__ import annotations
 
 import csv
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -12,8 +11,9 @@ import pytest
 from profiler.model.errors import ModelError
 from profiler.model.kernels import FITTED, fit_kernels, group_seconds, kernel_groups
 from profiler.model.params import PARAMS
+from paths import SHARED
 
-KERNELS = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "vidur_linear_ops_measured.csv"
+KERNELS = SHARED / "data" / "vidur_linear_ops_measured.csv"
 
 
 def _synthetic_rows(truth: dict[str, float], kernel_us: float) -> list[dict]:

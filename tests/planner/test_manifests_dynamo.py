@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
@@ -11,8 +10,9 @@ from planner.manifests.dynamo import render_dgd, service_name
 from planner.results import ProfilingResults, pareto_front
 from planner.status import dgdr_status, validation_failed_status
 from planner.types import Engine, Plan, PlanRequest, PlanResult, Prediction
+from paths import SHARED
 
-CRD_DIR = Path(__file__).resolve().parent.parent.parent / "shared" / "crds"
+CRD_DIR = SHARED / "crds"
 BACKENDS = ("vllm", "sglang", "trtllm")
 NOW = "2026-01-01T00:00:00Z"
 

@@ -10,8 +10,8 @@ import pytest
 import yaml
 
 from api.cli import main
+from paths import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
 CRD_DIR = ROOT.parent / "shared" / "crds"
 

@@ -9,7 +9,6 @@ a sample of the measured calibration rows when ../shared/data is present.
 from __future__ import annotations
 
 import csv
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -18,8 +17,9 @@ import profiler.model.serving as serving
 from profiler.model.config import Parallel, ServingConfig
 from profiler.model.estimate import estimate, evaluate, prepare
 from profiler.model.params import default_params, shipped_params
+from paths import SHARED
 
-DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "measured_serving_calibration.csv"
+DATA = SHARED / "data" / "measured_serving_calibration.csv"
 OUTPUTS = ("ttft_ms", "ttft_p90_ms", "ttft_p99_ms", "itl_ms", "requests_per_s", "output_tok_s_per_gpu",
            "decode_batch")
 

@@ -18,10 +18,10 @@ from pathlib import Path
 import httpx
 import pytest
 from procs import SLAPLAN, free_port, stop, wait_ready
+from paths import ROOT
 
 pytestmark = pytest.mark.slow
 
-ROOT = Path(__file__).resolve().parents[1]
 ARTIFACTS = ROOT / "test-artifacts" / "dashboard"
 CHROMIUM = os.environ.get("SLAPLAN_TEST_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -78,8 +78,6 @@ def _measured() -> dict:
 
 
 # ------------------------------------------------------------------------------ fixtures
-
-
 
 
 @pytest.fixture(scope="module")

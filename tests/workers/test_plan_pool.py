@@ -13,12 +13,12 @@ import pytest
 
 pytestmark = pytest.mark.slow
 
-ROOT = Path(__file__).resolve().parents[1]
 
 PARENT = """
 import os, sys, time
 sys.path.insert(0, sys.argv[1])
 from workers.plan_pool import start_plan_pool
+from paths import ROOT
 
 if __name__ == "__main__":
     pool = start_plan_pool(2)

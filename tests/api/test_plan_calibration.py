@@ -11,7 +11,7 @@ import pytest
 
 from api.cli import main
 from profiler.model.measured import calibration_key
-from tests.test_calibrate_measured import DGDR, GPU, MODEL, store_synthetic
+from tests.api.test_calibrate_measured import DGDR, GPU, MODEL, store_synthetic
 
 CALIBRATED = "calibrated on 1 measured point(s) of a test"
 

@@ -10,8 +10,9 @@ import pytest
 
 from api.cli import main
 from profiler.model.params import PARAMS
+from paths import SHARED
 
-DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "measured_serving_calibration.csv"
+DATA = SHARED / "data" / "measured_serving_calibration.csv"
 
 
 @pytest.fixture

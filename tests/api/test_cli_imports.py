@@ -14,8 +14,8 @@ import pytest
 
 from api.commands.arguments import TARGETS
 from planner.manifests import targets
+from paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "llama-70b-h200.dgdr.yaml"
 SERVICES = ("sqlalchemy", "alembic", "celery", "kombu", "redis", "kubernetes", "fastapi", "starlette", "uvicorn",
             "httpx", "psycopg")

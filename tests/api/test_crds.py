@@ -9,8 +9,8 @@ import pytest
 import yaml
 
 from infra import crds, k8s_cel
+from paths import SHARED
 
-SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 CRD_DIR = SHARED / "crds"
 EXAMPLES = SHARED / "examples"
 

@@ -27,8 +27,6 @@ GROUP, V1, PLURAL = "nvidia.com", "v1alpha1", "dynamographdeploymentrequests"
 NS_PATH = f"/apis/{GROUP}/{V1}/namespaces/default/{PLURAL}"
 
 
-
-
 def _serve(settings):
     """Start uvicorn in a thread; returns (base_url, stop)."""
     migrate.upgrade(settings)

@@ -21,10 +21,9 @@ from profiler.bench.runner import BenchOutcome, run_benchmarkjob, runner_setting
 from procs import MODEL, free_port, start_emulator, stop
 from stored import stored_status
 from workers import lifecycle, tasks
+from paths import ROOT
 
 pytestmark = pytest.mark.slow
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def job(url: str, **spec) -> dict:

@@ -26,10 +26,10 @@ from workers import lifecycle
 from workers.celery_app import enqueue, make_celery
 from procs import SLAPLAN, free_port, start_serve
 from procs import stop as stop_proc
+from paths import ROOT
 
 pytestmark = pytest.mark.slow
 
-ROOT = Path(__file__).resolve().parents[1]
 LEASE_S = 3  # the workers' lease: a dead worker's request is queued again this long after its last heartbeat
 # Bounds that tell the mechanisms apart on a busy machine, not the targets: a lost request comes
 # back within a lease and a worker's start (the 10-minute sweep it replaces took 10+ min), and a
@@ -37,7 +37,6 @@ LEASE_S = 3  # the workers' lease: a dead worker's request is queued again this 
 # benchmarks/service_faults.py measures the targets themselves (30 s; no wait on the broker).
 BACK_WITHIN_S = 90
 NOT_WAITING_S = 10
-
 
 
 def _start_redis(folder: Path, port: int) -> subprocess.Popen:

@@ -15,8 +15,8 @@ import yaml
 
 from procs import SLAPLAN, free_port, stop, wait_ready
 from profiler.bench.runner import read_results, runner_settings
+from paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 VENV_PYTHON = ROOT / ".venv-llama" / "bin" / "python"
 ENABLED = os.environ.get("SLAPLAN_TEST_REAL_ENGINE") == "1"
 

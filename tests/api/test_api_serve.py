@@ -11,11 +11,9 @@ from pathlib import Path
 import pytest
 from kubernetes import client as k8s
 from procs import SLAPLAN, free_port, stop, wait_ready
+from paths import ROOT
 
 pytestmark = pytest.mark.slow
-
-ROOT = Path(__file__).resolve().parents[1]
-
 
 
 def _start(workdir: Path, port: int) -> subprocess.Popen:

@@ -5,13 +5,13 @@ dry runs are sent: nothing is created on the cluster."""
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 import pytest
+from paths import ROOT
 
 KUBECONFIG = os.environ.get("SLAPLAN_TEST_KUBECONFIG")
 NAMESPACE = os.environ.get("SLAPLAN_TEST_NAMESPACE", "default")
-EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "llama-70b-h200.dgdr.yaml"
+EXAMPLE = ROOT / "examples" / "llama-70b-h200.dgdr.yaml"
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(not KUBECONFIG, reason="set SLAPLAN_TEST_KUBECONFIG to test against a real cluster")]

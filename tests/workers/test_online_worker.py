@@ -28,10 +28,10 @@ from procs import start_worker, stop
 from profiler.bench.runner import runner_settings
 from stored import stored_status
 from workers import lifecycle, online, tasks
+from paths import ROOT
 
 pytestmark = pytest.mark.slow
 
-ROOT = Path(__file__).resolve().parents[1]
 SPEED = 0.25
 MODEL = "meta-llama/Llama-3.1-8B-Instruct"
 PATH = "/apis/nvidia.com/v1alpha1/namespaces/default/dynamographdeploymentrequests"

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import math
-from pathlib import Path
 
 import pytest
 from pydantic import ValidationError
@@ -15,8 +14,9 @@ from planner.candidate_table import COLUMNS, CandidateTable, EngineCells, candid
 from planner.request import parse_documents
 from planner.results import ProfilingResults, ResultsParts, pareto_front
 from profiler.hub import load_model
+from paths import ROOT
 
-EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "deepseek-v3-h200.dgdr.yaml"
+EXAMPLE = ROOT / "examples" / "deepseek-v3-h200.dgdr.yaml"
 
 
 @pytest.fixture(scope="module")

@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from fake_kube import CRD_DIR, SKIP_REASON, FakeKube
+from paths import ROOT
 
 pytestmark = pytest.mark.skipif(not CRD_DIR.is_dir(), reason=SKIP_REASON)
 
-ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "llama-70b-h200.dgdr.yaml"
 TARGETS = ("dynamo", "ome", "kthena", "kubeai")
 

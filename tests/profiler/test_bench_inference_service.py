@@ -18,7 +18,7 @@ from profiler.bench.spec import InferenceServiceReference
 from profiler.bench.runner import Failure, runner_settings
 from procs import start_emulator, stop
 from stored import stored_status
-from tests.test_bench_run import _store
+from tests.profiler.test_bench_run import _store
 from workers import tasks
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(not CRD_DIR.is_dir(), reason=SKIP_REASON)]
