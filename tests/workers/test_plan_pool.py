@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
+from paths import ROOT
 
 pytestmark = pytest.mark.slow
 
@@ -18,7 +19,6 @@ PARENT = """
 import os, sys, time
 sys.path.insert(0, sys.argv[1])
 from workers.plan_pool import start_plan_pool
-from paths import ROOT
 
 if __name__ == "__main__":
     pool = start_plan_pool(2)
