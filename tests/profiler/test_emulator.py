@@ -100,8 +100,10 @@ def test_one_request_takes_what_the_model_says(emulator):
                     stamps.append(time.monotonic())
     ttft = stamps[0] - start
     tpot = (stamps[-1] - stamps[0]) / (len(stamps) - 1)
-    assert ttft == pytest.approx(expected_ttft, rel=0.25)
-    assert tpot == pytest.approx(expected_tpot, rel=0.15)
+    # The emulator sleeps what the model says, so it is never much faster; on a loaded machine its
+    # wake-ups run late, so the upper bound leaves room for the scheduler, not for the model.
+    assert 0.8 * expected_ttft <= ttft <= 1.6 * expected_ttft
+    assert 0.85 * expected_tpot <= tpot <= 1.5 * expected_tpot
 
 
 # --------------------------------------------------------------------------- answer lengths
