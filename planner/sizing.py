@@ -119,6 +119,12 @@ def units(budget: int | None, unit_gpus: int) -> int:
     return max(1, budget // unit_gpus) if budget else 1
 
 
+def size_units(cand: Candidate, prep: Prepared, count: int, per_engine: float, t: Target, p: dict) -> Sized:
+    """``count`` aggregated engines of one candidate, each at ``per_engine`` load (closed-loop
+    clients or requests/s), evaluated whole by the model."""
+    return _verify_aggregated([(cand, prep, count, per_engine * count)], t, p)[0]
+
+
 def _unsized(cand: Candidate, prep: Prepared, out: dict, row: int, load: float) -> Sized:
     """A candidate that misses the SLA even at the lightest load (``load``): report that point."""
     return Sized(cand, 1, 1 if cand.mode == "disagg" else 0, 1 if cand.mode == "disagg" else 0,

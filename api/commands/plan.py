@@ -315,7 +315,10 @@ def capacity_text(result: PlanResult) -> str:
     text = f"{p.requests_per_s:.2f} req/s, {p.concurrency:.0f} requests in flight within the SLA"
     if req.total_gpus and req.concurrency is None and req.request_rate is None:
         text += f" on {c.total_gpus} of the {req.total_gpus}-GPU budget"
-    floors = [f"{e.role} {e.min_replicas}" for e in c.engines if e.min_replicas is not None]
+    if c.parts:
+        text += "; shares: " + ", ".join(f"{p.shape()} {p.predicted.requests_per_s:.2f} req/s" for p in c.parts)
+    floors = [f"{e.role} {e.tag} {e.min_replicas}" if c.parts else f"{e.role} {e.min_replicas}"
+              for e in c.engines if e.min_replicas is not None]
     return text + (f"; scales down to {', '.join(floors)} when idle" if floors else "")
 
 

@@ -14,7 +14,9 @@ Two API versions:
 Service names follow upstream: disaggregated vLLM ``VllmPrefillWorker``/``VllmDecodeWorker``,
 SGLang ``prefill``/``decode``, TRT-LLM ``TRTLLMPrefillWorker``/``TRTLLMDecodeWorker``; the
 aggregated worker is ``VllmDecodeWorker`` / ``decode`` / ``TRTLLMWorker`` as in upstream's
-aggregated templates. Parallelism and disaggregation are the backend's own engine flags; the
+aggregated templates; a mix of engine shapes has one aggregated worker service per shape, named
+with its parallelism (``VllmDecodeWorker-tp8``, ``VllmDecodeWorker-tp4``), behind the one frontend,
+which routes to every worker of the model. Parallelism and disaggregation are the backend's own engine flags; the
 operator wires multi-node engines itself.
 
 The DGD carries the labels ``dgdr.nvidia.com/name``, ``dgdr.nvidia.com/namespace`` and
@@ -64,6 +66,13 @@ _WORKING_DIRS: dict[Backend, str] = {
 def service_name(backend: Backend, role: Role) -> str:
     """The DGD service (v1alpha1) / component (v1beta1) name of an engine role."""
     return _SERVICE_NAMES[backend][role]
+
+
+def _service(plan: Plan, engine: Engine) -> str:
+    """The service of ``engine`` in ``plan``; in a mix of shapes each shape's own, named by its
+    parallelism (``VllmDecodeWorker-tp8``), all behind the one frontend."""
+    name = service_name(plan.backend, engine.role)
+    return f"{name}-{engine.tag}" if plan.parts else name
 
 
 def dgd_labels(request: PlanRequest) -> dict[str, str]:
@@ -130,7 +139,7 @@ def _spec_v1alpha1(plan: Plan, engines: list[Engine], image: str) -> dict[str, A
         }
     }
     for engine in engines:
-        services[service_name(plan.backend, engine.role)] = _worker_v1alpha1(plan, engine, image)
+        services[_service(plan, engine)] = _worker_v1alpha1(plan, engine, image)
     return {"backendFramework": plan.backend, "services": services}
 
 
@@ -150,7 +159,7 @@ def _worker_v1beta1(plan: Plan, engine: Engine, image: str) -> dict[str, Any]:
         "resources": {"limits": {gpu_resource(plan.gpu): str(per_pod)}},
     }
     comp: dict[str, Any] = {
-        "name": service_name(plan.backend, engine.role),
+        "name": _service(plan, engine),
         "type": "worker" if engine.role == "aggregated" else engine.role,
         "replicas": engine.replicas,
     }

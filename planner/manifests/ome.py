@@ -61,8 +61,9 @@ def render_ome(plan: Plan, request: PlanRequest, *, model_ref: str | None = None
     ``model_ref`` names the (Cluster)BaseModel, by default derived from the model id
     (``meta-llama/Llama-3.1-8B`` → ``llama-3-1-8b``); ``runtime_ref`` names the
     (Cluster)ServingRuntime — when omitted OME picks one that supports the model, and the
-    runner set here overrides its container.
+    runner set here overrides its container. Raises ``UnsupportedPlan`` for a mix of engine shapes.
     """
+    common.one_shape(plan, "an OME InferenceService", "runs one engine shape per component")
     engines = common.engines_in_order(plan)
     spec: dict = {
         "model": {"name": model_ref or common.model_slug(plan.model), "kind": model_kind},

@@ -9,8 +9,8 @@
 
 Every target renders the plan stored with the request (``planner.results.ProfilingResults``):
 the CLI, the API, the dashboard and ``apply`` all come here. A target that cannot run the
-chosen plan (KubeAI and disaggregation) renders the stored aggregated alternative instead, and
-a note says so in one line; when it cannot run that either, ``UnsupportedPlan`` says why.
+chosen plan (KubeAI and disaggregation; KubeAI, OME and Kthena and a mix of engine shapes) renders
+the stored aggregated alternative of one shape instead, and a note says so in one line; when it cannot run that either, ``UnsupportedPlan`` says why.
 """
 
 from __future__ import annotations
@@ -102,6 +102,6 @@ def render_target(results: ProfilingResults, request: PlanRequest, target: str, 
             objects = render_plan(alternative, request, target, **options)
         except UnsupportedPlan as again:
             raise UnsupportedPlan(f"{target}: {exc}; the aggregated alternative neither: {again}") from None
-        return Rendered(objects, [f"{target}: {exc}; wrote the cheapest aggregated plan that meets the SLA instead "
-                                  f"({alternative.total_gpus} GPUs, TTFT {alternative.predicted.ttft_ms:.0f} ms, "
+        return Rendered(objects, [f"{target}: {exc}; wrote the aggregated plan of one engine shape the planner "
+                                  f"prefers instead ({alternative.shape()}, {alternative.total_gpus} GPUs, TTFT {alternative.predicted.ttft_ms:.0f} ms, "
                                   f"ITL {alternative.predicted.itl_ms:.1f} ms)"])
