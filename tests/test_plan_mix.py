@@ -1,19 +1,26 @@
 """A GPU budget with no load stated may be filled with engines of two aggregated shapes: only when
 that serves more than the best deployment of one shape, within the budget, each shape's engines
-predicted by the model at their own share of the load."""
+predicted by the model at their own share of the load; where a target scales, the manifests emit
+the range from one unit to the budget's units."""
 
 from __future__ import annotations
 
 import itertools
+import json
+from pathlib import Path
 
 import pytest
 
 from planner import plan
+from planner.manifests.dynamo import REPLICA_RANGE_ANNOTATION, render_dgd
+from planner.manifests.targets import scaling_text
 from planner.choice import margin
 from planner.mix import Unit, best_mix
 from planner.types import PlanRequest
 from profiler.model.config import Parallel, ServingConfig
 from profiler.model.estimate import estimate
+
+CRD_DIR = Path(__file__).resolve().parents[1].parent / "shared" / "crds"
 
 
 def _request(**kw) -> PlanRequest:
@@ -97,3 +104,31 @@ def test_a_stated_load_takes_the_fewest_gpus_in_one_shape(load):
 def test_engines_of_one_size_fill_the_budget_without_a_mix():
     result = plan(_request(total_gpus=12, min_gpus_per_engine=4, max_gpus_per_engine=4))
     assert not result.chosen.parts and result.chosen.total_gpus == 12
+
+
+@pytest.mark.skipif(not CRD_DIR.is_dir(), reason="../shared/crds (real CRD schemas) is not beside the repository")
+def test_a_filled_budget_emits_its_replica_range_where_a_target_scales():
+    from infra.crds import validate
+
+    req = _request(total_gpus=16)
+    chosen = plan(req).chosen
+    scaled = [e for e in chosen.engines if e.min_replicas is not None and e.min_replicas < e.replicas]
+    assert scaled and all(e.min_replicas == 1 for e in scaled)  # one unit when idle, the budget's units at most
+    beta = render_dgd(chosen, req, api_version="v1beta1")
+    workers = [c for c in beta["spec"]["components"] if c["type"] != "frontend"]
+    assert all(("scalingAdapter" in c) == (c["replicas"] > 1) for c in workers)
+    ranges = json.loads(beta["metadata"]["annotations"][REPLICA_RANGE_ANNOTATION])
+    assert sorted(ranges.values()) == sorted([e.min_replicas, e.replicas] for e in scaled)
+    alpha = render_dgd(chosen, req, api_version="v1alpha1")  # served by releases without the adapter too
+    assert not any("scalingAdapter" in svc for svc in alpha["spec"]["services"].values())
+    assert REPLICA_RANGE_ANNOTATION not in alpha["metadata"]["annotations"]
+    assert validate(beta, CRD_DIR) == [] and validate(alpha, CRD_DIR) == []
+    text = scaling_text(chosen, dynamo_version="v1beta1")
+    assert "dynamo v1beta1 (" in text and "kubeai (" in text and "fixed at the planned count for ome, kthena" in text
+    assert "fixed at the planned count for dynamo v1alpha1" in scaling_text(chosen)
+
+
+def test_a_stated_load_emits_no_range():
+    chosen = plan(_request(total_gpus=16, concurrency=24)).chosen
+    assert scaling_text(chosen) is None
+    assert not any("scalingAdapter" in c for c in render_dgd(chosen, _request(), api_version="v1beta1")["spec"]["components"])
