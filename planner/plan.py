@@ -114,7 +114,7 @@ def plan(request: PlanRequest, *, model: tuple[Model, str] | None = None,
             chosen, plans = mix, (*plans, mix)
             assumptions += (f"a mix of engine shapes ({mix.shape()}) serves more than any one shape on the budget; the "
                             "router must send each engine its own share (" + ", ".join(
-                                f"{p.shape()}: {p.predicted.requests_per_s:.2f} req/s" for p in mix.parts) + ")",)
+                                f"{part.shape()}: {part.predicted.requests_per_s:.2f} req/s" for part in mix.parts) + ")",)
     kept = margin(chosen, request)
     assumptions += (f"margin kept: {margin_text(kept)}; of plans that cost the same, the one with the most "
                     "headroom (in steps of 10% of the target) is chosen, then the simpler",)
