@@ -30,7 +30,10 @@ def _headroom_pct(value_ms: float, target_ms: float) -> float:
 
 
 def margin(plan: Plan, request: PlanRequest) -> Margin:
-    """The headroom ``plan`` keeps against ``request``'s SLA (TTFT at p99 under a Poisson rate)."""
+    """The headroom ``plan`` keeps against ``request``'s SLA (TTFT at p99 under a Poisson rate); of
+    a mix of shapes, that of the share with the least."""
+    if plan.parts:
+        return min((margin(part, request) for part in plan.parts), key=lambda m: m.least_pct)
     p = plan.predicted
     poisson = request.request_rate is not None
     return Margin(ttft_pct=_headroom_pct(p.ttft_p99_ms if poisson else p.ttft_ms, request.ttft_ms),

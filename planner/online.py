@@ -44,20 +44,18 @@ class SweepPoint(BaseModel):
     output_tok_s: float = Field(ge=0, description="output tokens/s of the whole unit")
 
 
-def _describe(e) -> str:
-    parts = [f"tp{e.tp}"] + [f"{n}{v}" for n, v in (("pp", e.pp), ("dp", e.dp), ("ep", e.ep)) if v > 1]
-    return "".join(parts)
-
-
 def unit_key(plan: Plan) -> str:
     """A stable name of a unit: ``agg tp2`` or ``disagg tp1+tp4`` (prefill + decode)."""
-    return f"{plan.mode} " + "+".join(_describe(e) for e in plan.engines)
+    return f"{plan.mode} " + "+".join(e.tag for e in plan.engines)
 
 
 def units(candidates: Iterable[Plan]) -> dict[str, Plan]:
-    """The offline planner's evaluated plans as one-replica units, by key (first wins)."""
+    """The offline planner's evaluated plans as one-replica units, by key (first wins); a mix of
+    shapes is no unit of its own (its shapes are)."""
     out: dict[str, Plan] = {}
     for plan in candidates:
+        if plan.parts:
+            continue
         key = unit_key(plan)
         if key not in out:
             engines = tuple(e.model_copy(update={"replicas": 1}) for e in plan.engines)

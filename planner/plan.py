@@ -11,8 +11,9 @@ import math
 from collections.abc import Collection
 
 from planner.choice import margin, margin_text, preference, shortfall
+from planner.mix import Unit, best_mix, mixed_plan
 from planner.search import search
-from planner.sizing import Candidate, Sized, Target, size_aggregated, size_disaggregated
+from planner.sizing import Candidate, Sized, Target, size_aggregated, size_disaggregated, size_units
 from planner.space import check_bounds, describe, engine_options
 from planner.types import Engine, Plan, PlanRequest, PlanResult, Prediction
 from profiler.model import (FREE_FRACTION_BACKENDS, GPUS, MEMORY_FRACTION, Model, ModelError, PART_LABELS,
@@ -107,11 +108,38 @@ def plan(request: PlanRequest, *, model: tuple[Model, str] | None = None,
         return PlanResult(request=request, feasible=False, chosen=None, candidates=plans, reason=reason,
                           closest=closest[1], assumptions=assumptions, evaluated=len(evaluated))
     chosen = min(ok, key=lambda pl: preference(pl, request))
+    if t.load is None and request.total_gpus:
+        mix = _mix(evaluated, plans, chosen, request, model, gpu.name, precision, node, shapes, t, p)
+        if mix is not None:
+            chosen, plans = mix, (*plans, mix)
+            assumptions += (f"a mix of engine shapes ({mix.shape()}) serves more than any one shape on the budget; the "
+                            "router must send each engine its own share (" + ", ".join(
+                                f"{part.shape()}: {part.predicted.requests_per_s:.2f} req/s" for part in mix.parts) + ")",)
     kept = margin(chosen, request)
     assumptions += (f"margin kept: {margin_text(kept)}; of plans that cost the same, the one with the most "
                     "headroom (in steps of 10% of the target) is chosen, then the simpler",)
     return PlanResult(request=request, feasible=True, chosen=chosen, candidates=plans, margin=kept,
                       assumptions=assumptions, evaluated=len(evaluated))
+
+
+def _mix(evaluated: list[Sized], plans: tuple[Plan, ...], single: Plan, req: PlanRequest, model: Model, gpu: str,
+         precision: str, node: int, shapes: dict[Parallel, Prepared], t: Target, p: dict) -> Plan | None:
+    """The mix of two aggregated shapes that serves more output tokens/s on the budget than
+    ``single``, the best deployment of one shape (``planner.mix``), or None. Each shape's units
+    are evaluated by the model at the load one of them serves within the SLA."""
+    sized = {s.candidate: s for s, pl in zip(evaluated, plans) if s.candidate.mode == "agg" and pl.feasible}
+    units = [Unit(c, s.total_gpus // s.replicas, s.prediction["output_tok_s_per_gpu"] * s.total_gpus / s.replicas)
+             for c, s in sized.items()]
+    found = best_mix(units, req.total_gpus, single.predicted.output_tok_s_per_gpu * single.total_gpus)
+    if found is None:
+        return None
+    parts = []
+    for unit, count in found:
+        s = sized[unit.key]
+        part = size_units(unit.key, shapes[unit.key.engine], count, s.load / s.replicas, t, p)
+        parts.append(_plan(part, req, model, gpu, precision, node, shapes, t, p))
+    mix = mixed_plan(parts)
+    return mix if mix.feasible else None
 
 
 def _engine(role: str, par: Parallel, replicas: int, max_batch: int, node: int, chunk: int,

@@ -24,7 +24,7 @@ def _engine(e: Engine) -> dict[str, Any]:
 
 
 def plan_summary(plan: Plan) -> dict[str, Any]:
-    """Mode, GPUs, predictions and engines of one plan."""
+    """Mode, GPUs, predictions and engines of one plan (``engines``, a list, for a mix of shapes)."""
     p = plan.predicted
     doc: dict[str, Any] = {
         "mode": plan.mode,
@@ -36,7 +36,10 @@ def plan_summary(plan: Plan) -> dict[str, Any]:
     for key, parts in (("ttft_parts", p.ttft_parts), ("itl_parts", p.itl_parts)):
         if parts is not None:
             doc["predicted"][key] = {name: _num(ms) for name, ms in dict(parts).items()}
-    for e in plan.engines:
+    if plan.parts:  # a mix of shapes: each shape's engines and the share of requests/s they serve
+        doc["engines"] = [{**_engine(part.engines[0]), "requests_per_s": _num(part.predicted.requests_per_s)}
+                          for part in plan.parts]
+    for e in () if plan.parts else plan.engines:
         doc["engine" if e.role == "aggregated" else e.role] = _engine(e)
     if plan.cost_per_hour is not None:
         doc["cost_per_hour"] = plan.cost_per_hour

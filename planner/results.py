@@ -6,8 +6,8 @@ document of another shape (any client may write a status); pages read it with
 ``ResultsParts.read(text)``, part by part. The chosen plan is stored whole —
 every engine's parallelism, replicas and limits, the checkpoint, precision and KV-cache dtype —
 so every deployment target is rendered from it without planning again. ``aggregatedAlternative``
-is the cheapest aggregated plan that meets the SLA, for targets that cannot run a disaggregated
-chosen plan (KubeAI). ``margin`` is the chosen plan's headroom against the SLA; ``closest`` the
+is the aggregated plan of one engine shape the planner prefers, for targets that cannot run a
+disaggregated chosen plan (KubeAI) or a mix of engine shapes (KubeAI, OME, Kthena). ``margin`` is the chosen plan's headroom against the SLA; ``closest`` the
 configuration an infeasible answer names, whole, with its predictions.
 
 Units: times in ms, throughputs in output tokens/s (per GPU, per user), rates in requests/s,
@@ -76,7 +76,8 @@ class ProfilingResults(Stored):
     def of(cls, result: PlanResult) -> ProfilingResults:
         req = result.request
         front = pareto_front(result.candidates)
-        alternative = best_aggregated(result) if result.chosen is not None and result.chosen.mode != "agg" else None
+        single_aggregated = result.chosen is not None and result.chosen.mode == "agg" and not result.chosen.parts
+        alternative = best_aggregated(result) if result.chosen is not None and not single_aggregated else None
         return cls(
             feasible=result.feasible, model=req.model, gpu=req.gpu, backend=req.backend,
             sla=Sla(ttft_ms=req.ttft_ms, itl_ms=req.itl_ms, isl_tokens=req.isl_tokens, osl_tokens=req.osl_tokens,
@@ -146,8 +147,9 @@ def _read(model: type[_M], raw: Any) -> _M | None:
 
 
 def best_aggregated(result: PlanResult) -> Plan | None:
-    """The feasible aggregated candidate the planner would choose (``planner.choice.preference``)."""
-    agg = [p for p in result.candidates if p.mode == "agg" and p.feasible]
+    """The feasible aggregated candidate of one engine shape the planner would choose
+    (``planner.choice.preference``)."""
+    agg = [p for p in result.candidates if p.mode == "agg" and p.feasible and not p.parts]
     return min(agg, key=lambda p: preference(p, result.request), default=None)
 
 

@@ -24,6 +24,7 @@ MAX_WORKERS = 512
 KNEE = 0.01  # a pool whose growth bought less than this share of its latency has stopped helping
 _AGG_CONCURRENCY_GRID = np.array(sorted({round(1.25 ** k) for k in range(38)}))  # 1 … ~4800
 _RATE_GRID = np.geomspace(0.01, 2000.0, 60)  # requests/s per engine
+REFINE_STEPS = 8  # loads tried between an engine's highest grid point within the SLA and the next
 
 
 def _distinct(values: np.ndarray) -> np.ndarray:
@@ -97,12 +98,13 @@ def size_aggregated(cands: list[Candidate], preps: list[Prepared], t: Target, p:
     out = evaluate(stack_prepared(rows), p)
     ok = _meets(out, t).reshape(len(preps), len(grid))
     todo, missed = [], []
+    highest = [int(np.flatnonzero(row).max()) if row.any() else -1 for row in ok]
+    finer = _finer(preps, highest, grid, t, p)
     for i, (cand, prep) in enumerate(zip(cands, preps)):
-        feasible = np.flatnonzero(ok[i])
-        if feasible.size == 0:
+        if highest[i] < 0:
             missed.append(_unsized(cand, prep, out, i * len(grid), float(grid[0])))
             continue
-        per_engine = float(grid[int(feasible.max())])
+        per_engine = finer[i]
         if t.load is None:
             replicas = units(t.gpus, prep.total_gpus)
             load = per_engine * replicas
@@ -112,11 +114,39 @@ def size_aggregated(cands: list[Candidate], preps: list[Prepared], t: Target, p:
     return _verify_aggregated(todo, t, p) + missed
 
 
+def _finer(preps: list[Prepared], highest: list[int], grid: np.ndarray, t: Target, p: dict) -> list[float]:
+    """The largest per-engine load within the SLA, refined between each candidate's highest grid
+    point within it (index in ``highest``, −1 for none) and the next: the grid's steps are 25%
+    (clients) or 20% (requests/s) apart, a load an engine would leave unserved. Closed-loop loads
+    stay whole clients."""
+    rows, spans = [], []
+    for prep, k in zip(preps, highest):
+        lo = float(grid[k]) if k >= 0 else float("nan")
+        steps = np.linspace(lo, float(grid[k + 1]), REFINE_STEPS + 2)[1:-1] if 0 <= k < len(grid) - 1 else np.array([])
+        steps = _distinct(np.round(steps)) if t.closed else steps
+        steps = steps[steps > lo] if steps.size else steps
+        spans.append((lo, steps))
+        rows += [_with_load(prep, load=float(x), closed=1.0 if t.closed else 0.0) for x in steps]
+    ok = _meets(evaluate(stack_prepared(rows), p), t) if rows else np.array([], dtype=bool)
+    best, at = [], 0
+    for lo, steps in spans:
+        within = steps[ok[at:at + steps.size]]
+        best.append(float(within.max()) if within.size else lo)
+        at += steps.size
+    return best
+
+
 def units(budget: int | None, unit_gpus: int) -> int:
     """Whole units of ``unit_gpus`` GPUs a deployment with no stated load runs: as many as the GPU
     budget holds (a user who states a budget expects it used), one without a budget (or when one
     unit is already over it)."""
     return max(1, budget // unit_gpus) if budget else 1
+
+
+def size_units(cand: Candidate, prep: Prepared, count: int, per_engine: float, t: Target, p: dict) -> Sized:
+    """``count`` aggregated engines of one candidate, each at ``per_engine`` load (closed-loop
+    clients or requests/s), evaluated whole by the model."""
+    return _verify_aggregated([(cand, prep, count, per_engine * count)], t, p)[0]
 
 
 def _unsized(cand: Candidate, prep: Prepared, out: dict, row: int, load: float) -> Sized:

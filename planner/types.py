@@ -101,6 +101,11 @@ class Engine(Stored):
         return math.ceil(self.gpus / self.gpus_per_node)
 
     @property
+    def tag(self) -> str:
+        """The parallel shape in a few characters: ``tp8``, ``tp2dp4ep8``."""
+        return f"tp{self.tp}" + "".join(f"{k}{v}" for k, v in (("pp", self.pp), ("dp", self.dp), ("ep", self.ep)) if v > 1)
+
+    @property
     def gpus_per_pod(self) -> int:
         return self.gpus // self.nodes
 
@@ -126,7 +131,8 @@ class Prediction(Stored):
 
 
 class Plan(Stored):
-    """A deployment: aggregated (one ``aggregated`` engine) or disaggregated (prefill + decode).
+    """A deployment: aggregated (``aggregated`` engines of one shape, or of two in a mix) or
+    disaggregated (prefill + decode).
 
     Everything a manifest pins is here: ``model`` is the checkpoint the user named (served
     under that name), ``precision`` its weights, ``kv_dtype`` the KV cache, ``memory_fraction``
@@ -146,17 +152,17 @@ class Plan(Stored):
     feasible: bool = True
     reason: str | None = None
     cost_per_hour: float | None = Field(default=None, alias="costPerHour", description="$ per hour")
+    parts: tuple[Plan, ...] | None = Field(
+        default=None, description="a mix of engine shapes: the single-shape plans it is made of, each with the "
+                                  "share of the load it serves and its own prediction (None for one shape)")
 
     def role(self, role: Role) -> Engine | None:
         return next((e for e in self.engines if e.role == role), None)
 
     def shape(self) -> str:
         """The engines in a few characters: ``2×tp4`` aggregated, ``P1×tp4 + D2×tp8`` disaggregated."""
-        parts = []
-        for e in self.engines:
-            par = f"tp{e.tp}" + "".join(f"{k}{v}" for k, v in (("pp", e.pp), ("dp", e.dp), ("ep", e.ep)) if v > 1)
-            parts.append(f"{e.replicas}×{par}" if e.role == "aggregated" else f"{e.role[0].upper()}{e.replicas}×{par}")
-        return " + ".join(parts)
+        return " + ".join(f"{e.replicas}×{e.tag}" if e.role == "aggregated" else f"{e.role[0].upper()}{e.replicas}×{e.tag}"
+                          for e in self.engines)
 
     @computed_field(alias="totalGpus")
     @property

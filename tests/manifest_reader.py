@@ -69,8 +69,9 @@ class Deployed:
 
     @property
     def mode(self) -> Literal["agg", "disagg"]:
-        """``agg`` for one aggregated engine role, ``disagg`` for prefill + decode."""
-        return "agg" if [e.role for e in self.engines] == ["aggregated"] else "disagg"
+        """``agg`` for aggregated engines (of one shape, or several side by side), ``disagg`` for
+        prefill + decode."""
+        return "agg" if all(e.role == "aggregated" for e in self.engines) else "disagg"
 
     def role(self, role: Role) -> DeployedEngine:
         """The engine of ``role`` (KeyError when the manifests deploy none)."""
@@ -413,15 +414,18 @@ def _ome_units(obj: dict[str, Any]) -> list[_Unit]:
 def _kthena_units(obj: dict[str, Any]) -> list[_Unit]:
     """``spec.template.roles[]``: ``replicas`` engines per serving group (``spec.replicas``
     groups), each an entry pod plus ``workerReplicas`` worker pods. A role named prefill or
-    decode is that role; a single role of another name is aggregated."""
+    decode is that role; a role of another name is an aggregated engine, and several such roles
+    (engines of several shapes serving the same model) may stand side by side, but not beside
+    prefill or decode roles."""
     spec = obj["spec"]
     groups = spec.get("replicas", 1)
     roles = spec["template"]["roles"]
+    disaggregated = any(r["name"] in ("prefill", "decode") for r in roles)
     units = []
     for role in roles:
         name = role["name"] if role["name"] in ("prefill", "decode") else None
-        if name is None and len(roles) > 1:
-            raise ValueError(f"Kthena role {role['name']!r}: not prefill or decode, beside other roles")
+        if name is None and disaggregated:
+            raise ValueError(f"Kthena role {role['name']!r}: not prefill or decode, beside prefill/decode roles")
         worker = _engine_container(role["workerTemplate"]) if role.get("workerReplicas") else None
         units.append(_Unit(name or "aggregated", role.get("replicas", 1) * groups,
                            1 + role.get("workerReplicas", 0), _engine_container(role["entryTemplate"]), worker))

@@ -269,10 +269,12 @@ def _order(result: PlanResult):
     return key
 
 
-def table(result: PlanResult, top: int) -> str:
-    """The best candidates (feasible first, as the planner prefers them) and the chosen plan, as text;
-    an infeasible answer shows the configuration its reason names first."""
+def table(result: PlanResult, top: int, api_version: str = "v1alpha1") -> str:
+    """The best candidates (feasible first, as the planner prefers them) and the chosen plan, as text
+    (with the replica range each target's manifests emit, the DGD at ``api_version``); an infeasible
+    answer shows the configuration its reason names first."""
     from planner.choice import margin_text
+    from planner.manifests.targets import scaling_text
     from planner.request import profiling_label
     from profiler.model import ms_text
 
@@ -298,6 +300,9 @@ def table(result: PlanResult, top: int) -> str:
                      f"(p99 {ms_text(c.predicted.ttft_p99_ms, 0)}), ITL {c.predicted.itl_ms:.1f} ms, "
                      f"{c.predicted.output_tok_s_per_gpu:.0f} tok/s/GPU ({result.evaluated} evaluated)")
         lines.append(f"    capacity: {capacity_text(result)}")
+        scaling = scaling_text(c, dynamo_version=api_version)
+        if scaling:
+            lines.append(f"    autoscaling range: {scaling}")
         if result.margin is not None:
             lines.append(f"    margin: {margin_text(result.margin)}")
         if c.predicted.ttft_parts is not None and c.predicted.itl_parts is not None:
@@ -308,15 +313,16 @@ def table(result: PlanResult, top: int) -> str:
 
 
 def capacity_text(result: PlanResult) -> str:
-    """The load the chosen plan serves within the SLA: requests/s and requests in flight, and how
-    far it may scale down when idle."""
+    """The load the chosen plan serves within the SLA: requests/s and requests in flight (and, for a
+    mix of engine shapes, each shape's share)."""
     c, req = result.chosen, result.request
     p = c.predicted
     text = f"{p.requests_per_s:.2f} req/s, {p.concurrency:.0f} requests in flight within the SLA"
     if req.total_gpus and req.concurrency is None and req.request_rate is None:
         text += f" on {c.total_gpus} of the {req.total_gpus}-GPU budget"
-    floors = [f"{e.role} {e.min_replicas}" for e in c.engines if e.min_replicas is not None]
-    return text + (f"; scales down to {', '.join(floors)} when idle" if floors else "")
+    if c.parts:
+        text += "; shares: " + ", ".join(f"{p.shape()} {p.predicted.requests_per_s:.2f} req/s" for p in c.parts)
+    return text
 
 
 def _progress(done: int, total: int) -> None:
@@ -350,7 +356,7 @@ def _outputs(results: list[PlanResult], args: argparse.Namespace, targets: list[
                 print(f"note: {name}: {note}", file=sys.stderr)
         files.append((out / f"{stem}.plan.json", json.dumps(doc, indent=2) + "\n"))
         if not args.quiet:
-            print(f"{table(res, args.top)}\n  {calibrations.line(_key(res.request))}\n")
+            print(f"{table(res, args.top, args.api_version)}\n  {calibrations.line(_key(res.request))}\n")
     return files
 
 

@@ -139,9 +139,7 @@ def plan_summary(plan: Plan) -> str:
     parts = []
     for e in plan.engines:
         tag = {"aggregated": "A", "prefill": "P", "decode": "D"}[e.role]
-        par = f"tp{e.tp}" + (f"pp{e.pp}" if e.pp > 1 else "") + (f"dp{e.dp}" if e.dp > 1 else "")
-        par += f"ep{e.ep}" if e.ep > 1 else ""
-        parts.append(f"{e.replicas}{tag}({par})")
+        parts.append(f"{e.replicas}{tag}({e.tag})")
     return " ".join([plan.mode, plan.backend, *parts])
 
 
@@ -175,16 +173,23 @@ def image_for(request: PlanRequest, backend: Backend, runtime: Runtime = "standa
 
 
 def engines_in_order(plan: Plan) -> list[Engine]:
-    """The plan's engines, validated against its mode: [aggregated] or [prefill, decode]."""
+    """The plan's engines, validated against its mode: [aggregated] (one per shape of a mix) or
+    [prefill, decode]."""
     if plan.mode == "agg":
-        agg = plan.role("aggregated")
-        if agg is None:
-            raise UnsupportedPlan("aggregated plan has no 'aggregated' engine")
-        return [agg]
+        agg = [e for e in plan.engines if e.role == "aggregated"]
+        if not agg or len(agg) != len(plan.engines):
+            raise UnsupportedPlan("an aggregated plan has 'aggregated' engines only, at least one")
+        return agg
     prefill, decode = plan.role("prefill"), plan.role("decode")
     if prefill is None or decode is None:
         raise UnsupportedPlan("disaggregated plan needs both a 'prefill' and a 'decode' engine")
     return [prefill, decode]
+
+
+def one_shape(plan: Plan, target: str, why: str) -> None:
+    """Raise ``UnsupportedPlan`` (saying ``why`` ``target`` cannot) for a mix of engine shapes."""
+    if plan.parts:
+        raise UnsupportedPlan(f"{target} {why}; this plan mixes {plan.shape()}")
 
 
 # --------------------------------------------------------------------------- commands

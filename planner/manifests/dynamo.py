@@ -14,8 +14,18 @@ Two API versions:
 Service names follow upstream: disaggregated vLLM ``VllmPrefillWorker``/``VllmDecodeWorker``,
 SGLang ``prefill``/``decode``, TRT-LLM ``TRTLLMPrefillWorker``/``TRTLLMDecodeWorker``; the
 aggregated worker is ``VllmDecodeWorker`` / ``decode`` / ``TRTLLMWorker`` as in upstream's
-aggregated templates. Parallelism and disaggregation are the backend's own engine flags; the
+aggregated templates; a mix of engine shapes has one aggregated worker service per shape, named
+with its parallelism (``VllmDecodeWorker-tp8``, ``VllmDecodeWorker-tp4``), behind the one frontend,
+which routes to every worker of the model. Parallelism and disaggregation are the backend's own engine flags; the
 operator wires multi-node engines itself.
+
+Autoscaling: a worker whose replicas have a range (a budget filled with no load stated: from one
+unit to the budget's units) gets ``scalingAdapter: {}`` in ``v1beta1``: the operator then creates a
+DynamoGraphDeploymentScalingAdapter that owns its replicas, for an HPA, KEDA or Dynamo's planner to
+scale, and the annotation ``slaplan.io/replica-range`` records each such component's
+``[min, max]`` for that autoscaler. ``v1alpha1`` keeps replicas fixed: its per-service
+``autoscaling`` is ignored by current operators, and ``scalingAdapter`` is unknown to the
+releases before it, which this version also serves.
 
 The DGD carries the labels ``dgdr.nvidia.com/name``, ``dgdr.nvidia.com/namespace`` and
 ``nvidia.com/managed-by: slaplan`` (plus the shared ``app.kubernetes.io/*`` ones and the
@@ -24,6 +34,7 @@ request's own), and no ownerReference: it outlives the request that produced it.
 
 from __future__ import annotations
 
+import json
 from typing import Any, Literal
 
 from planner.manifests.common import (
@@ -42,9 +53,11 @@ from planner.manifests.common import (
 )
 from planner.types import Backend, Engine, Plan, PlanRequest, Role
 
-__all__ = ["DGD_KIND", "HF_TOKEN_SECRET", "dgd_labels", "render_dgd", "service_name"]
+__all__ = ["DGD_KIND", "HF_TOKEN_SECRET", "REPLICA_RANGE_ANNOTATION", "dgd_labels", "render_dgd", "replica_ranges",
+           "scales", "service_name"]
 
 DGD_KIND = "DynamoGraphDeployment"
+REPLICA_RANGE_ANNOTATION = "slaplan.io/replica-range"
 HF_TOKEN_SECRET = "hf-token-secret"  # upstream convention: a Secret holding HF_TOKEN
 
 _SERVICE_NAMES: dict[Backend, dict[Role, str]] = {
@@ -64,6 +77,13 @@ _WORKING_DIRS: dict[Backend, str] = {
 def service_name(backend: Backend, role: Role) -> str:
     """The DGD service (v1alpha1) / component (v1beta1) name of an engine role."""
     return _SERVICE_NAMES[backend][role]
+
+
+def _service(plan: Plan, engine: Engine) -> str:
+    """The service of ``engine`` in ``plan``; in a mix of shapes each shape's own, named by its
+    parallelism (``VllmDecodeWorker-tp8``), all behind the one frontend."""
+    name = service_name(plan.backend, engine.role)
+    return f"{name}-{engine.tag}" if plan.parts else name
 
 
 def dgd_labels(request: PlanRequest) -> dict[str, str]:
@@ -130,7 +150,7 @@ def _spec_v1alpha1(plan: Plan, engines: list[Engine], image: str) -> dict[str, A
         }
     }
     for engine in engines:
-        services[service_name(plan.backend, engine.role)] = _worker_v1alpha1(plan, engine, image)
+        services[_service(plan, engine)] = _worker_v1alpha1(plan, engine, image)
     return {"backendFramework": plan.backend, "services": services}
 
 
@@ -150,14 +170,28 @@ def _worker_v1beta1(plan: Plan, engine: Engine, image: str) -> dict[str, Any]:
         "resources": {"limits": {gpu_resource(plan.gpu): str(per_pod)}},
     }
     comp: dict[str, Any] = {
-        "name": service_name(plan.backend, engine.role),
+        "name": _service(plan, engine),
         "type": "worker" if engine.role == "aggregated" else engine.role,
         "replicas": engine.replicas,
     }
     if nodes > 1:
         comp["multinode"] = {"nodeCount": nodes}
+    if scales(engine):
+        comp["scalingAdapter"] = {}
     comp["podTemplate"] = {"spec": {"containers": [container]}}
     return comp
+
+
+def scales(engine: Engine) -> bool:
+    """Whether ``engine``'s replicas have a range to scale in (a budget filled with no load stated)."""
+    return engine.min_replicas is not None and engine.min_replicas < engine.replicas
+
+
+def replica_ranges(plan: Plan) -> dict[str, str]:
+    """The annotation recording each scaled worker component's range, ``{"<name>": [min, max]}``, for
+    the autoscaler a user attaches to its scaling adapter (none when nothing scales)."""
+    ranges = {_service(plan, e): [e.min_replicas, e.replicas] for e in plan.engines if scales(e)}
+    return {REPLICA_RANGE_ANNOTATION: json.dumps(ranges, separators=(",", ":"))} if ranges else {}
 
 
 def _spec_v1beta1(plan: Plan, engines: list[Engine], image: str) -> dict[str, Any]:
@@ -196,7 +230,8 @@ def render_dgd(
             "name": deployment_name(request),
             "namespace": deployment_namespace(request),
             "labels": dgd_labels(request),
-            "annotations": annotations(plan, request),
+            "annotations": annotations(plan, request,
+                                       **(replica_ranges(plan) if api_version == "v1beta1" else {})),
         },
         "spec": build(plan, engines, image),
     }

@@ -1,7 +1,9 @@
 """Render a plan as a Volcano Kthena ``ModelServing`` (``v1alpha1``).
 
 One serving group (``spec.replicas = 1``) holds the roles: ``prefill`` (x replicas) and
-``decode`` (y replicas) for an xPyD plan, or a single role for an aggregated plan. An engine
+``decode`` (y replicas) for an xPyD plan, a single role for an aggregated plan, or one role per
+engine shape for a mix of shapes (every role's pods serve the same model, so a ModelServer that
+selects the ModelServing's pods routes to all of them). An engine
 spanning several nodes gets ``workerReplicas = nodes - 1`` and a ``workerTemplate``; Kthena
 gives worker pods ``ENTRY_ADDRESS`` (the entry pod's address) and ``WORKER_INDEX``.
 
@@ -20,6 +22,7 @@ KIND = "ModelServing"
 LEGACY_GROUP = "workload.volcano.sh"
 CURRENT_GROUP = "workload.serving.volcano.sh"
 ROLE_NAMES = {"aggregated": "server", "prefill": "prefill", "decode": "decode"}
+MAX_ROLE_NAME = 12  # characters (Kthena's limit)
 SHM_VOLUME = "dshm"
 
 
@@ -58,24 +61,32 @@ def _container(plan: Plan, request: PlanRequest, engine: Engine, *, rank: str | 
     return container
 
 
-def _pod(plan: Plan, request: PlanRequest, engine: Engine, *, rank: str | None) -> dict:
-    role = ROLE_NAMES[engine.role]
+def _pod(plan: Plan, request: PlanRequest, engine: Engine, role: str, *, rank: str | None) -> dict:
     return {
         "metadata": {"labels": common.labels(request, **{"slaplan.io/role": role})},
         "spec": {"containers": [_container(plan, request, engine, rank=rank)], "volumes": [_shm()]},
     }
 
 
-def _role(plan: Plan, request: PlanRequest, engine: Engine) -> dict:
+def role_name(plan: Plan, engine: Engine, index: int) -> str:
+    """The role of ``engine``: ``server``, ``prefill``, ``decode``; in a mix of shapes each shape's
+    own, ``server-tp8`` (``server-<index>`` when the shape does not fit Kthena's 12 characters)."""
+    if not plan.parts:
+        return ROLE_NAMES[engine.role]
+    name = f"{ROLE_NAMES[engine.role]}-{engine.tag}"
+    return name if len(name) <= MAX_ROLE_NAME else f"{ROLE_NAMES[engine.role]}-{index}"
+
+
+def _role(plan: Plan, request: PlanRequest, engine: Engine, name: str) -> dict:
     multinode = engine.nodes > 1
     role = {
-        "name": ROLE_NAMES[engine.role],
+        "name": name,
         "replicas": engine.replicas,
-        "entryTemplate": _pod(plan, request, engine, rank="0" if multinode else None),
+        "entryTemplate": _pod(plan, request, engine, name, rank="0" if multinode else None),
         "workerReplicas": engine.nodes - 1,
     }
     if multinode:
-        role["workerTemplate"] = _pod(plan, request, engine, rank="$(WORKER_INDEX)")
+        role["workerTemplate"] = _pod(plan, request, engine, name, rank="$(WORKER_INDEX)")
     return role
 
 
@@ -93,7 +104,7 @@ def render_kthena(plan: Plan, request: PlanRequest, *, api_group: str = LEGACY_G
     if api_group not in (LEGACY_GROUP, CURRENT_GROUP):
         raise ValueError(f"unknown Kthena API group {api_group!r}")
     engines = common.engines_in_order(plan)
-    roles = [_role(plan, request, e) for e in engines]
+    roles = [_role(plan, request, e, role_name(plan, e, i)) for i, e in enumerate(engines)]
     min_roles = {r["name"]: (r["replicas"] if gang_all_replicas else 1) for r in roles}
     template: dict = {"roles": roles}
     if api_group == LEGACY_GROUP:

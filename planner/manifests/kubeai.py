@@ -64,12 +64,13 @@ def render_kubeai(plan: Plan, request: PlanRequest, *, profiles: dict[str, str] 
     filled with no load stated) or grow to ``max_replicas`` when given;
     ``target_requests`` (requests in flight per replica that KubeAI's autoscaler aims for)
     defaults to the requests in flight per replica at the planned load. Raises
-    ``UnsupportedPlan`` for a disaggregated plan, a backend other than vLLM, or an engine
-    spanning several nodes.
+    ``UnsupportedPlan`` for a disaggregated plan, a mix of engine shapes, a backend other than
+    vLLM, or an engine spanning several nodes.
     """
     if plan.mode != "agg":
         raise common.UnsupportedPlan(
             "KubeAI has no prefill/decode disaggregation; use an aggregated plan")
+    common.one_shape(plan, "KubeAI", "runs one engine shape per Model (one resourceProfile and one set of args)")
     engine = common.engines_in_order(plan)[0]
     if engine.nodes > 1:
         raise common.UnsupportedPlan(

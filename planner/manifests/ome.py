@@ -1,8 +1,11 @@
 """Render a plan as an OME ``InferenceService`` (``ome.io/v1beta1``).
 
 Disaggregated plans become ``engine`` (prefill) + ``decoder`` (decode) + ``router``; aggregated
-plans ``engine`` only. Each component's ``maxReplicas`` is the engine's planned replica count and
-``minReplicas`` the count it may shrink to when idle (the same unless a budget was filled). The
+plans ``engine`` only. Each component runs the engine's planned replica count, fixed
+(``minReplicas`` = ``maxReplicas``): OME's autoscaler scales on CPU or memory (a raw deployment's
+HPA) or, serverless only, on Knative concurrency, and its KEDA option needs the cluster's
+Prometheus address and query; none of them follows an LLM engine's load as it stands, and a
+raw deployment starts at ``minReplicas``, so a range would start below the planned capacity. The
 engine runs from a ``runner`` container whose args carry the parallelism; an engine spanning
 several nodes becomes ``leader`` + ``worker{size: nodes - 1}``, wired with the LeaderWorkerSet
 variables OME provides (``LWS_LEADER_ADDRESS``, ``LWS_GROUP_SIZE``, ``LWS_WORKER_INDEX``).
@@ -42,7 +45,7 @@ def _runner(plan: Plan, request: PlanRequest, engine: Engine, *, multinode: str 
 
 def _component(plan: Plan, request: PlanRequest, engine: Engine) -> dict:
     """An ``engine`` or ``decoder`` block for one engine role."""
-    spec: dict = {"minReplicas": engine.min_replicas or engine.replicas, "maxReplicas": engine.replicas}
+    spec: dict = {"minReplicas": engine.replicas, "maxReplicas": engine.replicas}
     if engine.nodes > 1:
         spec["leader"] = {"runner": _runner(plan, request, engine, multinode="leader")}
         spec["worker"] = {"size": engine.nodes - 1,
@@ -61,8 +64,9 @@ def render_ome(plan: Plan, request: PlanRequest, *, model_ref: str | None = None
     ``model_ref`` names the (Cluster)BaseModel, by default derived from the model id
     (``meta-llama/Llama-3.1-8B`` → ``llama-3-1-8b``); ``runtime_ref`` names the
     (Cluster)ServingRuntime — when omitted OME picks one that supports the model, and the
-    runner set here overrides its container.
+    runner set here overrides its container. Raises ``UnsupportedPlan`` for a mix of engine shapes.
     """
+    common.one_shape(plan, "an OME InferenceService", "runs one engine shape per component")
     engines = common.engines_in_order(plan)
     spec: dict = {
         "model": {"name": model_ref or common.model_slug(plan.model), "kind": model_kind},

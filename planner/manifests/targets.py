@@ -9,8 +9,8 @@
 
 Every target renders the plan stored with the request (``planner.results.ProfilingResults``):
 the CLI, the API, the dashboard and ``apply`` all come here. A target that cannot run the
-chosen plan (KubeAI and disaggregation) renders the stored aggregated alternative instead, and
-a note says so in one line; when it cannot run that either, ``UnsupportedPlan`` says why.
+chosen plan (KubeAI and disaggregation; KubeAI, OME and Kthena and a mix of engine shapes) renders
+the stored aggregated alternative of one shape instead, and a note says so in one line; when it cannot run that either, ``UnsupportedPlan`` says why.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from planner.manifests.ome import API_VERSION as OME_API_VERSION, render_ome
 from planner.results import ProfilingResults
 from planner.types import Plan, PlanRequest
 
-__all__ = ["REGISTRY", "TARGETS", "TARGET_KINDS", "Rendered", "Target", "render_plan", "render_target"]
+__all__ = ["REGISTRY", "TARGETS", "TARGET_KINDS", "Rendered", "Target", "render_plan", "render_target", "scaling_text"]
 
 
 @dataclass(frozen=True)
@@ -47,22 +47,43 @@ class Target:
     versions: tuple[str, ...]  # API versions, preferred first
     kind: str
     render: Callable[[Plan, PlanRequest, Options], list[dict[str, Any]]]
+    scaling: Callable[[Options], str | None]  # how it emits a replica range; None: replicas fixed
 
 
 REGISTRY: dict[str, Target] = {
     "dynamo": Target("NVIDIA Dynamo — DynamoGraphDeployment", ("nvidia.com",), ("v1alpha1", "v1beta1"), DGD_KIND,
-                     lambda p, r, o: [render_dgd(p, r, api_version=o.dynamo_version)]),
+                     lambda p, r, o: [render_dgd(p, r, api_version=o.dynamo_version)],
+                     lambda o: ("scalingAdapter on each scaled worker, for an HPA, KEDA or Dynamo's planner"
+                                if o.dynamo_version == "v1beta1" else None)),
     "ome": Target("OME — InferenceService", (OME_API_VERSION.split("/")[0],), (OME_API_VERSION.split("/")[1],),
-                  "InferenceService", lambda p, r, o: render_ome(p, r)),
+                  "InferenceService", lambda p, r, o: render_ome(p, r), lambda o: None),
     "kthena": Target("Volcano Kthena — ModelServing", (CURRENT_GROUP, LEGACY_GROUP), ("v1alpha1",), KTHENA_KIND,
-                     lambda p, r, o: render_kthena(p, r, api_group=o.kthena_group)),
+                     lambda p, r, o: render_kthena(p, r, api_group=o.kthena_group), lambda o: None),
     "kubeai": Target("KubeAI — Model", (KUBEAI_API_VERSION.split("/")[0],), (KUBEAI_API_VERSION.split("/")[1],),
-                     "Model", lambda p, r, o: render_kubeai(p, r)),
+                     "Model", lambda p, r, o: render_kubeai(p, r),
+                     lambda o: "minReplicas/maxReplicas, KubeAI's autoscaler aiming at targetRequests"),
 }
 TARGETS = tuple(REGISTRY)
 # target → (API groups, versions in order of preference, kind): what a cluster must serve
 TARGET_KINDS: dict[str, tuple[tuple[str, ...], tuple[str, ...], str]] = {
     name: (t.groups, t.versions, t.kind) for name, t in REGISTRY.items()}
+
+
+def scaling_text(plan: Plan, *, dynamo_version: str = "v1alpha1", kthena_group: str = LEGACY_GROUP) -> str | None:
+    """Which replica range ``plan``'s manifests emit, target by target (None when its replicas are
+    fixed): ``aggregated 1–2 engines: kubeai (minReplicas/maxReplicas, …); fixed at the planned
+    count for dynamo v1alpha1, ome, kthena``."""
+    ranged = [e for e in plan.engines if e.min_replicas is not None and e.min_replicas < e.replicas]
+    if not ranged:
+        return None
+    options = Options(dynamo_version, kthena_group)
+    label = {"dynamo": f"dynamo {dynamo_version}"}
+    how = {name: t.scaling(options) for name, t in REGISTRY.items()}
+    emitted = [f"{label.get(n, n)} ({h})" for n, h in how.items() if h]
+    fixed = [label.get(n, n) for n, h in how.items() if not h]
+    engines = ", ".join(f"{e.role}{' ' + e.tag if plan.parts else ''} {e.min_replicas}–{e.replicas}" for e in ranged)
+    return (f"{engines} engines: " + "; ".join(emitted)
+            + (f"; fixed at the planned count for {', '.join(fixed)}" if fixed else ""))
 
 
 class Rendered(NamedTuple):
@@ -102,6 +123,6 @@ def render_target(results: ProfilingResults, request: PlanRequest, target: str, 
             objects = render_plan(alternative, request, target, **options)
         except UnsupportedPlan as again:
             raise UnsupportedPlan(f"{target}: {exc}; the aggregated alternative neither: {again}") from None
-        return Rendered(objects, [f"{target}: {exc}; wrote the cheapest aggregated plan that meets the SLA instead "
-                                  f"({alternative.total_gpus} GPUs, TTFT {alternative.predicted.ttft_ms:.0f} ms, "
+        return Rendered(objects, [f"{target}: {exc}; wrote the aggregated plan of one engine shape the planner "
+                                  f"prefers instead ({alternative.shape()}, {alternative.total_gpus} GPUs, TTFT {alternative.predicted.ttft_ms:.0f} ms, "
                                   f"ITL {alternative.predicted.itl_ms:.1f} ms)"])

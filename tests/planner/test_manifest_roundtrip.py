@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import copy
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import pytest
@@ -86,7 +86,11 @@ CASES: dict[str, Case] = {
                                                        **{**_MOE, "min_gpus_per_engine": 16})),
     "trtllm-disagg-moe-attention-dp": Case(_req(QWEN_FP8, "h200_sxm", "trtllm", request_rate=8.0, **_FP8)),
     "trtllm-disagg-moe-ep-multinode": Case(_req(DEEPSEEK, "h200_sxm", "trtllm", concurrency=512, **_MOE)),
+    # no load stated: 12 GPUs hold one TP8 engine and one TP4, which serve more than three TP4
+    "vllm-agg-mix-budget": Case(_req(LLAMA_70B, "h200_sxm", "vllm", total_gpus=12, isl_tokens=3000, osl_tokens=500,
+                                     ttft_ms=500, itl_ms=20)),
 }
+MIXED = "vllm-agg-mix-budget"
 
 
 def _variants() -> dict[str, tuple[str, dict[str, str]]]:
@@ -147,21 +151,39 @@ def _render(results: ProfilingResults, request: PlanRequest, variant: str) -> Re
 
 
 def _deployed_plan(results: ProfilingResults, rendered: Rendered) -> Plan:
-    """The plan the target rendered: the chosen one, or (with a note) the aggregated alternative."""
+    """The plan the target rendered: the chosen one, or (with a note) the aggregated alternative of
+    one shape, for a disaggregated plan or a mix of shapes."""
     if not rendered.notes:
         return results.chosen
-    assert results.chosen.mode == "disagg" and results.aggregated_alternative is not None, rendered.notes
+    assert results.chosen.mode == "disagg" or results.chosen.parts, rendered.notes
+    assert results.aggregated_alternative is not None and not results.aggregated_alternative.parts
     return results.aggregated_alternative
+
+
+def _shares(deployed: Deployed, promised: Plan) -> list[tuple[Deployed, Plan]]:
+    """(what is deployed, what the plan promised of it) per share of the load: the whole deployment,
+    or each engine shape of a mix with the part of the plan that serves its share."""
+    if not promised.parts:
+        return [(deployed, promised)]
+    out = []
+    for engine in deployed.engines:
+        part = next(p for p in promised.parts
+                    if (p.engines[0].tp, p.engines[0].pp, p.engines[0].dp, p.engines[0].ep) ==
+                    (engine.tp, engine.pp, engine.dp, engine.ep))
+        out.append((replace(deployed, engines=(engine,)), part))
+    return out
 
 
 def _parallel(engine: DeployedEngine) -> Parallel:
     return Parallel(tp=engine.tp, pp=engine.pp, dp=engine.dp, moe_ep=engine.ep)
 
 
-def serving_config(deployed: Deployed, request: PlanRequest) -> ServingConfig:
-    """The performance model's configuration of what ``deployed`` runs under ``request``'s load."""
+def serving_config(deployed: Deployed, request: PlanRequest, promised: Plan) -> ServingConfig:
+    """The performance model's configuration of what ``deployed`` runs under ``request``'s load
+    (with none stated, the clients ``promised`` serves within the SLA)."""
     load = ({"concurrency": float(request.concurrency)} if request.concurrency is not None
-            else {"request_rate": request.request_rate})
+            else {"request_rate": request.request_rate} if request.request_rate is not None
+            else {"concurrency": promised.predicted.concurrency})
     if deployed.mode == "agg":
         batch = deployed.role("aggregated")
         roles: dict[str, Any] = {"engine": _parallel(batch), "replicas": batch.replicas}
@@ -209,13 +231,26 @@ def test_manifest_round_trips_to_the_prediction(planned, case: str, variant: str
         # Running sequences: the planned limit, rounded up to whole per-rank limits.
         assert got.max_running is not None and want.max_batch <= got.max_running < want.max_batch + got.dp
 
-    again = estimate(serving_config(deployed, request))
-    predicted = promised.predicted
-    pairs = {"ttft_ms": (again.ttft_ms, predicted.ttft_ms), "itl_ms": (again.itl_ms, predicted.itl_ms),
-             "output_tok_s_per_gpu": (again.output_tok_s_per_gpu, predicted.output_tok_s_per_gpu),
-             "requests_per_s": (again.requests_per_s, predicted.requests_per_s)}
-    off = {k: f"re-estimated {g:.4g} vs predicted {w:.4g}" for k, (g, w) in pairs.items() if not _close(g, w)}
-    assert not off, off
+    tok_s = rate = 0.0
+    for share, part in _shares(deployed, promised):
+        again = estimate(serving_config(share, request, part))
+        predicted = part.predicted
+        pairs = {"ttft_ms": (again.ttft_ms, predicted.ttft_ms), "itl_ms": (again.itl_ms, predicted.itl_ms),
+                 "output_tok_s_per_gpu": (again.output_tok_s_per_gpu, predicted.output_tok_s_per_gpu),
+                 "requests_per_s": (again.requests_per_s, predicted.requests_per_s)}
+        off = {k: f"re-estimated {g:.4g} vs predicted {w:.4g}" for k, (g, w) in pairs.items() if not _close(g, w)}
+        assert not off, (share.engines[0].role, off)
+        tok_s += again.output_tok_s_per_gpu * part.total_gpus
+        rate += again.requests_per_s
+    # a mix serves the sum of its shares; one shape, what it was predicted to
+    whole = promised.predicted
+    assert _close(tok_s, whole.output_tok_s_per_gpu * promised.total_gpus) and _close(rate, whole.requests_per_s)
+
+
+def test_the_budget_case_is_a_mix(planned):
+    """The no-load budget case round-trips a mix of two engine shapes (else the matrix misses one)."""
+    chosen = planned[MIXED][0].chosen
+    assert len(chosen.parts) == 2 and len({e.tag for e in chosen.engines}) == 2
 
 
 @pytest.mark.skipif(not CRD_DIR.is_dir(), reason="../shared/crds (real CRD schemas) is not beside the repository")

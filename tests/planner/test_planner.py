@@ -175,3 +175,24 @@ def test_engines_beyond_a_node_are_whole_nodes_whatever_the_node_size():
     for target in TARGETS:
         manifests, _ = render_target(ProfilingResults.of(result), result.request, target)
         assert manifests, target
+
+
+def test_an_aggregated_engine_serves_within_a_few_percent_of_its_most_clients():
+    """With no load stated, an aggregated engine holds the clients within the SLA found between
+    the search grid's points: a few percent more (a refined step) and one more client miss it."""
+    from planner.sizing import REFINE_STEPS
+    from profiler.model.config import Parallel, ServingConfig
+    from profiler.model.estimate import estimate
+
+    req = _request(total_gpus=8)
+    step = 0.25 / (REFINE_STEPS + 1)  # the client grid's points are 25% apart
+    for p in plan(req).candidates:
+        if p.mode != "agg" or not p.feasible:
+            continue
+        e = p.engines[0]
+        clients = p.predicted.concurrency / e.replicas
+        more = estimate(ServingConfig(model=p.model, gpu=p.gpu, backend=p.backend, precision=p.precision,
+                                      engine=Parallel(tp=e.tp, pp=e.pp, dp=e.dp, moe_ep=e.ep), replicas=1,
+                                      isl_tokens=req.isl_tokens, osl_tokens=req.osl_tokens,
+                                      concurrency=float(int(clients * (1 + step)) + 1)))
+        assert more.ttft_ms > req.ttft_ms or more.itl_ms > req.itl_ms or more.saturated, (e.tag, clients)
