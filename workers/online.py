@@ -8,7 +8,7 @@ Inside the DGDR lifecycle (state Profiling):
 2. the DGDR's Optuna study (``infra.studies``, in the service database) is created or resumed:
    trials a previous worker completed are kept, a dead worker's running trial is failed and
    retried once;
-3. until a budget runs out or ``planner.online.next_unit`` finds nothing worth measuring: the
+3. until a budget runs out or ``planner.online.next_unit`` (the run rule ``next_run``) finds nothing worth measuring: the
    next unit (the model's best prediction: first with the starting parameters — the offline
    optimum —, then calibrated on the best measurement so far) is enqueued and asked as a trial, deployed on the target,
    benchmarked with genai-bench (``D(isl,osl)`` at each sweep concurrency), torn down, and told
@@ -257,6 +257,12 @@ def _measured(trials) -> dict[str, float]:
     return {t.params[UNIT_PARAM]: t.value for t in trials if t.state == TrialState.COMPLETE}
 
 
+def _sweeps(trials) -> dict[str, list[search.SweepPoint]]:
+    """The measured sweep of each completed trial's unit."""
+    return {t.params[UNIT_PARAM]: [search.SweepPoint(**p) for p in t.user_attrs["points"]]
+            for t in trials if t.state == TrialState.COMPLETE}
+
+
 def _best(trials) -> optuna.trial.FrozenTrial | None:
     done = [t for t in trials if t.state == TrialState.COMPLETE]
     return max(done, key=lambda t: t.value) if done else None
@@ -294,18 +300,17 @@ def search_units(request: PlanRequest, unit_plans: dict[str, Plan], *, deployabl
         if len(_committed(trials)) >= budget.max_trials:
             sleep(poll_s)  # the rest of the budget is being measured by other (or lost) workers' trials
             continue
-        measured = _measured(trials)
         if not any(t.state == TrialState.WAITING for t in trials):  # else: a lost trial to retry first
             best = _best(trials)
             if best is not None and best.number not in fitted:
                 fitted[best.number] = _fit(request, unit_plans[best.params[UNIT_PARAM]], best, params).params
             failed = {t.params.get(UNIT_PARAM) for t in _counted(trials) if t.state == TrialState.FAIL}
-            todo = {k: u for k, u in unit_plans.items() if k in deployable and k not in measured and k not in failed}
-            predicted = search.predict(todo, request, budget.concurrency,
+            pool = {k: u for k, u in unit_plans.items() if k in deployable and k not in failed}
+            predicted = search.predict(pool, request, budget.concurrency,
                                        fitted[best.number] if best is not None else params, model)
-            scores = {k: search.score(pts, todo[k].total_gpus, request) for k, pts in predicted.items()}
             busy = {t.params.get(UNIT_PARAM) for t in trials if t.state == TrialState.RUNNING}
-            key = search.next_unit(scores, measured, busy)
+            key = search.next_unit(predicted, _sweeps(trials), {k: u.total_gpus for k, u in pool.items()},
+                                   request, busy)
             if key is None:
                 if busy:
                     sleep(poll_s)  # another (or a lost) worker's trial: wait for it to end or go stale
