@@ -102,13 +102,13 @@ def run(label: str, fields: dict, seed: int, spread: float) -> dict:
         result, fit, _ = online.profile_online(request, uid=f"bench-{seed}", generation=1, setup=setup, model=arch,
                                                measure=measure)
         seconds = time.perf_counter() - started
-    pick = result.online["best"]
+    pick = result.online.best
     best = scores[sweep_pick]
     return {"scenario": label, "truth": seed, "space": len(units), "runs": len(calls), "budget": budget,
             "oracle": len(known),
             "same": pick == sweep_pick, "share": scores[pick] / best if best > 0 else float("nan"),
             "sweep_pick": sweep_pick, "online_pick": pick, "scale": fit.scale, "seconds": seconds,
-            "stopped": result.online["stopped"]}
+            "stopped": result.online.stopped}
 
 
 def main() -> int:

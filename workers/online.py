@@ -80,8 +80,10 @@ def online_setup(settings: Any, cluster: Callable | None = None) -> Online:
     if wanted == "kubernetes" or (wanted == "auto" and cluster is not None):
         target, name = KubeTarget(cluster(), frontend_url=settings.online_frontend_url), "kubernetes"
     else:
-        target = LocalTarget(command=settings.online_engine_command, speed=settings.online_emulator_speed)
-        name = "local engine command" if settings.online_engine_command else "local emulator"
+        target = LocalTarget(command=settings.online_engine_command, prefill_command=settings.online_prefill_command,
+                             decode_command=settings.online_decode_command, handoff=settings.online_disagg_handoff,
+                             speed=settings.online_emulator_speed)
+        name = "local emulator" if target.emulated else "local engine command"
     return Online(database_url=settings.database_url, target=target, target_name=name, runner=runner_settings(),
                   max_trials=settings.online_max_trials, max_minutes=settings.online_max_minutes,
                   heartbeat_s=settings.online_heartbeat_seconds)
