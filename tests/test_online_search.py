@@ -10,9 +10,11 @@ from __future__ import annotations
 import threading
 import time
 
+import online_fakes
 import optuna
 import pytest
 from api_client import api_client
+from online_fakes import Everywhere, truth_params
 from optuna.trial import TrialState
 from sqlalchemy import create_engine, inspect
 
@@ -23,8 +25,6 @@ from infra.tables import Base
 from planner import online as search
 from planner import plan
 from planner.types import PlanRequest
-from profiler.bench.standin import model_iterations
-from profiler.hub import load_model
 from profiler.model.params import shipped_params
 from workers import online
 
@@ -33,32 +33,8 @@ REQUEST = PlanRequest(name="big", model="meta-llama/Llama-3.1-70B-Instruct", gpu
 SWEEP = (1, 4, 16)
 
 
-def truth_params() -> dict[str, float]:
-    """A deployment unevenly slower than the shipped model: slow links, heavy steps, slower HBM."""
-    p = dict(shipped_params())
-    p["eff_link"] *= 0.5
-    p["step_ms_vllm"] *= 2.0
-    p["eff_hbm"] *= 0.8
-    return p
-
-
-class Everywhere:
-    """A target that can run every unit (measurements come from ``model_measure``)."""
-
-    def supports(self, unit):
-        return None
-
-
 def model_measure(truth: dict[str, float], calls: list[str]):
-    """A measurement function: the model with ``truth`` parameters, as genai-bench iterations."""
-    arch = load_model(REQUEST.model)[0]
-
-    def measure(unit, req, name):
-        calls.append(search.unit_key(unit))
-        points = search.predict({"u": unit}, req, SWEEP, truth, arch)["u"]
-        return model_iterations(points, req.isl_tokens, req.osl_tokens, name), f"/results/{name}", None
-
-    return measure
+    return online_fakes.model_measure(truth, calls, REQUEST.model, SWEEP)
 
 
 def setup_for(url: str, **kw) -> online.Online:

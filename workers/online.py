@@ -384,25 +384,34 @@ def profile_online(request: PlanRequest, *, uid: str, generation: int, setup: On
             f"(times ×{fit.scale:.3g}, TTFT MdAPE {fit.before.ttft_mdape_pct:.1f}% → {fit.after.ttft_mdape_pct:.1f}%, "
             f"TPOT {fit.before.tpot_mdape_pct:.1f}% → {fit.after.tpot_mdape_pct:.1f}%) and sized the best "
             f"measured candidate (others measured within the SLA only if it cannot meet it)")
+    swept = {k: every[k] for k in _sweeps(trials)}
     doc = online_document(trials, study_name=name, target=setup.target_name, budget=budget, stopped=stopped,
-                          fit=fit, best=best, left_out=left_out, request=request)
+                          fit=fit, best=best, left_out=left_out, request=request,
+                          offline_pick=search.unit_key(offline.chosen) if offline.chosen else None,
+                          predicted=search.predict(swept, request, budget.concurrency, base, model[0]),
+                          calibrated=search.predict(swept, request, budget.concurrency, fit.params, model[0]))
     result = result.model_copy(update={"online": doc, "assumptions": (*result.assumptions, note)})
     return result, fit, search.deployment(best_unit, request)
 
 
 def online_document(trials, *, study_name: str, target: str, budget: Budget, stopped: str, fit: Any,
-                    best: Any, left_out: list[str], request: PlanRequest) -> OnlineSearch:
+                    best: Any, left_out: list[str], request: PlanRequest, offline_pick: str | None = None,
+                    predicted: dict[str, list[search.SweepPoint]] | None = None,
+                    calibrated: dict[str, list[search.SweepPoint]] | None = None) -> OnlineSearch:
     """What ``profilingResults.online`` holds: budget, how the search ended, every trial and the
-    calibration (times in ms, throughputs in output tokens/s, goodput per GPU)."""
+    calibration (times in ms, throughputs in output tokens/s, goodput per GPU); ``predicted`` and
+    ``calibrated``: the offline and the calibrated model's sweeps of the measured units."""
     rows = []
     for t in trials:
         if t.state == TrialState.PRUNED:
             continue
-        done = t.state == TrialState.COMPLETE
+        done, unit = t.state == TrialState.COMPLETE, t.params.get(UNIT_PARAM)
         rows.append(Trial(
-            number=t.number, unit=t.params.get(UNIT_PARAM), state=t.state.name.lower(), gpus=t.user_attrs.get("gpus"),
+            number=t.number, unit=unit, state=t.state.name.lower(), gpus=t.user_attrs.get("gpus"),
             score=round(t.value, 3) if done else None, meets_sla=t.value > 0 if done else None,
             points=tuple(_point(p) for p in t.user_attrs.get("points", [])) if done else None,
+            predicted=_points_of(predicted, unit) if done else None,
+            calibrated=_points_of(calibrated, unit) if done else None,
             error=t.user_attrs.get("error") or None, results_location=t.user_attrs.get("resultsLocation") or None))
     return OnlineSearch(
         profiling=profiling_label(True), study=study_name, target=target,
@@ -411,7 +420,14 @@ def online_document(trials, *, study_name: str, target: str, budget: Budget, sto
         trials_done=len(_counted(trials)), stopped=stopped, best=best.params.get(UNIT_PARAM),
         calibration=Calibration(unit=best.params.get(UNIT_PARAM), scale=fit.scale, fitted=fit.fitted,
                                 points=fit.points, before=fit.before.model_dump(), after=fit.after.model_dump()),
-        left_out=tuple(left_out), trials=tuple(rows))
+        left_out=tuple(left_out), offline_pick=offline_pick, trials=tuple(rows))
+
+
+def _points_of(sweeps: dict[str, list[search.SweepPoint]] | None, unit: str | None) -> tuple[MeasuredPoint, ...] | None:
+    """``unit``'s predicted sweep, to 3 decimals (None when not predicted)."""
+    if not sweeps or unit not in sweeps:
+        return None
+    return tuple(_point(p.model_dump()) for p in sweeps[unit])
 
 
 def _point(p: dict[str, Any]) -> MeasuredPoint:
