@@ -20,12 +20,16 @@ Held out: every workload on ``--hold`` (default gb200) is kept out of the tuning
 ``--slack`` and ``--budget``, and its predictions come from parameters fitted without that GPU
 type (one fit, about a minute); the other workloads use the shipped parameters. Reported apart.
 
+Also reported, by workload size: the runs per search as a count and a share, against the fewest runs
+any rule needs to certify its pick (``contenders``: the runs a ``--noise`` measurement noise cannot
+tell from the best), and how many runs came before the first one within the SLA and after the best.
+
 Last, calibration on held-out concurrencies (``--calibration``): each configuration measured at
 three or more concurrencies is calibrated (``profiler.model.measured.fit_deployment``) on its lowest and
 highest, and the TTFT and TPOT errors of the model before and after are compared on the others.
 
     python benchmarks/online_replay.py [--data CSV] [--hold gb200] [--margin 0.1] [--slack 0.5]
-                                       [--budget 1.0] [--calibration]
+                                       [--budget 1.0] [--noise 0.05] [--calibration]
 """
 
 from __future__ import annotations
@@ -45,6 +49,9 @@ from benchmarks.accuracy import INPUTS, SLA_QUANTILES, workload_key  # noqa: E40
 
 MIN_CONFIGURATIONS = 3  # distinct configurations a workload needs to be searched
 MIN_RUNS = 10  # measured runs a workload needs to be searched
+# Measurement noise (share): the median difference of TPOT and of throughput between the few runs the
+# data measured twice (TTFT differs more, ~15%, but only 4 pairs).
+NOISE = 0.05
 
 
 @dataclass
@@ -67,6 +74,9 @@ class Outcome:
     space: int
     best: bool
     regret: float  # 1 − pick's measured goodput / the best's; 1.0 when nothing within the SLA was found
+    minimum: int  # runs any rule must measure to certify the pick under the measurement noise (contenders)
+    searching: int  # runs measured before the first one within the SLA (all of them when none was)
+    confirming: int  # runs measured after the true best (0 when it was not found)
 
 
 def configuration(row: dict) -> str:
@@ -118,7 +128,19 @@ def slas(w: Workload) -> list[tuple[float, float]]:
     return [(float(np.quantile(ttft, a)), float(np.quantile(tpot, b))) for a, b in itertools.product(SLA_QUANTILES, repeat=2)]
 
 
-def search(w: Workload, ttft_ms: float, itl_ms: float, margin: float, slack: float, budget: float) -> Outcome | None:
+def contenders(w: Workload, ttft_ms: float, itl_ms: float, noise: float) -> int:
+    """Runs that measurement noise of ``noise`` (a share) cannot tell from the true best: measured
+    within the SLA loosened by ``noise`` and within ``noise`` of the best goodput per GPU. A rule that
+    leaves one of them unmeasured cannot certify its pick, however well it predicts: the fewest runs
+    any rule needs (1 with no noise: the best itself)."""
+    goodput = {k: m.output_tok_s / w.gpus[k[0]] for k, m in w.measured.items()}
+    near = [k for k, m in w.measured.items() if m.ttft_ms <= ttft_ms * (1 + noise) and m.itl_ms <= itl_ms * (1 + noise)]
+    best = max(goodput[k] for k in w.measured if w.measured[k].ttft_ms <= ttft_ms and w.measured[k].itl_ms <= itl_ms)
+    return max(1, sum(goodput[k] >= best * (1 - noise) for k in near))
+
+
+def search(w: Workload, ttft_ms: float, itl_ms: float, margin: float, slack: float, budget: float,
+           noise: float = 0.0) -> Outcome | None:
     """Replay the run-by-run search on ``w`` under the SLA; None when no run meets it."""
     from planner import online
     from planner.types import PlanRequest
@@ -136,11 +158,15 @@ def search(w: Workload, ttft_ms: float, itl_ms: float, margin: float, slack: flo
             break
         seen[key] = w.measured[key]
     best = max(goodput[k] for k in meets)
-    found = [k for k in seen if k in meets]
+    order = list(seen)  # in the order measured
+    found = [k for k in order if k in meets]
+    at_best = next((i for i, k in enumerate(order) if k in meets and goodput[k] >= best), len(order) - 1)
+    common = dict(runs=len(seen), space=len(w.measured), minimum=contenders(w, ttft_ms, itl_ms, noise),
+                  searching=order.index(found[0]) if found else len(order), confirming=len(order) - 1 - at_best)
     if not found:
-        return Outcome(runs=len(seen), space=len(w.measured), best=False, regret=1.0)
+        return Outcome(best=False, regret=1.0, **common)
     pick = max(found, key=lambda k: goodput[k])
-    return Outcome(runs=len(seen), space=len(w.measured), best=goodput[pick] >= best, regret=1.0 - goodput[pick] / best)
+    return Outcome(best=goodput[pick] >= best, regret=1.0 - goodput[pick] / best, **common)
 
 
 def summary(outcomes: list[Outcome]) -> dict[str, float]:
@@ -150,12 +176,31 @@ def summary(outcomes: list[Outcome]) -> dict[str, float]:
             "runs_pct": 100 * sum(o.runs for o in outcomes) / max(1, sum(o.space for o in outcomes)),
             "best_pct": 100 * sum(o.best for o in outcomes) / max(1, n),
             "regret_pct": 100 * sum(o.regret for o in outcomes) / max(1, n),
-            "none": sum(o.regret == 1.0 for o in outcomes)}
+            "none": sum(o.regret == 1.0 for o in outcomes),
+            "mean_runs": sum(o.runs for o in outcomes) / max(1, n),
+            "mean_space": sum(o.space for o in outcomes) / max(1, n),
+            "mean_minimum": sum(o.minimum for o in outcomes) / max(1, n),
+            "minimum_pct": 100 * sum(o.minimum for o in outcomes) / max(1, sum(o.space for o in outcomes)),
+            "searching": sum(o.searching for o in outcomes), "confirming": sum(o.confirming for o in outcomes),
+            "start_within": sum(o.searching == 0 and o.regret < 1.0 for o in outcomes)}
 
 
-def replay(ws: list[Workload], margin: float, slack: float, budget: float) -> list[Outcome]:
+def replay(ws: list[Workload], margin: float, slack: float, budget: float, noise: float = 0.0) -> list[Outcome]:
     """Every workload of ``ws`` under each of its SLAs."""
-    return [o for w in ws for sla in slas(w) if (o := search(w, *sla, margin, slack, budget)) is not None]
+    return [o for w in ws for sla in slas(w) if (o := search(w, *sla, margin, slack, budget, noise)) is not None]
+
+
+SIZES = ((10, 19), (20, 39), (40, None))  # exhaustive runs of a workload, for the table by size
+
+
+def by_size(outcomes: list[Outcome]) -> list[tuple[str, dict[str, float]]]:
+    """``summary`` of the searches on workloads of each size in ``SIZES``."""
+    out = []
+    for low, high in SIZES:
+        part = [o for o in outcomes if o.space >= low and (high is None or o.space <= high)]
+        if part:
+            out.append((f"{low}–{high}" if high else f"≥ {low}", summary(part)))
+    return out
 
 
 def predictions_for(data, hold: str, max_evals: int) -> dict[str, dict]:
@@ -227,6 +272,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--slack", type=float, default=online.SLA_SLACK, help="SLA slack (share)")
     parser.add_argument("--budget", type=float, default=1.0, help="runs of one search at most, share of the workload's")
     parser.add_argument("--max-evals", type=int, default=100, help="model evaluations of the held-out fit")
+    parser.add_argument("--noise", type=float, default=NOISE,
+                        help="measurement noise (share) under which runs cannot be told apart (the fewest runs any rule needs)")
     parser.add_argument("--calibration", action="store_true", help="also the calibration check on held-out concurrencies")
     args = parser.parse_args(argv)
 
@@ -243,11 +290,26 @@ def main(argv: list[str] | None = None) -> int:
     print("| workloads | GPU types | searches (workload × SLA) | runs / exhaustive | true best | mean regret "
           "| no pick (regret 1) |")
     print("|---|---|---:|---:|---:|---:|---:|")
+    sized, spent = [], []
     for label, part in (("tuning", [w for w in ws if w.gpu != args.hold]), (f"held out ({args.hold})", [w for w in ws if w.gpu == args.hold])):
-        s = summary(replay(part, args.margin, args.slack, args.budget))
+        outcomes = replay(part, args.margin, args.slack, args.budget, args.noise)
+        s = summary(outcomes)
         types = ", ".join(sorted({w.gpu for w in part}))
         print(f"| {label}: {len(part)} | {types} | {s['searches']} | {s['runs']} / {s['space']} = {s['runs_pct']:.1f}% "
               f"| {s['best_pct']:.0f}% | {s['regret_pct']:.1f}% | {s['none']} |")
+        spent.append(f"{label}: {s['searching']} of the {s['runs']} runs came before the first one within the SLA "
+                     f"({s['start_within']} of {s['searches']} searches started within it), {s['confirming']} after "
+                     f"the true best")
+        sized += [(label, size, t) for size, t in by_size(outcomes)]
+    print("\n" + "\n".join(spent))
+    print(f"\nby workload size (exhaustive runs); the fewest runs any rule needs: the runs a {args.noise:.0%} "
+          f"measurement noise cannot tell from the best (--noise)")
+    print("| searches on | workload runs | searches | runs per search (mean) | share of exhaustive | fewest needed "
+          "(mean, share) | true best | mean regret |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|")
+    for label, size, t in sized:
+        print(f"| {label} | {size} | {t['searches']} | {t['mean_runs']:.1f} of {t['mean_space']:.1f} | {t['runs_pct']:.1f}% "
+              f"| {t['mean_minimum']:.1f}, {t['minimum_pct']:.1f}% | {t['best_pct']:.0f}% | {t['regret_pct']:.1f}% |")
     if args.calibration:
         import numpy as np
 

@@ -82,9 +82,10 @@ def run(label: str, fields: dict, seed: int, spread: float) -> dict:
     measured = search.predict(units, request, SWEEP, true, arch[0])
     scores = {k: search.score(measured[k], units[k].total_gpus, request) for k in units}
     sweep_pick = max(scores, key=scores.get)
-    known: dict[str, float] = {}
-    while (key := search.next_unit(scores, known)) is not None:  # the stop rule, predicting with the truth
-        known[key] = scores[key]
+    gpus = {k: u.total_gpus for k, u in units.items()}
+    known: dict[str, list] = {}
+    while (key := search.next_unit(measured, known, gpus, request)) is not None:  # the stop rule, knowing the truth
+        known[key] = measured[key]
 
     calls: list[str] = []
 
@@ -101,13 +102,13 @@ def run(label: str, fields: dict, seed: int, spread: float) -> dict:
         result, fit, _ = online.profile_online(request, uid=f"bench-{seed}", generation=1, setup=setup, model=arch,
                                                measure=measure)
         seconds = time.perf_counter() - started
-    pick = result.online["best"]
+    pick = result.online.best
     best = scores[sweep_pick]
     return {"scenario": label, "truth": seed, "space": len(units), "runs": len(calls), "budget": budget,
             "oracle": len(known),
             "same": pick == sweep_pick, "share": scores[pick] / best if best > 0 else float("nan"),
             "sweep_pick": sweep_pick, "online_pick": pick, "scale": fit.scale, "seconds": seconds,
-            "stopped": result.online["stopped"]}
+            "stopped": result.online.stopped}
 
 
 def main() -> int:

@@ -42,8 +42,11 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_serve(workdir: Path, port: int, extra: list[str]) -> subprocess.Popen:
+def start_serve(workdir: Path, port: int, extra: list[str], env_extra: dict[str, str] | None = None) -> subprocess.Popen:
+    """`slaplan serve` in ``workdir`` on ``port``, with no SLAPLAN_* variable of this process but
+    ``env_extra``'s; returns once it is ready."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("SLAPLAN_")}
+    env.update(env_extra or {})
     env["PYTHONPATH"] = str(ROOT)
     log = (workdir / "serve.log").open("w")
     proc = subprocess.Popen(

@@ -1,13 +1,15 @@
 """Deployment targets of the online search: bring one candidate unit up, hand back its OpenAI
 endpoint, tear it down.
 
-- ``LocalTarget`` starts one engine process per unit on a free loopback port: ``slaplan
-  emulate`` by default (the engine emulator, timed by the performance model, optionally faster
-  or slower than it), or a user's engine command template such as
-  ``llama-server -m model.gguf --host {host} --port {port}``. It waits until ``/v1/models``
-  answers and stops the process group on teardown. A disaggregated unit is two emulators
-  (``--mode prefill`` and ``--mode decode``) behind a local router (``infra.disagg_router``); a
-  user's command runs aggregated units only.
+- ``LocalTarget`` starts one engine process per engine of a unit on a free loopback port:
+  ``slaplan emulate`` by default (the engine emulator, timed by the performance model, optionally
+  faster or slower than it), or a user's command template per role, such as
+  ``llama-server -m model.gguf --host {host} --port {port}`` for aggregated units. It waits until
+  ``/v1/models`` answers and stops the process groups on teardown. A disaggregated unit is a
+  prefill and a decode engine (emulators ``--mode prefill`` and ``--mode decode``, or the user's
+  prefill and decode commands, e.g. vLLM or SGLang with their disaggregation flags) behind a local
+  router (``infra.disagg_router``) that hands each request over as the engines expect
+  (``handoff``). The engines of one unit get consecutive GPU indices (``{devices}``).
 - ``KubeTarget`` server-side applies the unit's DynamoGraphDeployment (``infra.kube``), waits
   until the operator reports ``status.state: successful``, and benchmarks the frontend service
   the operator creates (``<name>-frontend`` on port 8000; ``SLAPLAN_ONLINE_FRONTEND_URL`` changes
@@ -105,12 +107,23 @@ def emulator_command(unit: Plan, engine: Engine, model: str, port: int, *, host:
     return argv
 
 
-def template_command(template: str, unit: Plan, model: str, port: int, *, host: str = "127.0.0.1") -> list[str]:
+def device_lists(unit: Plan) -> list[str]:
+    """Each engine's GPU indices on this machine (``0,1``), consecutive in the unit's engine order."""
+    out, first = [], 0
+    for engine in unit.engines:
+        out.append(",".join(str(i) for i in range(first, first + engine.gpus)))
+        first += engine.gpus
+    return out
+
+
+def template_command(template: str, unit: Plan, engine: Engine, model: str, port: int, *, host: str = "127.0.0.1",
+                     devices: str = "", side_port: int = 0) -> list[str]:
     """A user's engine command with ``{model} {gpu} {backend} {tp} {pp} {dp} {ep} {max_batch}
-    {max_num_tokens} {host} {port}`` filled in for ``unit`` serving ``model``."""
-    e = unit.engines[0]
+    {max_num_tokens} {host} {port} {devices} {side_port}`` filled in for ``engine`` of ``unit``."""
+    e = engine
     values = dict(model=model, gpu=unit.gpu, backend=unit.backend, tp=e.tp, pp=e.pp, dp=e.dp, ep=e.ep,
-                  max_batch=e.max_batch, max_num_tokens=e.max_num_tokens or "", host=host, port=port)
+                  max_batch=e.max_batch, max_num_tokens=e.max_num_tokens or "", host=host, port=port,
+                  devices=devices, side_port=side_port)
     try:
         return shlex.split(template.format(**values))
     except (KeyError, IndexError, ValueError) as exc:
@@ -118,19 +131,34 @@ def template_command(template: str, unit: Plan, model: str, port: int, *, host: 
 
 
 class LocalTarget:
-    """Engine processes on loopback ports, one per engine of a unit (see the module docstring)."""
+    """Engine processes on loopback ports, one per engine of a unit (see the module docstring).
 
-    def __init__(self, *, command: str | None = None, speed: float = 1.0, host: str = "127.0.0.1",
-                 ready_timeout_s: float = 120.0, cwd: str | None = None):
-        self.command, self.speed, self.host = command, speed, host
+    ``command`` runs aggregated engines, ``prefill_command`` and ``decode_command`` the two roles
+    of a disaggregated unit; with none of them set every engine is an emulator. A unit whose
+    role has no command while another role has one cannot run here (real and emulated
+    measurements are not mixed in one search)."""
+
+    def __init__(self, *, command: str | None = None, prefill_command: str | None = None,
+                 decode_command: str | None = None, handoff: str = "plain", speed: float = 1.0,
+                 host: str = "127.0.0.1", ready_timeout_s: float = 120.0, cwd: str | None = None):
+        self.commands = {"aggregated": command, "prefill": prefill_command, "decode": decode_command}
+        self.handoff, self.speed, self.host = handoff, speed, host
         self.ready_timeout_s = ready_timeout_s
         self.cwd = cwd or str(Path(__file__).resolve().parents[1])
         self._running: dict[str, list[Callable[[], None]]] = {}  # unit name -> what stops its parts
 
+    @property
+    def emulated(self) -> bool:
+        """Whether every engine is an emulator (no command is set)."""
+        return not any(self.commands.values())
+
     def supports(self, unit: Plan) -> str | None:
-        if unit.mode != "agg" and self.command:
-            return "a local engine command runs aggregated units only (it has no prefill/decode mode)"
-        return None
+        if self.emulated or all(self.commands[e.role] for e in unit.engines):
+            return None
+        if unit.mode == "agg":
+            return "aggregated units need a local engine command (SLAPLAN_ONLINE_ENGINE_COMMAND)"
+        return ("a local engine command runs aggregated units only: disaggregated ones need "
+                "SLAPLAN_ONLINE_PREFILL_COMMAND and SLAPLAN_ONLINE_DECODE_COMMAND")
 
     def up(self, unit: Plan, request: PlanRequest, name: str) -> Endpoint:
         why = self.supports(unit)
@@ -138,18 +166,22 @@ class LocalTarget:
             raise TargetError(why)
         self._running[name] = []
         try:
-            bases = []
-            for engine in unit.engines:
-                port = _free_port(self.host)
-                argv = (template_command(self.command, unit, request.model, port, host=self.host) if self.command
+            bases, side_ports = [], []
+            for engine, devices in zip(unit.engines, device_lists(unit)):
+                port, side_port = _free_port(self.host), _free_port(self.host)
+                template = self.commands[engine.role]
+                argv = (template_command(template, unit, engine, request.model, port, host=self.host,
+                                         devices=devices, side_port=side_port) if template
                         else emulator_command(unit, engine, request.model, port, host=self.host, speed=self.speed))
                 bases.append(self._start(name, argv, port))
+                side_ports.append(side_port)
             base = bases[0]
             if unit.mode == "disagg":
                 from infra.disagg_router import start_router
 
                 port = _free_port(self.host)
-                self._running[name].append(start_router(bases[0], bases[1], self.host, port))
+                self._running[name].append(start_router(bases[0], bases[1], self.host, port, handoff=self.handoff,
+                                                        bootstrap_port=side_ports[0]))
                 base = f"http://{self.host}:{port}"
         except RuntimeError as exc:  # the router did not start
             self._stop(name)

@@ -26,8 +26,11 @@ DEFAULT_MAX_BODY_BYTES = 1024 * 1024
 DEFAULT_LIST_PAGE_ITEMS = 500  # kubectl's own chunk size
 MAX_LIST_PAGE_ITEMS = 10_000
 _URL_DRIVER = re.compile(r"([\w+]+)://")  # how SQLAlchemy's URL starts (sqlalchemy.engine.url)
-# What SLAPLAN_ONLINE_ENGINE_COMMAND may name, filled in for each engine it starts.
-ENGINE_COMMAND_FIELDS = ("model", "gpu", "backend", "tp", "pp", "dp", "ep", "max_batch", "max_num_tokens", "host", "port")
+# What SLAPLAN_ONLINE_ENGINE_COMMAND (and the prefill and decode commands) may name, filled in for
+# each engine it starts: ``devices`` its GPU indices on this machine (for CUDA_VISIBLE_DEVICES),
+# ``side_port`` a free port of its own (a KV-transfer side channel or bootstrap server).
+ENGINE_COMMAND_FIELDS = ("model", "gpu", "backend", "tp", "pp", "dp", "ep", "max_batch", "max_num_tokens", "host", "port",
+                         "devices", "side_port")
 LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "::1")
 # A host name or IPv4 address (letters, digits, dots, dashes), or * for any; IPv6: see _is_host.
 _HOST = re.compile(r"\*|[a-z0-9]([a-z0-9.-]*[a-z0-9])?")
@@ -93,6 +96,20 @@ class Settings(BaseModel):
     online_engine_command: str | None = Field(
         default=None,
         description="local engine command template ({model} {port} {host} {tp} …); None = slaplan's emulator",
+    )
+    online_prefill_command: str | None = Field(
+        default=None,
+        description="local command template of a disaggregated unit's prefill engine (fields as the engine "
+        "command); with online_decode_command, disaggregated units run behind slaplan's local router",
+    )
+    online_decode_command: str | None = Field(
+        default=None, validate_default=True,
+        description="local command template of a disaggregated unit's decode engine")
+    online_disagg_handoff: Literal["plain", "vllm", "sglang"] = Field(
+        default="plain",
+        description="how the local router hands a request from the prefill to the decode engine: plain (prefill "
+        "one token, then decode the request; the emulator), vllm (kv_transfer_params, a KV connector such as "
+        "NixlConnector), sglang (bootstrap host, port and room sent to both engines)",
     )
     online_emulator_speed: float = Field(default=1.0, ge=MIN_SPEED, le=MAX_SPEED,
                                          description="local emulators: >1 faster than the model")
@@ -199,11 +216,19 @@ class Settings(BaseModel):
             raise ValueError(f"{relative!r} is not an absolute path")
         return tuple(os.path.normpath(path) for path in value)
 
-    @field_validator("online_engine_command")
+    @field_validator("online_engine_command", "online_prefill_command", "online_decode_command")
     @classmethod
     def _engine_command(cls, value: str | None) -> str | None:
         """A command template naming only the fields a local engine is started with."""
         return value if value is None else _template(value, ENGINE_COMMAND_FIELDS)
+
+    @field_validator("online_decode_command")
+    @classmethod
+    def _both_roles(cls, value: str | None, info: ValidationInfo) -> str | None:
+        """The prefill and decode commands come together (one without the other runs nothing)."""
+        if "online_prefill_command" in info.data and (value is None) != (info.data["online_prefill_command"] is None):
+            raise ValueError("set together with SLAPLAN_ONLINE_PREFILL_COMMAND: a disaggregated unit needs both")
+        return value
 
     @field_validator("online_frontend_url")
     @classmethod
@@ -338,6 +363,9 @@ ENV_FIELDS = {
     "SLAPLAN_LEASE_SECONDS": "lease_seconds",
     "SLAPLAN_ONLINE_TARGET": "online_target",
     "SLAPLAN_ONLINE_ENGINE_COMMAND": "online_engine_command",
+    "SLAPLAN_ONLINE_PREFILL_COMMAND": "online_prefill_command",
+    "SLAPLAN_ONLINE_DECODE_COMMAND": "online_decode_command",
+    "SLAPLAN_ONLINE_DISAGG_HANDOFF": "online_disagg_handoff",
     "SLAPLAN_ONLINE_EMULATOR_SPEED": "online_emulator_speed",
     "SLAPLAN_ONLINE_FRONTEND_URL": "online_frontend_url",
     "SLAPLAN_ONLINE_MAX_TRIALS": "online_max_trials",

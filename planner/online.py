@@ -12,9 +12,11 @@ meet the SLA. A unit with no point within the SLA scores minus its smallest miss
 (−1.3: 30 % over the target at its best point), so the search still moves toward the SLA.
 
 Next unit: the performance model, calibrated on the best unit measured so far, predicts each
-unmeasured unit's sweep, and the highest predicted score is measured next. The search is done
-when no unmeasured unit is predicted within ``MARGIN`` of the best measured score, i.e.
-better than the model's error across engine shapes allows it to rule out.
+unit's sweep; ``next_run``, the run-by-run rule ``benchmarks/online_replay.py`` replays on
+measured landscapes, rescales the predictions by what was measured and names the next run; its
+unit is measured next (the whole sweep: the unit is deployed anyway). The search is done when no
+unmeasured run is predicted within the SLA (loosened by ``SLA_SLACK``) and within ``RUN_MARGIN``
+of the best measured goodput per GPU.
 """
 
 from __future__ import annotations
@@ -30,7 +32,6 @@ from planner.types import Plan, PlanRequest
 from profiler.model import Model, Parallel, ServingConfig, evaluate, prepare, stack_prepared
 
 SWEEP_CONCURRENCY = (1, 4, 16)  # closed-loop clients per measured unit
-MARGIN = 0.30  # how far the calibrated model may be off for other engine shapes (benchmarks/online_search.py)
 
 
 class SweepPoint(BaseModel):
@@ -116,18 +117,21 @@ def predict(unit_plans: dict[str, Plan], req: PlanRequest, concurrency: Sequence
     return out
 
 
-def next_unit(predicted: dict[str, float], measured: dict[str, float], busy: Iterable[str] = ()) -> str | None:
-    """The unit to measure next: the best predicted among those neither measured nor being
-    measured, unless none is predicted within ``MARGIN`` of the best measured score."""
+def next_unit(predicted: dict[str, Sequence[SweepPoint]], measured: dict[str, Sequence[SweepPoint]],
+              gpus: dict[str, int], req: PlanRequest, busy: Iterable[str] = ()) -> str | None:
+    """The unit to measure next, or None when none is left worth measuring: ``next_run`` (the one
+    stop rule, also replayed on measured data) over the units' sweep runs, rescaled by what was
+    measured. A measured unit counts as swept whole (its sweep is one deployment), so only runs of
+    units neither measured nor ``busy`` (being measured) are open.
+
+    ``predicted``: each candidate unit's predicted sweep (measured ones too: their ratios rescale
+    the others); ``measured``: the sweeps measured so far; ``gpus``: GPUs of each unit."""
+    seen = {(k, p.concurrency): p for k, pts in measured.items() for p in pts}
     skip = set(measured) | set(busy)
-    todo = [k for k in predicted if k not in skip]
-    if not todo:
-        return None
-    key = max(todo, key=lambda k: predicted[k])
-    best = max(measured.values(), default=None)
-    if best is not None and predicted[key] < best - MARGIN * abs(best):
-        return None
-    return key
+    runs = {(k, p.concurrency): p for k, pts in predicted.items() for p in pts
+            if (k, p.concurrency) in seen or k not in skip}
+    run = next_run(rescale(runs, seen), seen, gpus, req)
+    return None if run is None else run[0]
 
 
 def candidate(unit: Plan) -> Candidate:

@@ -13,11 +13,13 @@ Shape (camelCase keys; times in ms, throughputs in output tokens/s)::
       score: "output tokens/s per GPU ..."
       calibration: {unit, scale, fitted: [...], points, before: {ttft_mdape_pct, tpot_mdape_pct}, after: {...}}
       leftOut: ["..."]                   # why some units could not be deployed on the target
+        offlinePick: "agg tp1"             # the unit the offline plan chose, which the search replaced
       trials: [{number, unit, state, gpus, score, meetsSla, points: [{concurrency, ttftMs, itlMs,
-               outputTokPerSec}], error, resultsLocation}, ...]
+               outputTokPerSec}], predicted: [...], calibrated: [...], error, resultsLocation}, ...]
 
-A trial's ``score``, ``meetsSla`` and ``points`` are there once it completed; ``error`` when it
-failed on its own. Trials are read one by one (``planner.stored.Items``): a trial of another shape
+A trial's ``score``, ``meetsSla`` and ``points`` are there once it completed, with ``predicted``
+(the offline model's sweep of the same unit, which the measurement replaced) and ``calibrated``
+(the calibrated model's); ``error`` when it failed on its own. Trials are read one by one (``planner.stored.Items``): a trial of another shape
 is left out and the others still read.
 """
 
@@ -69,6 +71,10 @@ class Trial(Stored):
     score: float | None = Field(default=None, description="see OnlineSearch.score")
     meets_sla: bool | None = Field(default=None, alias="meetsSla")
     points: tuple[MeasuredPoint, ...] | None = None
+    predicted: tuple[MeasuredPoint, ...] | None = Field(
+        default=None, description="the offline model's prediction of the same sweep (what the search started from)")
+    calibrated: tuple[MeasuredPoint, ...] | None = Field(
+        default=None, description="the calibrated model's prediction of the same sweep")
     error: str | None = None
     results_location: str | None = Field(default=None, alias="resultsLocation", description="genai-bench's folder")
 
@@ -105,4 +111,6 @@ class OnlineSearch(Stored):
     score: str = Field(default=SCORE, description="what a trial's score is")
     calibration: Calibration
     left_out: tuple[str, ...] = Field(default=(), alias="leftOut", description="why units could not be deployed")
+    offline_pick: str | None = Field(default=None, alias="offlinePick",
+                                     description="the unit the offline plan chose (None: it found none)")
     trials: Items[Trial] = ()

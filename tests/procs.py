@@ -96,6 +96,16 @@ def start_worker(cwd, env: dict, *, name: str = "test"):
             cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
 
 
+def role_command(mode: str, speed: float = 4.0) -> str:
+    """An engine command template (SLAPLAN_ONLINE_PREFILL_COMMAND and the like) starting
+    ``slaplan emulate`` in ``mode`` (agg, prefill or decode), as a user's template starts a real engine."""
+    import shlex
+
+    return (f"{shlex.join(SLAPLAN)} emulate --model {{model}} --gpu {{gpu}} --backend {{backend}} --tp {{tp}} "
+            f"--pp {{pp}} --dp {{dp}} --ep {{ep}} --max-batch {{max_batch}} --mode {mode} --speed {speed:g} "
+            f"--served-model-name {{model}} --host {{host}} --port {{port}}")
+
+
 def start_emulator(*extra: str, model: str = MODEL, gpu: str = "a100_sxm"):
     """Start ``slaplan emulate`` on a free loopback port; returns (process, base URL)."""
     import subprocess

@@ -8,7 +8,7 @@ Inside the DGDR lifecycle (state Profiling):
 2. the DGDR's Optuna study (``infra.studies``, in the service database) is created or resumed:
    trials a previous worker completed are kept, a dead worker's running trial is failed and
    retried once;
-3. until a budget runs out or ``planner.online.next_unit`` finds nothing worth measuring: the
+3. until a budget runs out or ``planner.online.next_unit`` (the run rule ``next_run``) finds nothing worth measuring: the
    next unit (the model's best prediction: first with the starting parameters — the offline
    optimum —, then calibrated on the best measurement so far) is enqueued and asked as a trial, deployed on the target,
    benchmarked with genai-bench (``D(isl,osl)`` at each sweep concurrency), torn down, and told
@@ -80,8 +80,10 @@ def online_setup(settings: Any, cluster: Callable | None = None) -> Online:
     if wanted == "kubernetes" or (wanted == "auto" and cluster is not None):
         target, name = KubeTarget(cluster(), frontend_url=settings.online_frontend_url), "kubernetes"
     else:
-        target = LocalTarget(command=settings.online_engine_command, speed=settings.online_emulator_speed)
-        name = "local engine command" if settings.online_engine_command else "local emulator"
+        target = LocalTarget(command=settings.online_engine_command, prefill_command=settings.online_prefill_command,
+                             decode_command=settings.online_decode_command, handoff=settings.online_disagg_handoff,
+                             speed=settings.online_emulator_speed)
+        name = "local emulator" if target.emulated else "local engine command"
     return Online(database_url=settings.database_url, target=target, target_name=name, runner=runner_settings(),
                   max_trials=settings.online_max_trials, max_minutes=settings.online_max_minutes,
                   heartbeat_s=settings.online_heartbeat_seconds)
@@ -257,6 +259,12 @@ def _measured(trials) -> dict[str, float]:
     return {t.params[UNIT_PARAM]: t.value for t in trials if t.state == TrialState.COMPLETE}
 
 
+def _sweeps(trials) -> dict[str, list[search.SweepPoint]]:
+    """The measured sweep of each completed trial's unit."""
+    return {t.params[UNIT_PARAM]: [search.SweepPoint(**p) for p in t.user_attrs["points"]]
+            for t in trials if t.state == TrialState.COMPLETE}
+
+
 def _best(trials) -> optuna.trial.FrozenTrial | None:
     done = [t for t in trials if t.state == TrialState.COMPLETE]
     return max(done, key=lambda t: t.value) if done else None
@@ -294,18 +302,17 @@ def search_units(request: PlanRequest, unit_plans: dict[str, Plan], *, deployabl
         if len(_committed(trials)) >= budget.max_trials:
             sleep(poll_s)  # the rest of the budget is being measured by other (or lost) workers' trials
             continue
-        measured = _measured(trials)
         if not any(t.state == TrialState.WAITING for t in trials):  # else: a lost trial to retry first
             best = _best(trials)
             if best is not None and best.number not in fitted:
                 fitted[best.number] = _fit(request, unit_plans[best.params[UNIT_PARAM]], best, params).params
             failed = {t.params.get(UNIT_PARAM) for t in _counted(trials) if t.state == TrialState.FAIL}
-            todo = {k: u for k, u in unit_plans.items() if k in deployable and k not in measured and k not in failed}
-            predicted = search.predict(todo, request, budget.concurrency,
+            pool = {k: u for k, u in unit_plans.items() if k in deployable and k not in failed}
+            predicted = search.predict(pool, request, budget.concurrency,
                                        fitted[best.number] if best is not None else params, model)
-            scores = {k: search.score(pts, todo[k].total_gpus, request) for k, pts in predicted.items()}
             busy = {t.params.get(UNIT_PARAM) for t in trials if t.state == TrialState.RUNNING}
-            key = search.next_unit(scores, measured, busy)
+            key = search.next_unit(predicted, _sweeps(trials), {k: u.total_gpus for k, u in pool.items()},
+                                   request, busy)
             if key is None:
                 if busy:
                     sleep(poll_s)  # another (or a lost) worker's trial: wait for it to end or go stale
@@ -377,25 +384,34 @@ def profile_online(request: PlanRequest, *, uid: str, generation: int, setup: On
             f"(times ×{fit.scale:.3g}, TTFT MdAPE {fit.before.ttft_mdape_pct:.1f}% → {fit.after.ttft_mdape_pct:.1f}%, "
             f"TPOT {fit.before.tpot_mdape_pct:.1f}% → {fit.after.tpot_mdape_pct:.1f}%) and sized the best "
             f"measured candidate (others measured within the SLA only if it cannot meet it)")
+    swept = {k: every[k] for k in _sweeps(trials)}
     doc = online_document(trials, study_name=name, target=setup.target_name, budget=budget, stopped=stopped,
-                          fit=fit, best=best, left_out=left_out, request=request)
+                          fit=fit, best=best, left_out=left_out, request=request,
+                          offline_pick=search.unit_key(offline.chosen) if offline.chosen else None,
+                          predicted=search.predict(swept, request, budget.concurrency, base, model[0]),
+                          calibrated=search.predict(swept, request, budget.concurrency, fit.params, model[0]))
     result = result.model_copy(update={"online": doc, "assumptions": (*result.assumptions, note)})
     return result, fit, search.deployment(best_unit, request)
 
 
 def online_document(trials, *, study_name: str, target: str, budget: Budget, stopped: str, fit: Any,
-                    best: Any, left_out: list[str], request: PlanRequest) -> OnlineSearch:
+                    best: Any, left_out: list[str], request: PlanRequest, offline_pick: str | None = None,
+                    predicted: dict[str, list[search.SweepPoint]] | None = None,
+                    calibrated: dict[str, list[search.SweepPoint]] | None = None) -> OnlineSearch:
     """What ``profilingResults.online`` holds: budget, how the search ended, every trial and the
-    calibration (times in ms, throughputs in output tokens/s, goodput per GPU)."""
+    calibration (times in ms, throughputs in output tokens/s, goodput per GPU); ``predicted`` and
+    ``calibrated``: the offline and the calibrated model's sweeps of the measured units."""
     rows = []
     for t in trials:
         if t.state == TrialState.PRUNED:
             continue
-        done = t.state == TrialState.COMPLETE
+        done, unit = t.state == TrialState.COMPLETE, t.params.get(UNIT_PARAM)
         rows.append(Trial(
-            number=t.number, unit=t.params.get(UNIT_PARAM), state=t.state.name.lower(), gpus=t.user_attrs.get("gpus"),
+            number=t.number, unit=unit, state=t.state.name.lower(), gpus=t.user_attrs.get("gpus"),
             score=round(t.value, 3) if done else None, meets_sla=t.value > 0 if done else None,
             points=tuple(_point(p) for p in t.user_attrs.get("points", [])) if done else None,
+            predicted=_points_of(predicted, unit) if done else None,
+            calibrated=_points_of(calibrated, unit) if done else None,
             error=t.user_attrs.get("error") or None, results_location=t.user_attrs.get("resultsLocation") or None))
     return OnlineSearch(
         profiling=profiling_label(True), study=study_name, target=target,
@@ -404,7 +420,14 @@ def online_document(trials, *, study_name: str, target: str, budget: Budget, sto
         trials_done=len(_counted(trials)), stopped=stopped, best=best.params.get(UNIT_PARAM),
         calibration=Calibration(unit=best.params.get(UNIT_PARAM), scale=fit.scale, fitted=fit.fitted,
                                 points=fit.points, before=fit.before.model_dump(), after=fit.after.model_dump()),
-        left_out=tuple(left_out), trials=tuple(rows))
+        left_out=tuple(left_out), offline_pick=offline_pick, trials=tuple(rows))
+
+
+def _points_of(sweeps: dict[str, list[search.SweepPoint]] | None, unit: str | None) -> tuple[MeasuredPoint, ...] | None:
+    """``unit``'s predicted sweep, to 3 decimals (None when not predicted)."""
+    if not sweeps or unit not in sweeps:
+        return None
+    return tuple(_point(p.model_dump()) for p in sweeps[unit])
 
 
 def _point(p: dict[str, Any]) -> MeasuredPoint:

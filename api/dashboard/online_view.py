@@ -1,10 +1,14 @@
-"""The DGDR page's section for an online search: how it ended, the calibration, and every
-trial with what genai-bench measured (``profilingResults.online``, ``planner.online_results``)."""
+"""The DGDR page's section for an online search: how it ended, the calibration, every trial with
+what genai-bench measured, and each measured point next to the offline prediction it replaced
+and the calibrated model's (``profilingResults.online``, ``planner.online_results``)."""
 
 from __future__ import annotations
 
 from api.dashboard.html import dl, h, num
 from planner.online_results import MeasuredPoint, OnlineSearch, Trial
+
+# The measured quantities compared with the models: (attribute, heading, digits, unit).
+QUANTITIES = (("ttft_ms", "TTFT", 0, "ms"), ("itl_ms", "ITL", 1, "ms"), ("output_tok_s", "Output", 0, "tok/s"))
 
 
 def _points(points: tuple[MeasuredPoint, ...]) -> str:
@@ -20,6 +24,48 @@ def _score(trial: Trial) -> str:
     return f"misses the SLA ×{num(-trial.score, 2)}"
 
 
+def _predicted(value: float | None, measured: float, digits: int) -> str:
+    """A predicted value and its error against the measurement (signed %)."""
+    if value is None:
+        return "<td>—</td>"
+    error = f' <span class="sub">({round((value / measured - 1) * 100):+d}%)</span>' if measured else ""
+    return f"<td>{num(value, digits)}{error}</td>"
+
+
+def _by_clients(points: tuple[MeasuredPoint, ...] | None) -> dict[int, MeasuredPoint]:
+    return {p.concurrency: p for p in points or ()}
+
+
+def _comparison_rows(trial: Trial) -> str:
+    """One row per measured point: each quantity measured, predicted offline, and calibrated."""
+    offline, calibrated = _by_clients(trial.predicted), _by_clients(trial.calibrated)
+    rows = []
+    for point in trial.points or ():
+        cells = []
+        for name, _, digits, _ in QUANTITIES:
+            measured = getattr(point, name)
+            cells.append(f"<td>{num(measured, digits)}</td>")
+            for model in (offline, calibrated):
+                other = model.get(point.concurrency)
+                cells.append(_predicted(getattr(other, name) if other else None, measured, digits))
+        rows.append(f"<tr><td>{h(trial.number)}</td><td>{h(trial.unit)}</td><td>{num(point.concurrency, 0)}</td>"
+                    f"{''.join(cells)}</tr>")
+    return "".join(rows)
+
+
+def _comparison(online: OnlineSearch) -> str:
+    """The table of measured points against the offline and calibrated predictions."""
+    rows = "".join(_comparison_rows(t) for t in online.trials if t.points)
+    if not rows:
+        return ""
+    groups = "".join(f'<th scope="colgroup" colspan="3">{h(title)} ({h(unit)})</th>' for _, title, _, unit in QUANTITIES)
+    each = '<th scope="col">measured</th><th scope="col">offline</th><th scope="col">calibrated</th>' * len(QUANTITIES)
+    return f"""<div class="table-wrap"><table id="trial-predictions"><caption>Measured points against the offline
+prediction they replaced and the calibrated model (error against the measurement)</caption>
+<thead><tr><th scope="col" rowspan="2">Trial</th><th scope="col" rowspan="2">Candidate</th>
+<th scope="col" rowspan="2">Clients</th>{groups}</tr><tr>{each}</tr></thead><tbody>{rows}</tbody></table></div>"""
+
+
 def online_section(online: OnlineSearch) -> str:
     """The section (empty without trials)."""
     if not online.trials:
@@ -31,10 +77,12 @@ def online_section(online: OnlineSearch) -> str:
         ("Measured", h(f"{num(online.trials_done, 0)} of at most {num(budget.max_trials, 0)} candidates; "
                        f"{online.stopped or '—'}")),
         ("Sweep", h(f"{sweep.scenario or '—'} at {', '.join(map(str, sweep.concurrency or ['—']))} clients")),
+        ("Offline plan's pick", h(online.offline_pick or "none (no candidate met the SLA offline)")),
         ("Best measured", h(online.best)),
         ("Calibration", h(f"on {cal.unit}: times ×{cal.scale:.3g}; TTFT error "
                           f"{before.ttft_mdape_pct:.1f}% → {after.ttft_mdape_pct:.1f}%, TPOT "
-                          f"{before.tpot_mdape_pct:.1f}% → {after.tpot_mdape_pct:.1f}%")),
+                          f"{before.tpot_mdape_pct:.1f}% → {after.tpot_mdape_pct:.1f}%"
+                          + (f"; refitted: {', '.join(cal.fitted)}" if cal.fitted else ""))),
     ])
     rows = "".join(
         f"<tr><td>{h(t.number)}</td><td>{h(t.unit)}</td><td>{h(t.state)}</td><td>{h(t.gpus)}</td>"
@@ -45,4 +93,4 @@ def online_section(online: OnlineSearch) -> str:
 <div class="table-wrap"><table id="trials"><caption>Candidates deployed and benchmarked with genai-bench</caption>
 <thead><tr><th scope="col">Trial</th><th scope="col">Candidate</th><th scope="col">State</th><th scope="col">GPUs</th>
 <th scope="col">Goodput within the SLA</th><th scope="col">Measured (means)</th><th scope="col">Notes</th></tr></thead>
-<tbody>{rows}</tbody></table></div></section>"""
+<tbody>{rows}</tbody></table></div>{_comparison(online)}</section>"""

@@ -9,7 +9,9 @@ queue). Prompt tokens are counted as UTF-8 bytes / ``chars_per_token`` (1.0 by d
 is exactly what slaplan's byte-level tokenizer counts). Answer lengths follow
 ``profiler.emulator.length``: ``max_tokens`` (or ``max_completion_tokens``), ``ignore_eos`` and
 ``min_tokens`` are honoured; otherwise an answer ends at its sampled end-of-sequence token with
-``finish_reason`` ``"stop"``, or is cut at ``max_tokens`` with ``"length"``.
+``finish_reason`` ``"stop"``, or is cut at ``max_tokens`` with ``"length"``. An emulator playing
+the prefill or decode role of a disaggregated unit also plays vLLM's KV-connector handoff
+(``kv_transfer_params``, see ``_kv_transfer``), so the local router's ``vllm`` handoff runs without GPUs.
 """
 
 
@@ -110,6 +112,24 @@ def _sampling(body: dict[str, Any], default_max_tokens: int) -> Sampling | str:
     return Sampling(max_tokens=max_tokens, min_tokens=min_tokens, ignore_eos=ignore_eos, seed=seed)
 
 
+def _kv_transfer(body: dict[str, Any], engine: Engine, engine_id: str) -> dict[str, Any] | str | None:
+    """vLLM's KV-connector handoff as an emulator playing a role reads it: a prefill engine asked
+    (``kv_transfer_params.do_remote_decode``) to keep its KV cache for a remote decode answers
+    where it is; a decode engine takes ``kv_transfer_params`` only when they name that remote
+    prefill. Returns the parameters to answer with, an error message naming the field, or None."""
+    params = body.get("kv_transfer_params")
+    if params is None:
+        return None
+    if not isinstance(params, dict):
+        return "kv_transfer_params: must be an object"
+    if engine.timing.prefill_only and params.get("do_remote_decode"):
+        return {"do_remote_prefill": True, "do_remote_decode": False, "remote_engine_id": engine_id,
+                "remote_block_ids": [0], "remote_host": None, "remote_port": None}
+    if engine.timing.skip_prefill and not (params.get("do_remote_prefill") and params.get("remote_engine_id")):
+        return "kv_transfer_params: a decode engine needs the prefill engine's do_remote_prefill and remote_engine_id"
+    return None
+
+
 def create_app(engine: Engine, settings: EmulatorSettings):
     """The FastAPI application serving ``engine`` (started and stopped with the app)."""
     from fastapi import FastAPI, Request
@@ -125,6 +145,7 @@ def create_app(engine: Engine, settings: EmulatorSettings):
 
     app = FastAPI(title="slaplan engine emulator", lifespan=lifespan, docs_url=None, redoc_url=None)
     created = int(time.time())
+    engine_id = uuid.uuid4().hex  # names this engine's KV cache to a remote decode engine
 
     @app.get("/health")
     async def health():
@@ -160,6 +181,9 @@ def create_app(engine: Engine, settings: EmulatorSettings):
         if isinstance(sampling, str):
             return _error(400, sampling)
         max_tokens = sampling.max_tokens
+        kv_transfer = _kv_transfer(body, engine, engine_id)
+        if isinstance(kv_transfer, str):
+            return _error(400, kv_transfer)
         prompt_tokens = count_tokens(text, settings.chars_per_token)
         if not engine.fits(prompt_tokens, max_tokens):
             return _error(400, f"This model's maximum context length is {engine.timing.kv_tokens} tokens; "
@@ -189,9 +213,9 @@ def create_app(engine: Engine, settings: EmulatorSettings):
         choice: dict[str, Any] = ({"index": 0, "message": {"role": "assistant", "content": content},
                                    "logprobs": None, "finish_reason": seq.finish_reason} if chat else
                                   {"index": 0, "text": content, "logprobs": None, "finish_reason": seq.finish_reason})
-        return JSONResponse({"id": rid, "object": "chat.completion" if chat else "text_completion",
-                             "created": int(time.time()), "model": name, "choices": [choice],
-                             "usage": _usage(seq, count)})
+        answer = {"id": rid, "object": "chat.completion" if chat else "text_completion",
+                  "created": int(time.time()), "model": name, "choices": [choice], "usage": _usage(seq, count)}
+        return JSONResponse({**answer, "kv_transfer_params": kv_transfer} if kv_transfer else answer)
 
     @app.post("/v1/chat/completions")
     async def chat_completions(request: Request):

@@ -256,6 +256,57 @@ def test_dgdr_page_plan_chart_candidates_and_manifests(seeded, page):
     assert "InferenceService" in download.text()
 
 
+def _online_results(body: dict, folder: Path) -> dict:
+    """An online search of ``body`` run in this process against a known truth (the model with other
+    parameters: no deployments), as ``profilingResults.online`` stores it."""
+    from online_fakes import Everywhere, model_measure, truth_params
+
+    from planner.request import parse_dgdr
+    from workers import online
+
+    request = parse_dgdr(body)
+    setup = online.Online(database_url=f"sqlite:///{folder / 'study.db'}", target=Everywhere(), target_name="model",
+                          runner=None, max_trials=3)
+    measure = model_measure(truth_params(), [], request.model, (1, 4, 16))
+    result, _, _ = online.profile_online(request, uid="dashboard", generation=1, setup=setup, measure=measure)
+    return result.online.model_dump(mode="json", by_alias=True)
+
+
+def test_dgdr_page_shows_online_trials_next_to_the_offline_prediction(seeded, page, tmp_path):
+    body = _dgdr("online-done", ttft=1500, itl=100, model="meta-llama/Llama-3.1-8B-Instruct")
+    body["spec"]["gpu"] = {"type": "a100_sxm", "maxNumGPUsPerEngine": 2}
+    with httpx.Client(base_url=seeded, timeout=10) as api:
+        assert api.post(DGDRS, json=body).status_code == 201
+        deadline = time.monotonic() + 60
+        while (status := api.get(f"{DGDRS}/online-done").json().get("status") or {}).get("state") != "Ready":
+            assert time.monotonic() < deadline, status
+            time.sleep(0.2)
+        # the search's document, as a worker stores it once the DGDR is done
+        online = _online_results(body, tmp_path)
+        results = {**json.loads(status["profilingResults"]), "online": online}
+        patched = api.patch(f"{DGDRS}/online-done/status", content=json.dumps({"status": {"profilingResults": json.dumps(results)}}),
+                            headers={"content-type": "application/merge-patch+json"})
+        assert patched.status_code == 200, patched.text
+    page.goto(seeded + "/ui/dgdr/default/online-done")
+    section = page.locator("section[aria-labelledby=online-h]")
+    assert f"Offline plan's pick{online['offlinePick']}" in section.locator("dl").inner_text().replace("\n", "")
+    assert page.locator("table#trials tbody tr").count() == len(online["trials"])
+    rows = page.locator("table#trial-predictions tbody tr").evaluate_all(
+        "rows => rows.map(r => [...r.cells].map(c => c.innerText))")
+    measured = [(t, p) for t in online["trials"] for p in t["points"] or ()]
+    assert len(rows) == len(measured) > 0
+    for row, (trial, point) in zip(rows, measured):
+        offline = next(p for p in trial["predicted"] if p["concurrency"] == point["concurrency"])
+        calibrated = next(p for p in trial["calibrated"] if p["concurrency"] == point["concurrency"])
+        assert row[:3] == [str(trial["number"]), trial["unit"], str(point["concurrency"])]
+        # TTFT: measured, then the offline and calibrated predictions with their signed errors
+        assert row[3] == f"{point['ttftMs']:,.0f}"
+        for cell, predicted in ((row[4], offline), (row[5], calibrated)):
+            error = round((predicted["ttftMs"] / point["ttftMs"] - 1) * 100)
+            assert cell == f"{predicted['ttftMs']:,.0f} ({error:+d}%)"
+    _shot(page, "dgdr-online")
+
+
 def test_failed_dgdr_says_why(seeded, page):
     page.goto(seeded + "/ui/dgdr/default/too-fast")
     headline = page.locator("#headline").inner_text()

@@ -52,7 +52,9 @@ def test_endless_or_degenerate_numbers_name_the_variable(variable, value, says):
 
 @pytest.mark.parametrize("variable, value, says", [
     ("SLAPLAN_ONLINE_ENGINE_COMMAND", "llama-server --port {port} {nope}", "unknown field {nope}: the template may use "
-     "{model}, {gpu}, {backend}, {tp}, {pp}, {dp}, {ep}, {max_batch}, {max_num_tokens}, {host}, {port}"),
+     "{model}, {gpu}, {backend}, {tp}, {pp}, {dp}, {ep}, {max_batch}, {max_num_tokens}, {host}, {port}, {devices}, "
+     "{side_port}"),
+    ("SLAPLAN_ONLINE_PREFILL_COMMAND", "vllm serve {model} {role}", "unknown field {role}: the template may use"),
     ("SLAPLAN_ONLINE_ENGINE_COMMAND", "serve {} --port {port}", "unknown field {}: the template may use"),
     ("SLAPLAN_ONLINE_FRONTEND_URL", "http://{name}.{ns}:8000", "unknown field {ns}: the template may use {name}, {namespace}"),
     ("SLAPLAN_ONLINE_FRONTEND_URL", "http://{name", "not a template (expected '}' before end of string); write a literal "
@@ -69,6 +71,19 @@ def test_templates_naming_known_fields_are_accepted():
     settings = load_settings({"SLAPLAN_ONLINE_ENGINE_COMMAND": "vllm serve {model} --port {port} -tp {tp} --x {{y}}",
                               "SLAPLAN_ONLINE_FRONTEND_URL": "http://{name}-frontend.{namespace}:8000"})
     assert settings.online_engine_command == "vllm serve {model} --port {port} -tp {tp} --x {{y}}"
+
+
+def test_prefill_and_decode_commands_come_together():
+    prefill = "vllm serve {model} --port {port} --kv-transfer-config x"
+    with pytest.raises(SettingsError, match="^SLAPLAN_ONLINE_DECODE_COMMAND: set together with SLAPLAN_ONLINE_PREFILL"):
+        load_settings({"SLAPLAN_ONLINE_PREFILL_COMMAND": prefill})
+    with pytest.raises(SettingsError, match="^SLAPLAN_ONLINE_DECODE_COMMAND: set together"):
+        load_settings({"SLAPLAN_ONLINE_DECODE_COMMAND": prefill})
+    with pytest.raises(SettingsError, match="^SLAPLAN_ONLINE_DISAGG_HANDOFF: Input should be 'plain', 'vllm' or 'sglang'"):
+        load_settings({"SLAPLAN_ONLINE_DISAGG_HANDOFF": "nixl"})
+    both = load_settings({"SLAPLAN_ONLINE_PREFILL_COMMAND": prefill, "SLAPLAN_ONLINE_DECODE_COMMAND": prefill,
+                          "SLAPLAN_ONLINE_DISAGG_HANDOFF": "vllm"})
+    assert both.online_prefill_command == both.online_decode_command == prefill and both.online_disagg_handoff == "vllm"
 
 
 def test_override_errors_name_the_keyword():

@@ -13,6 +13,7 @@ import httpx
 import pytest
 
 from fake_kube import CRD_DIR, SKIP_REASON, FakeKube
+from procs import role_command
 from infra.deploy_targets import KubeTarget, LocalTarget, TargetError, deployed
 from planner import online as search
 from planner import plan
@@ -61,11 +62,38 @@ def test_local_failures_say_why(units):
     silent = LocalTarget(command="sleep 30", ready_timeout_s=1)
     with pytest.raises(TargetError, match=r"did not serve http://127.0.0.1:\d+/v1/models within 1 s"):
         silent.up(units["agg tp1"], REQUEST, "t-silent")
-    disagg = units["disagg tp1+tp2"]
+    disagg, agg = units["disagg tp1+tp2"], units["agg tp1"]
     assert LocalTarget().supports(disagg) is None
     assert "aggregated units only" in LocalTarget(command="engine --port {port}").supports(disagg)
     with pytest.raises(TargetError, match="aggregated units only"):
         LocalTarget(command="engine --port {port}").up(disagg, REQUEST, "t-disagg")
+    # real and emulated engines are not mixed: prefill and decode commands alone run no aggregated unit
+    roles = LocalTarget(prefill_command="p --port {port}", decode_command="d --port {port}")
+    assert roles.supports(disagg) is None and "SLAPLAN_ONLINE_ENGINE_COMMAND" in roles.supports(agg)
+
+
+def test_the_engines_of_a_unit_get_their_own_gpus(units):
+    from infra.deploy_targets import device_lists, template_command
+
+    unit = units["disagg tp1+tp2"]
+    assert device_lists(unit) == ["0", "1,2"]  # prefill tp1, then decode tp2
+    argv = template_command("env CUDA_VISIBLE_DEVICES={devices} engine --port {port} --side {side_port}", unit,
+                            unit.engines[1], REQUEST.model, 8001, devices="1,2", side_port=8002)
+    assert argv == ["env", "CUDA_VISIBLE_DEVICES=1,2", "engine", "--port", "8001", "--side", "8002"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("handoff", ["plain", "vllm"])
+def test_prefill_and_decode_command_templates_behind_the_router(units, handoff):
+    """A disaggregated unit from the user's prefill and decode commands (emulators playing the
+    roles, vLLM's KV-transfer handoff too): the streamed answer comes through the router whole."""
+    target = LocalTarget(prefill_command=role_command("prefill"), decode_command=role_command("decode"),
+                         handoff=handoff)
+    with deployed(target, units["disagg tp1+tp2"], REQUEST, "t-roles") as endpoint:
+        body = {"model": REQUEST.model, "prompt": "x" * 200, "max_tokens": 9, "ignore_eos": True, "stream": True}
+        with httpx.stream("POST", f"{endpoint.base_url}/v1/completions", json=body, timeout=30) as answer:
+            events = [line for line in answer.iter_lines() if line.startswith("data: ")]
+        assert answer.status_code == 200 and events[-1] == "data: [DONE]" and len(events) == 9 + 1
 
 
 @pytest.mark.slow

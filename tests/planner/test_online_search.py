@@ -10,9 +10,11 @@ from __future__ import annotations
 import threading
 import time
 
+import online_fakes
 import optuna
 import pytest
 from api_client import api_client
+from online_fakes import Everywhere, truth_params
 from optuna.trial import TrialState
 from sqlalchemy import create_engine, inspect
 
@@ -23,8 +25,6 @@ from infra.tables import Base
 from planner import online as search
 from planner import plan
 from planner.types import PlanRequest
-from profiler.bench.standin import model_iterations
-from profiler.hub import load_model
 from profiler.model.params import shipped_params
 from workers import online
 
@@ -33,32 +33,8 @@ REQUEST = PlanRequest(name="big", model="meta-llama/Llama-3.1-70B-Instruct", gpu
 SWEEP = (1, 4, 16)
 
 
-def truth_params() -> dict[str, float]:
-    """A deployment unevenly slower than the shipped model: slow links, heavy steps, slower HBM."""
-    p = dict(shipped_params())
-    p["eff_link"] *= 0.5
-    p["step_ms_vllm"] *= 2.0
-    p["eff_hbm"] *= 0.8
-    return p
-
-
-class Everywhere:
-    """A target that can run every unit (measurements come from ``model_measure``)."""
-
-    def supports(self, unit):
-        return None
-
-
 def model_measure(truth: dict[str, float], calls: list[str]):
-    """A measurement function: the model with ``truth`` parameters, as genai-bench iterations."""
-    arch = load_model(REQUEST.model)[0]
-
-    def measure(unit, req, name):
-        calls.append(search.unit_key(unit))
-        points = search.predict({"u": unit}, req, SWEEP, truth, arch)["u"]
-        return model_iterations(points, req.isl_tokens, req.osl_tokens, name), f"/results/{name}", None
-
-    return measure
+    return online_fakes.model_measure(truth, calls, REQUEST.model, SWEEP)
 
 
 def setup_for(url: str, **kw) -> online.Online:
@@ -86,14 +62,31 @@ def test_score_is_goodput_per_gpu_within_the_sla_else_the_smallest_miss():
     assert search.score([fast, busy], 2, with_e2e) == 50.0
 
 
-def test_next_unit_takes_the_best_prediction_until_none_can_beat_the_best_measured():
-    predicted = {"a": 100.0, "b": 95.0, "c": 80.0}
-    assert search.next_unit(predicted, {}) == "a"
-    assert search.next_unit(predicted, {}, busy={"a"}) == "b"
-    assert search.next_unit(predicted, {"a": 90.0}) == "b"  # 95 could beat 90
-    assert search.next_unit(predicted, {"a": 150.0}) is None  # 95 < 150 × (1 − margin)
-    assert search.next_unit({"b": -1.2}, {"a": -1.5}) == "b"  # closer to the SLA than the best so far
-    assert search.next_unit({"b": -2.0}, {"a": -1.5}) is None
+def _sweep(*points: tuple[int, float, float, float]) -> list[search.SweepPoint]:
+    return [search.SweepPoint(concurrency=c, ttft_ms=t, itl_ms=i, output_tok_s=o) for c, t, i, o in points]
+
+
+def test_next_unit_is_the_run_rule_over_whole_sweeps():
+    req = PlanRequest(name="s", model="m", gpu="g", ttft_ms=100, itl_ms=10)
+    gpus = {"a": 1, "b": 1, "c": 2}
+    predicted = {"a": _sweep((1, 50, 5, 100), (4, 80, 8, 400)),
+                 "b": _sweep((1, 50, 5, 90), (4, 80, 8, 380)),
+                 "c": _sweep((1, 50, 5, 100), (4, 80, 8, 300))}  # 150 per GPU at best
+    assert search.next_unit(predicted, {}, gpus, req) == "a"
+    assert search.next_unit(predicted, {}, gpus, req, busy={"a"}) == "b"
+    # a measured as predicted: b is within RUN_MARGIN of a's 400 tok/s/GPU, c is not
+    assert search.next_unit(predicted, {"a": predicted["a"]}, gpus, req) == "b"
+    assert search.next_unit(predicted, {"a": predicted["a"], "b": predicted["b"]}, gpus, req) is None
+    # a measured twice as fast as predicted: every prediction is rescaled by the same ratio
+    fast = _sweep((1, 50, 5, 200), (4, 80, 8, 800))
+    assert search.next_unit(predicted, {"a": fast}, gpus, req) == "b"
+    # a measured over the SLA at every load: the others are predicted within it
+    slow = _sweep((1, 500, 5, 100), (4, 800, 8, 400))
+    assert search.next_unit(predicted, {"a": slow}, gpus, req) in {"b", "c"}
+    # a missing concurrency does not reopen a measured unit
+    assert search.next_unit({"a": predicted["a"]}, {"a": predicted["a"][:1]}, gpus, req) is None
+    assert search.next_unit(predicted, {}, gpus, req) == search.next_run(
+        {(k, p.concurrency): p for k, pts in predicted.items() for p in pts}, {}, gpus, req)[0]
 
 
 # --------------------------------------------------------------------------- the search
@@ -109,14 +102,8 @@ def test_search_finds_what_an_exhaustive_sweep_picks_measuring_only_what_its_mar
     units = search.units(plan(REQUEST).candidates)
     assert result.online.best == sweep_best(truth)
     assert len(calls) == len(set(calls)) and len(calls) < len(units) and result.online.stopped.startswith("converged")
-    # After the first measurement the calibrated model chooses: a unit is measured when predicted
-    # within MARGIN of the best measured score, so if the model is off by at most MARGIN, no unit
-    # measured truly scores below (1 − MARGIN) / (1 + MARGIN) of the best measured before it.
-    # (How few units the search needs across many deployments: benchmarks/online_search.py.)
-    true = {k: search.score(pts, units[k].total_gpus, REQUEST) for k, pts in search.predict(units, REQUEST, SWEEP, truth).items()}
-    for i, key in enumerate(calls[1:], start=1):
-        best = max(true[k] for k in calls[:i])
-        assert best <= 0 or true[key] >= best * (1 - search.MARGIN) / (1 + search.MARGIN), (key, true[key], best)
+    # (How few units the search needs across many deployments: benchmarks/online_search.py and
+    # benchmarks/online_replay.py, which replays the same rule on measured landscapes.)
     assert fit.scale > 1.05 and fit.after.tpot_mdape_pct < fit.before.tpot_mdape_pct  # slower than shipped, learnt
     assert result.feasible and search.unit_key(result.chosen).split()[1] in result.online.best
     assert [t.unit for t in space] == calls and all(t.state == "complete" for t in space)

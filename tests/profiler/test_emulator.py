@@ -244,6 +244,27 @@ def test_prefill_engine_answers_one_token():
     assert counts == [(1, "length"), (1, "stop")] and finished == {"stop": 1, "length": 1}
 
 
+def test_prefill_and_decode_roles_play_the_kv_transfer_handoff():
+    """vLLM's KV-connector fields: the prefill role says where its KV cache is when asked to keep it
+    for a remote decode; the decode role takes kv_transfer_params only when they name that prefill."""
+    from fastapi.testclient import TestClient
+
+    from profiler.emulator.server import EmulatorSettings, create_app
+
+    settings = EmulatorSettings(served_model_name=MODEL)
+    body = {"prompt": "abcd", "max_tokens": 1}
+    with TestClient(create_app(Engine(_timing(prefill_only=True)), settings)) as prefill:
+        kept = prefill.post("/v1/completions", json={**body, "kv_transfer_params": {"do_remote_decode": True}}).json()
+        plain = prefill.post("/v1/completions", json=body).json()
+    params = kept["kv_transfer_params"]
+    assert params["do_remote_prefill"] is True and params["remote_engine_id"] and "kv_transfer_params" not in plain
+    with TestClient(create_app(Engine(_timing(skip_prefill=True)), settings)) as decode:
+        taken = decode.post("/v1/completions", json={**body, "max_tokens": 3, "kv_transfer_params": params})
+        refused = decode.post("/v1/completions", json={**body, "kv_transfer_params": {"do_remote_decode": True}})
+    assert taken.status_code == 200 and taken.json()["usage"]["completion_tokens"] == 3
+    assert refused.status_code == 400 and "kv_transfer_params" in refused.json()["error"]["message"]
+
+
 # --------------------------------------------------------------------------- the scheduler alone
 
 

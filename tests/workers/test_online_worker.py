@@ -225,6 +225,25 @@ def test_a_v1beta1_thorough_dgdr_is_profiled_online(sessions, database_url, tmp_
     assert next(c for c in status["conditions"] if c["type"] == "Profiling")["message"].startswith("offline (rapid): ")
 
 
+def test_a_disaggregated_unit_from_prefill_and_decode_commands(sessions, database_url, tmp_path):
+    """The user's prefill and decode commands (emulators playing the roles, vLLM's KV handoff)
+    behind the local router: with no aggregated command, the search measures disaggregated units
+    with genai-bench through the router, and the DGDR is Ready."""
+    from procs import role_command
+
+    settings = load_settings({}, database_url=database_url, online_prefill_command=role_command("prefill", SPEED),
+                             online_decode_command=role_command("decode", SPEED), online_disagg_handoff="vllm")
+    target = online.online_setup(settings).target
+    uid = _store(sessions, dgdr("roles", max_trials=1))
+    assert tasks.process_dgdr(sessions, uid, online=lambda: _setup(database_url, tmp_path, target)) == "ready"
+    measured = _results(stored_status(sessions, uid))["online"]
+    (trial,) = measured["trials"]
+    assert trial["unit"].startswith("disagg ") and trial["state"] == "complete" and measured["best"] == trial["unit"]
+    assert {p["concurrency"] for p in trial["points"]} == {1, 4}
+    assert list(Path(trial["resultsLocation"]).glob("D100_20_text-to-text_num_concurrency_*_time_*s.json"))
+    assert any("SLAPLAN_ONLINE_ENGINE_COMMAND" in why for why in measured["leftOut"])
+
+
 def test_budget_and_failures_end_in_a_final_state(sessions, database_url, tmp_path):
     # a wall-time budget shorter than one measurement: the first one counts, then the search stops
     quick = _store(sessions, dgdr("quick", max_trials=5, max_wall_time_minutes=0.05))

@@ -1,0 +1,59 @@
+"""The replay of the online search on measured landscapes (benchmarks/online_replay.py): the
+fewest runs any rule needs, and what a search's outcome counts, on a small landscape built here."""
+
+from __future__ import annotations
+
+from benchmark_scripts import load
+
+from planner.online import SweepPoint
+
+replay = load("online_replay")
+
+
+def _landscape(predicted_scale: float = 1.0):
+    """Three one-GPU configurations at 1, 4 and 16 clients: latencies and throughput grow with
+    clients; ``c`` is fastest. Predictions are the measurements times ``predicted_scale``."""
+    w = replay.Workload(name="w", gpu="g")
+    for name, speed in (("a", 1.0), ("b", 1.5), ("c", 2.0)):
+        w.gpus[name] = 1
+        for clients in (1, 4, 16):
+            point = SweepPoint(concurrency=clients, ttft_ms=100 * clients ** 0.5 / speed, itl_ms=10 + clients / speed,
+                               output_tok_s=50 * speed * clients ** 0.8)
+            w.measured[(name, clients)] = point
+            w.predicted[(name, clients)] = point.model_copy(update={"ttft_ms": point.ttft_ms * predicted_scale})
+    return w
+
+
+def test_contenders_are_the_runs_noise_cannot_tell_from_the_best():
+    w = _landscape()
+    assert replay.contenders(w, ttft_ms=1000, itl_ms=100, noise=0.0) == 1  # the best alone
+    best = w.measured[("c", 16)]
+    # a looser goodput tolerance takes in the next best runs as soon as they are within it
+    runner_up = max(m.output_tok_s for k, m in w.measured.items() if k != ("c", 16))
+    noise = 1 - runner_up / best.output_tok_s + 1e-9
+    assert replay.contenders(w, ttft_ms=1000, itl_ms=100, noise=noise) == 2
+    # an SLA the best misses by less than the noise keeps it a contender of the best within the SLA
+    tight = replay.contenders(w, ttft_ms=best.ttft_ms / 1.01, itl_ms=100, noise=0.02)
+    assert tight >= 2
+
+
+def test_a_search_counts_its_runs_against_the_floor_and_where_they_went():
+    w = _landscape()
+    outcome = replay.search(w, 1000, 100, margin=0.1, slack=0.5, budget=1.0, noise=0.05)
+    assert outcome.best and outcome.regret == 0.0 and outcome.space == 9
+    assert outcome.minimum <= outcome.runs and outcome.searching == 0  # a perfect model starts within the SLA
+    assert outcome.confirming == outcome.runs - 1  # its first run is the best: the rest confirm it
+    # a model that thinks every TTFT is 3× shorter spends runs over the SLA first
+    tight = w.measured[("c", 4)].ttft_ms * 1.05
+    off = replay.search(_landscape(predicted_scale=1 / 3), tight, 100, margin=0.1, slack=0.5, budget=1.0)
+    assert off.searching >= 1 and off.runs > off.searching
+
+
+def test_outcomes_are_summed_by_workload_size():
+    def outcome(space: int, runs: int) -> object:
+        return replay.Outcome(runs=runs, space=space, best=True, regret=0.0, minimum=1, searching=0, confirming=0)
+
+    sized = dict(replay.by_size([outcome(12, 3), outcome(18, 5), outcome(30, 6), outcome(80, 8)]))
+    assert list(sized) == ["10–19", "20–39", "≥ 40"]
+    assert sized["10–19"]["mean_runs"] == 4.0 and sized["10–19"]["runs_pct"] == 100 * 8 / 30
+    assert sized["20–39"]["searches"] == sized["≥ 40"]["searches"] == 1 and sized["≥ 40"]["minimum_pct"] == 100 / 80
