@@ -71,7 +71,7 @@ class Online:
 
 def online_setup(settings: Any, cluster: Callable | None = None) -> Online:
     """The online search of the service with ``settings``; ``cluster`` connects to the cluster
-    (``workers.deploy.cluster_for``), None when none is configured."""
+    (``workers.context.WorkerContext.cluster``), None when none is configured."""
     from profiler.bench.runner import runner_settings
 
     wanted = settings.online_target
