@@ -52,8 +52,8 @@ def process_dgdr(sessions: SessionFactory, uid: str, *, clock: Clock = _utcnow, 
     status = resource.status
     if status.get("state") in lifecycle.DGDR_TERMINAL and status.get("observedGeneration") == resource.generation:
         return "done"
-    from infra.calibrations import find_calibration, with_calibration
-    from planner import plan
+    from infra.calibrations import find_calibration
+    from infra.planning import plan_with_calibration
     from planner import request as request_module
     from planner import status as status_module
     from planner.manifests.targets import render_plan
@@ -94,8 +94,7 @@ def process_dgdr(sessions: SessionFactory, uid: str, *, clock: Clock = _utcnow, 
         else:
             with session_scope(sessions) as session:
                 calibration = find_calibration(session, request.model, request.gpu, request.backend)
-            params = calibration.params if calibration else None
-            result = with_calibration(plan(request, model=model, params=params), calibration)
+            result = plan_with_calibration(request, calibration, model=model)
     except (Conflict, NotFound):  # changed, deleted or claimed by another worker during a long online search
         return "superseded"
     except Exception as exc:  # a bug or a model the catalog cannot size: the request fails, visibly
