@@ -16,6 +16,7 @@ from typing import Any
 
 from infra.db import SessionFactory, session_scope
 from infra.resources import Conflict, NotFound, Resource, get_resource_by_uid, to_object
+from planner import status as status_module
 from workers import lifecycle
 from workers.status_writes import finish, save_status
 
@@ -50,12 +51,11 @@ def process_dgdr(sessions: SessionFactory, uid: str, *, clock: Clock = _utcnow, 
     if resource is None:
         return "gone"
     status = resource.status
-    if status.get("state") in lifecycle.DGDR_TERMINAL and status.get("observedGeneration") == resource.generation:
+    if status.get("state") in status_module.TERMINAL and status.get("observedGeneration") == resource.generation:
         return "done"
     from infra.calibrations import find_calibration
     from infra.planning import plan_with_calibration
     from planner import request as request_module
-    from planner import status as status_module
     from planner.manifests.targets import render_plan
     from profiler.model.errors import ModelError
     from profiler.hub import load_model
