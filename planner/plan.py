@@ -14,11 +14,11 @@ from planner.choice import margin, margin_text, preference, shortfall
 from planner.search import search
 from planner.sizing import Candidate, Sized, Target, size_aggregated, size_disaggregated
 from planner.space import check_bounds, describe, engine_options
-from planner.types import Engine, Plan, PlanRequest, PlanResult, Prediction
+from planner.types import Engine, Plan, PlanRequest, PlanResult
 from profiler.model import (FREE_FRACTION_BACKENDS, GPUS, MEMORY_FRACTION, Model, ModelError, PART_LABELS,
                          Parallel, Prepared, ServingConfig, check_precision, default_kv_dtype,
-                         default_max_num_tokens, get_gpu, is_hub_id, itl_parts, ms_text, prepare,
-                         resolve_model, runs_on, shipped_params, ttft_parts)
+                         default_max_num_tokens, get_gpu, is_hub_id, ms_text, prepare,
+                         resolve_model, runs_on, shipped_params)
 
 
 def _target(req: PlanRequest) -> Target:
@@ -154,7 +154,7 @@ def _plan(s: Sized, req: PlanRequest, model: Model, gpu: str, precision: str, no
           shapes: dict[Parallel, Prepared], t: Target, p: dict) -> Plan:
     c, pr = s.candidate, s.prediction
     chunk = default_max_num_tokens(req.backend, get_gpu(gpu))
-    e2e_s = (pr["ttft_ms"] + (req.osl_tokens - 1) * pr["itl_ms"]) / 1e3
+    e2e_s = (pr.ttft_ms + (req.osl_tokens - 1) * pr.itl_ms) / 1e3
     if c.mode == "agg":
         limit = running_limit(shapes[c.engine], s.replicas, s.load, t.closed, e2e_s)
         units = s.replicas if t.load is None else 1
@@ -169,16 +169,10 @@ def _plan(s: Sized, req: PlanRequest, model: Model, gpu: str, precision: str, no
     reason = None if s.meets_sla else "misses the SLA"
     if s.meets_sla and not within_budget:
         reason = f"needs {s.total_gpus} GPUs, over the budget of {req.total_gpus}"
-    prediction = Prediction(
-        ttft_ms=pr["ttft_ms"], ttft_p90_ms=pr["ttft_p90_ms"], ttft_p99_ms=pr["ttft_p99_ms"], itl_ms=pr["itl_ms"],
-        output_tok_s_per_gpu=pr["output_tok_s_per_gpu"], tok_s_per_user=pr["tok_s_per_user"],
-        requests_per_s=pr["requests_per_s"],
-        concurrency=t.load if (t.load is not None and t.closed) else pr["requests_per_s"] * e2e_s,
-        ttft_parts=ttft_parts(pr), itl_parts=itl_parts(pr))
     cost = s.total_gpus * req.gpu_price_per_hour if req.gpu_price_per_hour else None
     return Plan(model=served_model(req, model), gpu=gpu, backend=req.backend, precision=precision,
                 kv_dtype=default_kv_dtype(precision), memory_fraction=MEMORY_FRACTION[req.backend], mode=c.mode,
-                engines=engines, predicted=prediction, feasible=s.meets_sla and within_budget,
+                engines=engines, predicted=pr, feasible=s.meets_sla and within_budget,
                 reason=reason, cost_per_hour=cost)
 
 
