@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-from collections import Counter as Tally
 from typing import NamedTuple
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily
-from sqlalchemy import select
 
 from infra.db import SessionFactory
-from infra.tables import ResourceRow
+from infra.resources import count_by_state
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
@@ -38,11 +36,10 @@ class _StateCollector:
         family = GaugeMetricFamily("slaplan_resources", "Stored resources by kind and state", labels=["kind", "state"])
         try:
             with self._sessions() as session:
-                rows = session.execute(select(ResourceRow.kind, ResourceRow.status)).all()
+                tally = count_by_state(session)
         except Exception:  # a scrape must not fail because the database is down
             yield family
             return
-        tally = Tally((kind, (status or {}).get("state") or "") for kind, status in rows)
         for (kind, state), n in sorted(tally.items()):
             family.add_metric([kind, state], n)
         yield family

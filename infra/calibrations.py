@@ -14,7 +14,6 @@ from sqlalchemy.orm import Session
 from infra.db import make_engine, make_session_factory, session_scope
 from infra.settings import Settings
 from infra.tables import CalibrationRow
-from planner.types import PlanResult
 from profiler.model.errors import ModelError
 from profiler.model.measured import DeploymentFit, calibration_key
 
@@ -117,9 +116,3 @@ def read_calibrations(settings: Settings, wanted: list[tuple[str, str, str]]
     finally:
         engine.dispose()
 
-
-def with_calibration(result: PlanResult, calibration: Calibration | None) -> PlanResult:
-    """``result`` with an assumption naming the calibration its predictions used."""
-    if calibration is None:
-        return result
-    return result.model_copy(update={"assumptions": (*result.assumptions, calibration.summary())})

@@ -34,9 +34,9 @@ class RevisionError(ValueError):
 
 
 def _script_location() -> str:
-    import migrations
-
-    return str(Path(migrations.__file__).parent)
+    """The folder of Alembic's scripts: the ``migrations`` package, installed beside ``infra``.
+    Read as files, not imported: migrations import infra, never the other way."""
+    return str(Path(__file__).resolve().parents[1] / "migrations")
 
 
 def alembic_config(settings: Settings) -> Config:

@@ -9,6 +9,7 @@ Resource versions come from one counter for the whole table and grow in commit o
 from __future__ import annotations
 
 import uuid
+from collections import Counter
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
@@ -318,6 +319,12 @@ def update_status(
     if (key is None) == (uid is None):
         raise ValueError("give exactly one of key or uid")
     return _write(session, key, uid, expected_version, status=status)
+
+
+def count_by_state(session: Session) -> dict[tuple[str, str], int]:
+    """How many resources are stored of each (kind, ``status.state``) ("" when unset)."""
+    rows = session.execute(select(ResourceRow.kind, ResourceRow.status)).all()
+    return dict(Counter((kind, (status or {}).get("state") or "") for kind, status in rows))
 
 
 def to_object(resource: Resource, version: str | None = None) -> dict[str, Any]:

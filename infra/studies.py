@@ -9,6 +9,8 @@ several workers can run trials of it at once.
 A worker that dies mid-trial leaves the trial RUNNING. Each running trial records a heartbeat
 every ``heartbeat_s``; a trial whose heartbeat is older than ``2 × heartbeat_s`` is failed by the
 next worker that asks for a trial, and retried once (Optuna re-enqueues its parameters).
+
+``StudyLedger`` is the online search's ledger (``planner.ledger.Ledger``) on one such study.
 """
 
 from __future__ import annotations
@@ -17,10 +19,13 @@ import logging
 import threading
 import time
 import warnings
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, contextmanager
+from typing import Any
 
 import optuna
+
+from planner.ledger import LedgerTrial, Outcome
 
 log = logging.getLogger(__name__)
 
@@ -141,3 +146,63 @@ def heartbeat(store: optuna.storages.RDBStorage, trial: optuna.Trial) -> Iterato
     finally:
         stop.set()
         thread.join()
+
+
+UNIT_PARAM = "unit"  # the trial parameter: the unit's key
+_STATES = {optuna.trial.TrialState.WAITING: "waiting", optuna.trial.TrialState.RUNNING: "running",
+           optuna.trial.TrialState.COMPLETE: "complete", optuna.trial.TrialState.FAIL: "fail",
+           optuna.trial.TrialState.PRUNED: "pruned"}
+_OUTCOMES = {"complete": optuna.trial.TrialState.COMPLETE, "fail": optuna.trial.TrialState.FAIL,
+             "pruned": optuna.trial.TrialState.PRUNED}
+
+
+class StudyLedger:
+    """``planner.ledger.Ledger`` on an Optuna study in an RDB storage: a trial's unit is its
+    parameter ``UNIT_PARAM``, what the search records are its user attributes, and the start of
+    the search is the study's user attribute ``started``."""
+
+    def __init__(self, store: optuna.storages.RDBStorage, study: optuna.Study):
+        self._store = store
+        self._study = study
+        self._asked: dict[int, optuna.Trial] = {}  # the trials this worker asked for, by number
+
+    @property
+    def name(self) -> str:
+        return self._study.study_name
+
+    def trials(self) -> list[LedgerTrial]:
+        return [LedgerTrial(number=t.number, state=_STATES[t.state], unit=t.params.get(UNIT_PARAM), value=t.value,
+                            attrs=t.user_attrs)
+                for t in self._study.get_trials(deepcopy=False)]
+
+    def started(self, clock: Callable[[], float]) -> float:
+        if "started" not in self._study.user_attrs:
+            self._study.set_user_attr("started", clock())
+        return self._study.user_attrs["started"]
+
+    def fail_stale(self) -> None:
+        fail_stale(self._study)
+
+    def enqueue(self, unit: str) -> None:
+        self._study.enqueue_trial({UNIT_PARAM: unit})
+
+    def ask(self, choices: Sequence[str]) -> LedgerTrial:
+        trial = ask(self._study)
+        unit = trial.suggest_categorical(UNIT_PARAM, list(choices))
+        self._asked[trial.number] = trial
+        return LedgerTrial(number=trial.number, state="running", unit=unit, value=None, attrs={})
+
+    def set_attrs(self, number: int, attrs: Mapping[str, Any]) -> None:
+        trial = self._asked[number]
+        for key, value in attrs.items():
+            trial.set_user_attr(key, value)
+
+    def tell(self, number: int, outcome: Outcome, value: float | None = None) -> None:
+        trial = self._asked.pop(number)
+        if outcome == "complete":
+            self._study.tell(trial, value)
+        else:
+            self._study.tell(trial, state=_OUTCOMES[outcome])
+
+    def keep_alive(self, number: int) -> AbstractContextManager[None]:
+        return heartbeat(self._store, self._asked[number])

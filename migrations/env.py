@@ -6,10 +6,9 @@ from __future__ import annotations
 from alembic import context
 from sqlalchemy import engine_from_config, pool
 
+from infra.migrate import VERSION_TABLE
 from infra.settings import load_settings
 from infra.tables import Base
-
-VERSION_TABLE = "slaplan_alembic_version"
 
 
 def _url() -> str:

@@ -15,11 +15,11 @@ from planner.mix import Unit, best_mix, mixed_plan
 from planner.search import search
 from planner.sizing import Candidate, Sized, Target, size_aggregated, size_disaggregated, size_units
 from planner.space import check_bounds, describe, engine_options
-from planner.types import Engine, Plan, PlanRequest, PlanResult, Prediction
+from planner.types import Engine, Plan, PlanRequest, PlanResult
 from profiler.model import (FREE_FRACTION_BACKENDS, GPUS, MEMORY_FRACTION, Model, ModelError, PART_LABELS,
                          Parallel, Prepared, ServingConfig, check_precision, default_kv_dtype,
-                         default_max_num_tokens, get_gpu, is_hub_id, itl_parts, ms_text, prepare,
-                         resolve_model, runs_on, shipped_params, ttft_parts)
+                         default_max_num_tokens, get_gpu, is_hub_id, ms_text, prepare,
+                         resolve_model, runs_on, shipped_params)
 
 
 def _target(req: PlanRequest) -> Target:
@@ -128,7 +128,7 @@ def _mix(evaluated: list[Sized], plans: tuple[Plan, ...], single: Plan, req: Pla
     ``single``, the best deployment of one shape (``planner.mix``), or None. Each shape's units
     are evaluated by the model at the load one of them serves within the SLA."""
     sized = {s.candidate: s for s, pl in zip(evaluated, plans) if s.candidate.mode == "agg" and pl.feasible}
-    units = [Unit(c, s.total_gpus // s.replicas, s.prediction["output_tok_s_per_gpu"] * s.total_gpus / s.replicas)
+    units = [Unit(c, s.total_gpus // s.replicas, s.prediction.output_tok_s_per_gpu * s.total_gpus / s.replicas)
              for c, s in sized.items()]
     found = best_mix(units, req.total_gpus, single.predicted.output_tok_s_per_gpu * single.total_gpus)
     if found is None:
@@ -182,7 +182,7 @@ def _plan(s: Sized, req: PlanRequest, model: Model, gpu: str, precision: str, no
           shapes: dict[Parallel, Prepared], t: Target, p: dict) -> Plan:
     c, pr = s.candidate, s.prediction
     chunk = default_max_num_tokens(req.backend, get_gpu(gpu))
-    e2e_s = (pr["ttft_ms"] + (req.osl_tokens - 1) * pr["itl_ms"]) / 1e3
+    e2e_s = (pr.ttft_ms + (req.osl_tokens - 1) * pr.itl_ms) / 1e3
     if c.mode == "agg":
         limit = running_limit(shapes[c.engine], s.replicas, s.load, t.closed, e2e_s)
         units = s.replicas if t.load is None else 1
@@ -197,16 +197,10 @@ def _plan(s: Sized, req: PlanRequest, model: Model, gpu: str, precision: str, no
     reason = None if s.meets_sla else "misses the SLA"
     if s.meets_sla and not within_budget:
         reason = f"needs {s.total_gpus} GPUs, over the budget of {req.total_gpus}"
-    prediction = Prediction(
-        ttft_ms=pr["ttft_ms"], ttft_p90_ms=pr["ttft_p90_ms"], ttft_p99_ms=pr["ttft_p99_ms"], itl_ms=pr["itl_ms"],
-        output_tok_s_per_gpu=pr["output_tok_s_per_gpu"], tok_s_per_user=pr["tok_s_per_user"],
-        requests_per_s=pr["requests_per_s"],
-        concurrency=t.load if (t.load is not None and t.closed) else pr["requests_per_s"] * e2e_s,
-        ttft_parts=ttft_parts(pr), itl_parts=itl_parts(pr))
     cost = s.total_gpus * req.gpu_price_per_hour if req.gpu_price_per_hour else None
     return Plan(model=served_model(req, model), gpu=gpu, backend=req.backend, precision=precision,
                 kv_dtype=default_kv_dtype(precision), memory_fraction=MEMORY_FRACTION[req.backend], mode=c.mode,
-                engines=engines, predicted=prediction, feasible=s.meets_sla and within_budget,
+                engines=engines, predicted=pr, feasible=s.meets_sla and within_budget,
                 reason=reason, cost_per_hour=cost)
 
 

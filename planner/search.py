@@ -27,9 +27,9 @@ INFEASIBLE_PENALTY = 1e9
 def objective(s: Sized, budget: int | None, price: float | None, goodput: bool) -> tuple[float, list[float]]:
     """(value to minimize, constraints): ``planner.choice.cost_of`` the sized deployment (ties toward
     more tokens/s per user for a stated load)."""
-    value = cost_of(s.total_gpus, s.prediction["output_tok_s_per_gpu"], goodput=goodput, budget=budget, price=price)
+    value = cost_of(s.total_gpus, s.prediction.output_tok_s_per_gpu, goodput=goodput, budget=budget, price=price)
     if not goodput:
-        value -= 1e-6 * s.prediction["tok_s_per_user"]
+        value -= 1e-6 * s.prediction.tok_s_per_user
     constraints = [0.0 if s.meets_sla else 1.0, float(s.total_gpus - budget) if budget else 0.0]
     return value, constraints
 

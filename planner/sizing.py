@@ -16,8 +16,10 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from planner.types import Prediction
 from profiler.model import (Parallel, Prepared, accepted_per_step, decode_step_s, evaluate, first_token,
-                         first_token_steps, prefill_batching, prefill_capacity, stack_prepared)
+                         first_token_steps, itl_parts, prefill_batching, prefill_capacity, stack_prepared,
+                         ttft_parts)
 
 GROWTH_ROUNDS = 8
 MAX_WORKERS = 512
@@ -70,7 +72,7 @@ class Sized:
     prefill_workers: int
     decode_workers: int
     total_gpus: int
-    prediction: dict[str, float]
+    prediction: Prediction
     meets_sla: bool
     load: float  # the load evaluated: closed-loop clients or requests/s of the whole deployment
 
@@ -86,8 +88,17 @@ def _with_load(prep: Prepared, **load) -> Prepared:
     return replace(prep, load={**prep.load, **load})
 
 
-def _pick(out: dict[str, np.ndarray], i: int) -> dict[str, float]:
-    return {k: float(v[i]) for k, v in out.items()}
+def _pick(out: dict[str, np.ndarray], i: int, t: Target) -> Prediction:
+    """The prediction of row ``i`` of ``evaluate``'s outputs. In flight: the stated clients of a
+    closed loop, else requests/s × end-to-end latency (Little's law)."""
+    pr = {k: float(v[i]) for k, v in out.items()}
+    e2e_s = (pr["ttft_ms"] + (t.osl - 1) * pr["itl_ms"]) / 1e3
+    return Prediction(
+        ttft_ms=pr["ttft_ms"], ttft_p90_ms=pr["ttft_p90_ms"], ttft_p99_ms=pr["ttft_p99_ms"], itl_ms=pr["itl_ms"],
+        output_tok_s_per_gpu=pr["output_tok_s_per_gpu"], tok_s_per_user=pr["tok_s_per_user"],
+        requests_per_s=pr["requests_per_s"],
+        concurrency=t.load if (t.load is not None and t.closed) else pr["requests_per_s"] * e2e_s,
+        ttft_parts=ttft_parts(pr), itl_parts=itl_parts(pr))
 
 
 def size_aggregated(cands: list[Candidate], preps: list[Prepared], t: Target, p: dict) -> list[Sized]:
@@ -102,7 +113,7 @@ def size_aggregated(cands: list[Candidate], preps: list[Prepared], t: Target, p:
     finer = _finer(preps, highest, grid, t, p)
     for i, (cand, prep) in enumerate(zip(cands, preps)):
         if highest[i] < 0:
-            missed.append(_unsized(cand, prep, out, i * len(grid), float(grid[0])))
+            missed.append(_unsized(cand, prep, out, i * len(grid), float(grid[0]), t))
             continue
         per_engine = finer[i]
         if t.load is None:
@@ -149,10 +160,10 @@ def size_units(cand: Candidate, prep: Prepared, count: int, per_engine: float, t
     return _verify_aggregated([(cand, prep, count, per_engine * count)], t, p)[0]
 
 
-def _unsized(cand: Candidate, prep: Prepared, out: dict, row: int, load: float) -> Sized:
+def _unsized(cand: Candidate, prep: Prepared, out: dict, row: int, load: float, t: Target) -> Sized:
     """A candidate that misses the SLA even at the lightest load (``load``): report that point."""
     return Sized(cand, 1, 1 if cand.mode == "disagg" else 0, 1 if cand.mode == "disagg" else 0,
-                 prep.total_gpus, _pick(out, row), False, load)
+                 prep.total_gpus, _pick(out, row, t), False, load)
 
 
 def _verify_aggregated(items: list[tuple[Candidate, Prepared, int, float]], t: Target, p: dict) -> list[Sized]:
@@ -166,7 +177,7 @@ def _verify_aggregated(items: list[tuple[Candidate, Prepared, int, float]], t: T
         if ok.all() or t.load is None or round_ == GROWTH_ROUNDS - 1:
             break  # what is reported is what was evaluated
         replicas = np.where(ok, replicas, np.minimum(replicas + np.maximum(replicas // 8, 1), MAX_WORKERS))
-    return [Sized(c, int(r), 0, 0, prep.total_gpus * int(r), _pick(out, i), bool(ok[i]), load)
+    return [Sized(c, int(r), 0, 0, prep.total_gpus * int(r), _pick(out, i, t), bool(ok[i]), load)
             for i, ((c, prep, _, load), r) in enumerate(zip(items, replicas))]
 
 
@@ -293,11 +304,11 @@ def _verify_disaggregated(items, t: Target, p: dict, build) -> list[Sized]:
             grow = lambda n: np.minimum(n + np.maximum(n // 8, 1), MAX_WORKERS)  # noqa: E731
             n_p = np.where(grew_p, grow(n_p), n_p)
             n_d = np.where(grew_d, grow(n_d), n_d)
-        out_sized += [Sized(c, 0, int(n_p[i]), int(n_d[i]), rows[i].total_gpus, _pick(out, i), bool(ok[i]), load)
+        out_sized += [Sized(c, 0, int(n_p[i]), int(n_d[i]), rows[i].total_gpus, _pick(out, i, t), bool(ok[i]), load)
                       for i, (c, _, _, load) in enumerate(live)]
     if dead:
         rows = [build(c, 1, 1, load) for c, load in dead]
         out = evaluate(stack_prepared(rows), p)
-        out_sized += [Sized(c, 0, 1, 1, rows[i].total_gpus, _pick(out, i), False, load)
+        out_sized += [Sized(c, 0, 1, 1, rows[i].total_gpus, _pick(out, i, t), False, load)
                       for i, (c, load) in enumerate(dead)]
     return out_sized

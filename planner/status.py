@@ -46,11 +46,15 @@ from planner.types import Margin, Plan, PlanResult
 __all__ = [
     "CONDITION_TYPES",
     "STATES",
+    "TERMINAL",
+    "UNFINISHED",
     "dgdr_status",
     "validation_failed_status",
 ]
 
 STATES = ("Pending", "Profiling", "Deploying", "Ready", "DeploymentDeleted", "Failed")
+TERMINAL = frozenset({"Ready", "Failed", "DeploymentDeleted"})  # nothing left to do for the generation
+UNFINISHED = frozenset({"", "Pending", "Profiling", "Deploying"})  # a worker still has to act ("": never set)
 CONDITION_TYPES = ("Validation", "Profiling", "SpecGenerated", "DeploymentReady")
 
 

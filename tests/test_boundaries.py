@@ -9,9 +9,8 @@ environment, console, file, process or network: they are handed what they need.
 
 profiler/ holds the pure model (``profiler.model``, whose front door — its package, names
 re-exported through ``__all__`` — is all planner may import) and its I/O packages
-(:data:`PROFILER_IO`). The tree breaks the rule in a few places today; each is listed in
-:data:`KNOWN` with the issue that removes it, and the test fails both on a new violation and on a
-listed one that is gone.
+(:data:`PROFILER_IO`). No module breaks the rule, and no modules (or top-level packages) import
+each other in a circle.
 """
 
 from __future__ import annotations
@@ -75,14 +74,6 @@ IO_METHODS = frozenset({"read_text", "write_text", "read_bytes", "write_bytes", 
 # The one file a pure module reads: profiler.params, its own package data through importlib.resources.
 PACKAGE_DATA_READER, PACKAGE_DATA_CALL = "profiler.model.params", "importlib.resources.files()"
 
-# Violations of today's tree, (module, rule, name), each with the issue that removes it.
-KNOWN = {
-    # issue 36 (no import upward): infra finds Alembic's scripts by importing migrations, which imports infra.
-    ("infra.migrate", "import of migrations", "migrations"),
-}
-KNOWN_CYCLES = [["infra", "migrations"]]  # the edge above, package to package
-# issue 36 item 3: the Celery app, its tasks and their helpers import each other.
-KNOWN_MODULE_CYCLES = [["workers.celery_app", "workers.deploy", "workers.plan_pool", "workers.tasks"]]
 
 
 def part(module: str) -> str | None:
@@ -174,19 +165,14 @@ def test_the_io_modules_named_exist():
 
 @pytest.mark.parametrize("source", SOURCES, ids=lambda s: s.module)
 def test_module_keeps_the_rule_of_its_part(source: Source):
-    new = {v for v in violations(source) if v not in KNOWN}
-    assert not new, f"{source.module} ({part(source.module)}) breaks DESIGN's dependency rule: {sorted(new)}"
-
-
-def test_every_known_violation_is_still_there():
-    found = set().union(*(violations(s) for s in SOURCES))
-    assert not KNOWN - found, f"fixed, remove from KNOWN: {sorted(KNOWN - found)}"
+    found = violations(source)
+    assert not found, f"{source.module} ({part(source.module)}) breaks DESIGN's dependency rule: {sorted(found)}"
 
 
 def test_top_level_packages_import_each_other_in_no_cycle():
     edges = {(s.module.split(".")[0], use.name.split(".")[0]) for s in SOURCES for use in imports(s)}
     edges = {(a, b) for a, b in edges if a != b and b in PACKAGES}
-    assert cycles(edges) == KNOWN_CYCLES
+    assert cycles(edges) == [], "top-level packages that import each other"
 
 
 def test_modules_import_each_other_in_no_cycle():
@@ -198,7 +184,8 @@ def test_modules_import_each_other_in_no_cycle():
         return name
 
     edges = {(s.module, owner(use.name)) for s in SOURCES for use in imports(s)}
-    assert cycles((a, b) for a, b in edges if b and a != b) == KNOWN_MODULE_CYCLES
+    found = cycles((a, b) for a, b in edges if b and a != b)
+    assert not found, f"modules that import each other (in a circle): {found}"
 
 
 # --------------------------------------------------------------------------------------------

@@ -9,19 +9,29 @@ again (``workers.dispatcher``). Only dispatchers publish, each with a short brok
 Named queues: ``plan`` (fast CPU work) and ``bench`` (long online benchmarks). Tasks are
 acknowledged after they finish and rejected (so redelivered) when their worker dies. A worker
 reconnects to a lost broker for as long as it takes.
+
+The tasks are thin (``workers.tasks``, ``workers.deploy``): each closes over the app's typed
+``WorkerContext`` (settings, sessions, cluster, planning pool) and holds its request's lease
+while it runs (``workers.heartbeat``).
 """
 
 from __future__ import annotations
 
-import threading
+import time
 import uuid
+from collections.abc import Callable
 from functools import cache
-from typing import Any
 
 from celery import Celery
 from kombu import Queue
+from sqlalchemy.exc import OperationalError
 
+from infra.db import session_scope
 from infra.settings import Settings
+from workers.context import WorkerContext
+from workers.deploy import TRACK_TASK, track_dgdr
+from workers.plan_pool import PlanPool
+from workers.tasks import BENCH_TASK, ONLINE_TASK, PLAN_TASK, process_benchmarkjob, process_dgdr
 
 QUEUES = ("plan", "bench")
 EMBEDDED_BROKER = "memory://localhost/"
@@ -29,7 +39,9 @@ BROKER_TIMEOUT_S = 2.0  # connecting to, or waiting on, the broker (s)
 REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
 
 
-def make_celery(settings: Settings) -> Celery:
+def make_celery(settings: Settings, *, plan_pool: PlanPool | None = None) -> Celery:
+    """The Celery app of ``settings``, its tasks registered; ``plan_pool``: the pool its DGDRs
+    are planned in once started (``workers.embedded``), else they are planned in the task."""
     app = Celery("slaplan", set_as_current=False)
     broker = settings.broker_url or EMBEDDED_BROKER
     redis = broker.startswith(REDIS_SCHEMES)
@@ -58,13 +70,10 @@ def make_celery(settings: Settings) -> Celery:
         worker_send_task_events=False,
         task_send_sent_event=False,
     )
-    app.slaplan_settings = settings
     from workers.kombu_guard import guard_restore_unacked
-    from workers.tasks import register_tasks
 
     guard_restore_unacked()
-
-    register_tasks(app)
+    register_tasks(app, WorkerContext.of(settings, plan_pool=plan_pool))
     return app
 
 
@@ -98,19 +107,73 @@ def _process_token() -> str:
     return uuid.uuid4().hex
 
 
-_sessions_lock = threading.Lock()
+def _measured(name: str, run: Callable[[], str]) -> str:
+    from workers.metrics import task_metrics
+
+    metrics = task_metrics()
+    started = time.perf_counter()
+    outcome = "error"
+    try:
+        outcome = run()
+        return outcome
+    finally:
+        metrics.runs.labels(name, outcome).inc()
+        metrics.seconds.labels(name).observe(time.perf_counter() - started)
 
 
-def sessions_for(app: Celery) -> Any:
-    """The database session factory of ``app``'s workers, created on first use."""
-    factory = getattr(app, "slaplan_sessions", None)
-    if factory is not None:
-        return factory
-    with _sessions_lock:
-        factory = getattr(app, "slaplan_sessions", None)
-        if factory is None:
-            from infra.db import make_engine, make_session_factory
+def register_tasks(app: Celery, context: WorkerContext) -> None:
+    """Define the tasks on ``app``, each bound to ``context``. Each holds its request's lease
+    while it runs; a duplicate arriving meanwhile returns ``busy``."""
+    from workers.heartbeat import leased
 
-            factory = make_session_factory(make_engine(app.slaplan_settings))
-            app.slaplan_sessions = factory
-    return factory
+    settings = context.settings
+    common = {
+        "shared": False,  # bound to this app's settings and database: never lent to another app
+        "bind": True,
+        "acks_late": True,
+        "reject_on_worker_lost": True,
+        "autoretry_for": (OperationalError,),  # the database went away for a moment
+        "retry_backoff": True,
+        "max_retries": 5,
+    }
+
+    def leased_run(name: str, uid: str, run: Callable[[], str]) -> str:
+        with leased(context.sessions(), uid, context.lease) as lease:
+            if lease is None:
+                return "busy"
+            outcome = _measured(name, run)
+            lease.next_due = context.next_check() if outcome == "deploying" else None  # then its deployment is checked
+            return outcome
+
+    def online():
+        from workers.online import online_setup
+
+        return online_setup(settings, context.cluster)
+
+    @app.task(name=PLAN_TASK, **common)
+    def plan_dgdr(self, uid: str) -> str:
+        if context.plan_pool.running and context.cluster is None:
+            return leased_run(PLAN_TASK, uid, lambda: context.plan_pool.process_dgdr(uid))
+        return leased_run(PLAN_TASK, uid, lambda: process_dgdr(context.sessions(), uid, cluster=context.cluster,
+                                                               model_dirs=settings.model_dirs))
+
+    @app.task(name=ONLINE_TASK, **common)
+    def profile_dgdr_online(self, uid: str) -> str:
+        return leased_run(ONLINE_TASK, uid, lambda: process_dgdr(context.sessions(), uid, cluster=context.cluster,
+                                                                 online=online, model_dirs=settings.model_dirs))
+
+    @app.task(name=BENCH_TASK, **common)
+    def run_benchmarkjob(self, uid: str) -> str:
+        return leased_run(BENCH_TASK, uid,
+                          lambda: process_benchmarkjob(context.sessions(), uid, cluster=context.cluster))
+
+    @app.task(name=TRACK_TASK, shared=False, bind=True, acks_late=True, ignore_result=True)
+    def track_deployment(self, uid: str) -> str:
+        """One check of an applied deployment, then the next one is due."""
+        from infra import outbox
+
+        sessions = context.sessions()
+        outcome = track_dgdr(sessions, uid, context.cluster)
+        with session_scope(sessions) as session:
+            outbox.settle(session, [uid], context.next_check() if outcome in ("deploying", "ready") else None)
+        return outcome

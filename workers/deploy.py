@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
 from infra.db import SessionFactory, session_scope
@@ -40,7 +40,6 @@ Connector = Callable[[], Cluster]
 
 def _now(clock: Callable[[], datetime] | None) -> datetime:
     return clock() if clock else datetime.now(UTC)
-
 
 
 def _ready_condition(status: dict[str, Any], ok: bool, reason: str, message: str, generation: int,
@@ -122,7 +121,6 @@ def _note_retry(sessions: SessionFactory, resource: Resource, error: Exception |
             pass
 
 
-
 def track_dgdr(sessions: SessionFactory, uid: str, connect: Connector | None, *,
                clock: Callable[[], datetime] | None = None) -> str:
     """One check of an applied DGDR's deployment. Returns ``deploying`` or ``ready`` (check again
@@ -165,44 +163,3 @@ def track_dgdr(sessions: SessionFactory, uid: str, connect: Connector | None, *,
     if new == status:
         return outcome
     return finish(sessions, resource, new, outcome)
-
-
-# --------------------------------------------------------------------------- Celery wiring
-
-
-def cluster_for(app: Any) -> Connector | None:
-    """A connector to the cluster of ``app``'s settings (connected once, on first use), or None
-    when no cluster is configured."""
-    settings = app.slaplan_settings
-    if getattr(settings, "cluster", "none") == "none":
-        return None
-
-    def connect() -> Cluster:
-        cluster = getattr(app, "slaplan_cluster", None)
-        if cluster is None:
-            from infra.kube import cluster_from_settings
-
-            cluster = cluster_from_settings(settings)
-            app.slaplan_cluster = cluster
-        return cluster
-
-    return connect
-
-
-def next_check(app: Any) -> datetime:
-    """When an applied deployment is next checked."""
-    return datetime.now(UTC) + timedelta(seconds=app.slaplan_settings.deploy_check_seconds)
-
-
-def register_deploy_tasks(app: Any) -> None:
-    """Define the tracking task on a Celery ``app``: one check, then the next one is due."""
-    from infra import outbox
-    from workers.celery_app import sessions_for
-
-    @app.task(name=TRACK_TASK, shared=False, bind=True, acks_late=True, ignore_result=True)
-    def track_deployment(self, uid: str) -> str:
-        sessions = sessions_for(app)
-        outcome = track_dgdr(sessions, uid, cluster_for(app))
-        with session_scope(sessions) as session:
-            outbox.settle(session, [uid], next_check(app) if outcome in ("deploying", "ready") else None)
-        return outcome

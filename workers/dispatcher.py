@@ -25,6 +25,7 @@ from typing import Any
 
 from infra import leases, outbox
 from infra.db import SessionFactory, session_scope
+from planner import status as dgdr_states
 from workers import lifecycle
 from workers.celery_app import broker_identity, enqueue
 from workers.deploy import TRACK_TASK, TRACKED_STATES
@@ -53,7 +54,7 @@ def route(due: outbox.Due) -> tuple[str, str] | None:
     if (due.group, due.plural) == DGDR:
         if state in TRACKED_STATES and due.status.get("deployment"):
             return TRACK_TASK, "plan"
-        if state in lifecycle.DGDR_UNFINISHED:
+        if state in dgdr_states.UNFINISHED:
             return (ONLINE_TASK, "bench") if due.spec.get("online") is True else (PLAN_TASK, "plan")
     elif (due.group, due.plural) == BENCHMARKJOB and state in lifecycle.BENCH_UNFINISHED:
         return BENCH_TASK, "bench"

@@ -10,29 +10,31 @@ from celery.utils.nodenames import anon_nodename
 from celery.worker import WorkController
 
 from workers.celery_app import QUEUES
-from workers.plan_pool import shareable, start_plan_pool, stop_plan_pool
+from workers.plan_pool import PlanPool
 
 
 class EmbeddedWorker(NamedTuple):
     controller: WorkController
     thread: threading.Thread
+    plan_pool: PlanPool | None
 
 
 def start_embedded_worker(
-    app: Celery, *, queues: tuple[str, ...] = QUEUES, concurrency: int = 2, plan_in_processes: bool = False
+    app: Celery, *, queues: tuple[str, ...] = QUEUES, concurrency: int = 2, plan_pool: PlanPool | None = None
 ) -> EmbeddedWorker:
     """Start a thread-pool worker consuming ``queues`` in a daemon thread; returns once it is consuming.
 
-    With ``plan_in_processes``, DGDRs are planned in ``concurrency`` child processes
-    (``workers.plan_pool``) so that planning does not hold this process's GIL.
+    With ``plan_pool`` (the one ``app`` was made with, ``make_celery(..., plan_pool=)``), DGDRs are
+    planned in ``concurrency`` child processes (``workers.plan_pool``) so that planning does not
+    hold this process's GIL.
     """
     ready = threading.Event()
     app.finalize()
     # The thread pool runs each task by name on Celery's current app, which is the process
     # default in its threads: make it this app, whose task bodies use its settings.
     app.set_default()
-    if plan_in_processes and shareable(app.slaplan_settings.database_url):
-        app.slaplan_plan_pool = start_plan_pool(concurrency)
+    if plan_pool is not None:
+        plan_pool.start(concurrency)
     controller = WorkController(
         app=app,
         hostname=anon_nodename(),
@@ -49,15 +51,12 @@ def start_embedded_worker(
     thread.start()
     if not ready.wait(30):
         raise RuntimeError("the embedded worker did not start within 30 s")
-    return EmbeddedWorker(controller, thread)
+    return EmbeddedWorker(controller, thread, plan_pool)
 
 
 def stop_embedded_worker(worker: EmbeddedWorker, timeout_s: float = 10.0) -> None:
     """Stop consuming, let running tasks finish (up to ``timeout_s``)."""
     worker.controller.stop(in_sighandler=False, exitcode=0)
     worker.thread.join(timeout_s)
-    app = worker.controller.app
-    pool = getattr(app, "slaplan_plan_pool", None)
-    if pool is not None:
-        app.slaplan_plan_pool = None
-        stop_plan_pool(pool)
+    if worker.plan_pool is not None:
+        worker.plan_pool.stop()

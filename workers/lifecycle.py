@@ -16,8 +16,6 @@ from typing import Any
 
 from planner.conditions import Condition
 
-DGDR_TERMINAL = frozenset({"Ready", "Failed", "DeploymentDeleted"})
-DGDR_UNFINISHED = frozenset({"", "Pending", "Profiling", "Deploying"})
 BENCH_TERMINAL = frozenset({"Completed", "Failed"})
 BENCH_UNFINISHED = frozenset({"", "Pending", "Running"})
 

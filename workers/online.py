@@ -8,16 +8,18 @@ Inside the DGDR lifecycle (state Profiling):
 2. the DGDR's Optuna study (``infra.studies``, in the service database) is created or resumed:
    trials a previous worker completed are kept, a dead worker's running trial is failed and
    retried once;
-3. until a budget runs out or ``planner.online.next_unit`` (the run rule ``next_run``) finds nothing worth measuring: the
-   next unit (the model's best prediction: first with the starting parameters — the offline
-   optimum —, then calibrated on the best measurement so far) is enqueued and asked as a trial, deployed on the target,
+3. the search loop (``planner.online_loop``, the study as its ledger): until a budget runs out
+   or ``planner.online.next_unit`` finds nothing worth measuring, the next unit (the model's
+   best prediction: first with the starting parameters — the offline optimum —, then calibrated
+   on the best measurement so far) is enqueued and asked as a trial, deployed on the target,
    benchmarked with genai-bench (``D(isl,osl)`` at each sweep concurrency), torn down, and told
    its score (goodput per GPU within the SLA); the Profiling condition shows trials done of
    the budget and the best so far;
 4. the best unit's measurements calibrate the model (``profiler.model.measured.fit_deployment``),
    the calibration is stored for later plans of the same model, GPU and backend, and the
    calibrated model sizes the best unit for the load exactly as offline (``plan(params=…,
-   only=…)``), or the other units measured within the SLA if it cannot meet it. ``PlanResult.online`` carries the trials for ``status.profilingResults``.
+   only=…)``), or the other units measured within the SLA if it cannot meet it.
+   ``PlanResult.online`` carries the trials for ``status.profilingResults``.
 """
 
 from __future__ import annotations
@@ -28,14 +30,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import optuna
-from optuna.trial import TrialState
-
 from infra import studies
 from infra.deploy_targets import DeploymentTarget, Endpoint, KubeTarget, LocalTarget, TargetError, deployed
 from planner import online as search
-from planner.online_results import Calibration, MeasuredPoint, OnlineSearch, SearchBudget, Sweep, Trial
-from planner.request import profiling_label
+from planner import online_loop
+from planner.ledger import LedgerTrial
 from planner.types import Plan, PlanRequest, PlanResult
 from profiler.bench.results import IterationMetrics
 from profiler.bench.runner import RunnerSettings, run_benchmarkjob
@@ -43,7 +42,6 @@ from profiler.bench.runner import RunnerSettings, run_benchmarkjob
 log = logging.getLogger(__name__)
 
 MINUTES_PER_ITERATION = 1  # genai-bench's maxTimePerIteration for each sweep point
-UNIT_PARAM = "unit"
 
 
 class OnlineError(Exception):
@@ -71,7 +69,7 @@ class Online:
 
 def online_setup(settings: Any, cluster: Callable | None = None) -> Online:
     """The online search of the service with ``settings``; ``cluster`` connects to the cluster
-    (``workers.deploy.cluster_for``), None when none is configured."""
+    (``workers.context.WorkerContext.cluster``), None when none is configured."""
     from profiler.bench.runner import runner_settings
 
     wanted = settings.online_target
@@ -171,7 +169,7 @@ def run_online(sessions: Any, claimed: Any, request: PlanRequest, *, setup: Onli
     return result, current[0]
 
 
-# --------------------------------------------------------------------------- one trial
+# --------------------------------------------------------------------------- one unit measured
 
 
 Measure = Callable[[Plan, PlanRequest, str], tuple[list[IterationMetrics], str, str | None]]
@@ -190,164 +188,52 @@ def genai_bench_measure(setup: Online, concurrency: tuple[int, ...], folder: str
     return measure
 
 
-def _trial_name(request: PlanRequest, number: int) -> str:
-    from planner.manifests.common import dns_name
+def as_measurement(measure: Measure) -> online_loop.Measure:
+    """``measure`` as the search loop takes it: a failure, whatever it is, is the trial's."""
 
-    return dns_name(f"{request.name}-online-{number}", max_len=52)
-
-
-def _run_trial(study: optuna.Study, store: Any, trial: optuna.Trial, key: str, unit: Plan, request: PlanRequest,
-               measure: Measure) -> None:
-    name = _trial_name(request, trial.number)
-    trial.set_user_attr("name", name)
-    trial.set_user_attr("gpus", unit.total_gpus)
-    try:
-        with studies.heartbeat(store, trial):
+    def run(unit: Plan, request: PlanRequest, name: str) -> online_loop.Measurement:
+        try:
             iterations, location, failure = measure(unit, request, name)
-    except TargetError as exc:
-        iterations, location, failure = [], "", f"not deployed: {exc}"
-    except Exception as exc:  # a bug must not leave the trial RUNNING forever
-        log.exception("online trial %s of %s failed", trial.number, request.name)
-        iterations, location, failure = [], "", f"{type(exc).__name__}: {exc}"
-    points = measured_points(iterations)
-    trial.set_user_attr("resultsLocation", location)
-    if failure:
-        trial.set_user_attr("error", failure[:2000])
-    if not points:
-        trial.set_user_attr("error", failure or "no successful request was measured")
-        study.tell(trial, state=TrialState.FAIL)
-        return
-    trial.set_user_attr("points", [p.model_dump() for p in points])
-    trial.set_user_attr("iterations", [it.model_dump(mode="json") for it in iterations])
-    study.tell(trial, search.score(points, unit.total_gpus, request))
+        except TargetError as exc:
+            iterations, location, failure = [], "", f"not deployed: {exc}"
+        except Exception as exc:  # a bug must not leave the trial running forever
+            log.exception("online trial %s of %s failed", name, request.name)
+            iterations, location, failure = [], "", f"{type(exc).__name__}: {exc}"
+        return online_loop.Measurement(points=tuple(measured_points(iterations)),
+                                       iterations=tuple(it.model_dump(mode="json") for it in iterations),
+                                       location=location, failure=failure)
+
+    return run
+
+
+def trial_fit(request: PlanRequest) -> online_loop.Fit:
+    """The calibration fit of a complete trial's iterations, from ``params``."""
+    from profiler.model.measured import fit_deployment
+
+    def fit(unit: Plan, trial: LedgerTrial, params: dict[str, float]):
+        iterations = [IterationMetrics.model_validate(it) for it in trial.attrs["iterations"]]
+        return fit_deployment(search.deployment(unit, request), iterations, params=params)
+
+    return fit
 
 
 # --------------------------------------------------------------------------- the search
-
-
-@dataclass(frozen=True)
-class Budget:
-    max_trials: int
-    max_minutes: float
-    concurrency: tuple[int, ...]
-
-
-def budget_for(request: PlanRequest, setup: Online) -> Budget:
-    return Budget(max_trials=request.max_trials or setup.max_trials,
-                  max_minutes=request.max_wall_minutes or setup.max_minutes,
-                  concurrency=request.sweep_concurrency or search.SWEEP_CONCURRENCY)
-
-
-def _used_budget(t: optuna.trial.FrozenTrial) -> bool:
-    """Measured, or failed on its own (not lost with a worker)."""
-    return t.state == TrialState.COMPLETE or (t.state == TrialState.FAIL and "error" in t.user_attrs)
-
-
-def _counted(trials: list[optuna.trial.FrozenTrial]) -> list[optuna.trial.FrozenTrial]:
-    """Trials that used the budget."""
-    return [t for t in trials if _used_budget(t)]
-
-
-def _committed(trials: list[optuna.trial.FrozenTrial], before: int | None = None) -> list[optuna.trial.FrozenTrial]:
-    """Trials (numbered below ``before``, when given) that used the budget or are being measured:
-    workers that check the budget at once each see the same count, the trial numbers order them."""
-    return [t for t in trials if (before is None or t.number < before)
-            and (t.state == TrialState.RUNNING or _used_budget(t))]
-
-
-def _measured(trials) -> dict[str, float]:
-    return {t.params[UNIT_PARAM]: t.value for t in trials if t.state == TrialState.COMPLETE}
-
-
-def _sweeps(trials) -> dict[str, list[search.SweepPoint]]:
-    """The measured sweep of each completed trial's unit."""
-    return {t.params[UNIT_PARAM]: [search.SweepPoint(**p) for p in t.user_attrs["points"]]
-            for t in trials if t.state == TrialState.COMPLETE}
-
-
-def _best(trials) -> optuna.trial.FrozenTrial | None:
-    done = [t for t in trials if t.state == TrialState.COMPLETE]
-    return max(done, key=lambda t: t.value) if done else None
-
-
-def _fit(request: PlanRequest, unit: Plan, trial: optuna.trial.FrozenTrial, params: dict[str, float]):
-    from profiler.model.measured import fit_deployment
-
-    iterations = [IterationMetrics.model_validate(it) for it in trial.user_attrs["iterations"]]
-    return fit_deployment(search.deployment(unit, request), iterations, params=params)
-
-
-def search_units(request: PlanRequest, unit_plans: dict[str, Plan], *, deployable: set[str], study: optuna.Study,
-                 store: Any, budget: Budget, params: dict[str, float], measure: Measure, model: Any = None,
-                 progress: Callable[..., None] = lambda trials, measuring=None: None,
-                 wall: Callable[[], float] = time.time,
-                 sleep: Callable[[float], None] = time.sleep, poll_s: float = 5.0) -> str:
-    """Measure ``deployable`` units of ``unit_plans`` until a budget runs out or nothing is left
-    worth measuring; ``params`` predict before anything is measured. Returns why it stopped.
-
-    The trial parameter's choices are every unit's key, sorted: the same for every worker and
-    restart whatever the target or the calibration, as a resumed study requires."""
-    choices = sorted(unit_plans)
-    if "started" not in study.user_attrs:
-        study.set_user_attr("started", wall())
-    deadline = study.user_attrs["started"] + budget.max_minutes * 60.0
-    fitted: dict[int, dict[str, float]] = {}
-    while True:
-        studies.fail_stale(study)
-        trials = study.get_trials(deepcopy=False)
-        if len(_counted(trials)) >= budget.max_trials:
-            return f"trial budget used ({budget.max_trials} trials)"
-        if wall() >= deadline:
-            return f"wall-time budget used ({budget.max_minutes:g} min)"
-        if len(_committed(trials)) >= budget.max_trials:
-            sleep(poll_s)  # the rest of the budget is being measured by other (or lost) workers' trials
-            continue
-        if not any(t.state == TrialState.WAITING for t in trials):  # else: a lost trial to retry first
-            best = _best(trials)
-            if best is not None and best.number not in fitted:
-                fitted[best.number] = _fit(request, unit_plans[best.params[UNIT_PARAM]], best, params).params
-            failed = {t.params.get(UNIT_PARAM) for t in _counted(trials) if t.state == TrialState.FAIL}
-            pool = {k: u for k, u in unit_plans.items() if k in deployable and k not in failed}
-            predicted = search.predict(pool, request, budget.concurrency,
-                                       fitted[best.number] if best is not None else params, model)
-            busy = {t.params.get(UNIT_PARAM) for t in trials if t.state == TrialState.RUNNING}
-            key = search.next_unit(predicted, _sweeps(trials), {k: u.total_gpus for k, u in pool.items()},
-                                   request, busy)
-            if key is None:
-                if busy:
-                    sleep(poll_s)  # another (or a lost) worker's trial: wait for it to end or go stale
-                    continue
-                return "converged: no unmeasured candidate is predicted to beat the best measured one"
-            study.enqueue_trial({UNIT_PARAM: key})
-        trial = studies.ask(study)
-        key = trial.suggest_categorical(UNIT_PARAM, choices)
-        current = study.get_trials(deepcopy=False)
-        others = {t.params.get(UNIT_PARAM) for t in current if t.state == TrialState.RUNNING and t.number != trial.number}
-        if key in _measured(current) or key in others:  # now: a calibration fit may have taken seconds
-            study.tell(trial, state=TrialState.PRUNED)  # another worker measured it meanwhile
-            continue
-        if len(_committed(current, before=trial.number)) >= budget.max_trials:
-            study.tell(trial, state=TrialState.PRUNED)  # workers that asked first took the rest of the budget
-            continue
-        progress(study.get_trials(deepcopy=False), measuring=key)
-        _run_trial(study, store, trial, key, unit_plans[key], request, measure)
-        progress(study.get_trials(deepcopy=False))
 
 
 def profile_online(request: PlanRequest, *, uid: str, generation: int, setup: Online,
                    model: tuple[Any, str] | None = None, params: dict[str, float] | None = None,
                    measure: Measure | None = None, progress: Callable[[str], None] = lambda message: None,
                    wall: Callable[[], float] = time.time) -> tuple[PlanResult, Any, Any]:
-    """Search, calibrate and plan ``request`` online. Returns the plan result (with
-    ``online`` set), the calibration fit of the best unit and that unit's ``ServingConfig``.
-    Raises OnlineError."""
+    """Search, calibrate and plan ``request`` online (``planner.online_loop``, its trials in the
+    DGDR's study). Returns the plan result (with ``online`` set), the calibration fit of the best
+    unit and that unit's ``ServingConfig``. Raises OnlineError."""
     from planner import plan
     from profiler.hub import load_model
     from profiler.model.params import shipped_params
 
     base = params or shipped_params()
     model = model or load_model(request.model)
-    budget = budget_for(request, setup)
+    budget = online_loop.budget_for(request, max_trials=setup.max_trials, max_minutes=setup.max_minutes)
     offline = plan(request, model=model, params=base)
     every = search.units(offline.candidates)
     if not every:
@@ -357,99 +243,17 @@ def profile_online(request: PlanRequest, *, uid: str, generation: int, setup: On
     if not deployable:
         raise OnlineError(f"no candidate can be deployed on the {setup.target_name} target: {'; '.join(left_out)}")
     store = studies.storage(setup.database_url, heartbeat_s=setup.heartbeat_s)
-    name = studies.study_name(uid, generation)
-    study = studies.open_study(store, name)
-    measure = measure or genai_bench_measure(setup, budget.concurrency, f"online/{uid}")
-
-    def report(trials, measuring: str | None = None) -> None:
-        progress(progress_message(trials, len(deployable), budget, study.user_attrs.get("started"), wall(), measuring))
-
-    stopped = search_units(request, every, deployable=deployable, study=study, store=store, budget=budget,
-                           params=base, measure=measure, model=model[0], progress=report, wall=wall)
-    trials = study.get_trials(deepcopy=False)
-    best = _best(trials)
-    if best is None:
-        errors = sorted({t.user_attrs.get("error", "") for t in _counted(trials)} - {""})
-        raise OnlineError(f"no candidate could be measured ({stopped}): {'; '.join(errors)[:1000]}")
-    best_unit = every[best.params[UNIT_PARAM]]
-    fit = _fit(request, best_unit, best, base)
-    # Measurements rank what was measured: the best measured candidate is sized first; the
-    # other candidates measured feasible only if the calibrated model finds it cannot meet the SLA.
-    result = plan(request, model=model, params=fit.params, only={search.candidate(best_unit)})
-    good = [k for k, v in _measured(trials).items() if v > 0]
-    if not result.feasible and good:
-        result = plan(request, model=model, params=fit.params, only={search.candidate(every[k]) for k in good})
-    note = (f"online: {len(_counted(trials))} candidate(s) measured with genai-bench on the {setup.target_name} "
-            f"target ({stopped}); the model was calibrated on {search.unit_key(best_unit)} "
-            f"(times ×{fit.scale:.3g}, TTFT MdAPE {fit.before.ttft_mdape_pct:.1f}% → {fit.after.ttft_mdape_pct:.1f}%, "
-            f"TPOT {fit.before.tpot_mdape_pct:.1f}% → {fit.after.tpot_mdape_pct:.1f}%) and sized the best "
-            f"measured candidate (others measured within the SLA only if it cannot meet it)")
-    swept = {k: every[k] for k in _sweeps(trials)}
-    doc = online_document(trials, study_name=name, target=setup.target_name, budget=budget, stopped=stopped,
-                          fit=fit, best=best, left_out=left_out, request=request,
-                          offline_pick=search.unit_key(offline.chosen) if offline.chosen else None,
-                          predicted=search.predict(swept, request, budget.concurrency, base, model[0]),
-                          calibrated=search.predict(swept, request, budget.concurrency, fit.params, model[0]))
-    result = result.model_copy(update={"online": doc, "assumptions": (*result.assumptions, note)})
-    return result, fit, search.deployment(best_unit, request)
-
-
-def online_document(trials, *, study_name: str, target: str, budget: Budget, stopped: str, fit: Any,
-                    best: Any, left_out: list[str], request: PlanRequest, offline_pick: str | None = None,
-                    predicted: dict[str, list[search.SweepPoint]] | None = None,
-                    calibrated: dict[str, list[search.SweepPoint]] | None = None) -> OnlineSearch:
-    """What ``profilingResults.online`` holds: budget, how the search ended, every trial and the
-    calibration (times in ms, throughputs in output tokens/s, goodput per GPU); ``predicted`` and
-    ``calibrated``: the offline and the calibrated model's sweeps of the measured units."""
-    rows = []
-    for t in trials:
-        if t.state == TrialState.PRUNED:
-            continue
-        done, unit = t.state == TrialState.COMPLETE, t.params.get(UNIT_PARAM)
-        rows.append(Trial(
-            number=t.number, unit=unit, state=t.state.name.lower(), gpus=t.user_attrs.get("gpus"),
-            score=round(t.value, 3) if done else None, meets_sla=t.value > 0 if done else None,
-            points=tuple(_point(p) for p in t.user_attrs.get("points", [])) if done else None,
-            predicted=_points_of(predicted, unit) if done else None,
-            calibrated=_points_of(calibrated, unit) if done else None,
-            error=t.user_attrs.get("error") or None, results_location=t.user_attrs.get("resultsLocation") or None))
-    return OnlineSearch(
-        profiling=profiling_label(True), study=study_name, target=target,
-        budget=SearchBudget(max_trials=budget.max_trials, max_wall_minutes=budget.max_minutes),
-        sweep=Sweep(scenario=f"D({request.isl_tokens},{request.osl_tokens})", concurrency=budget.concurrency),
-        trials_done=len(_counted(trials)), stopped=stopped, best=best.params.get(UNIT_PARAM),
-        calibration=Calibration(unit=best.params.get(UNIT_PARAM), scale=fit.scale, fitted=fit.fitted,
-                                points=fit.points, before=fit.before.model_dump(), after=fit.after.model_dump()),
-        left_out=tuple(left_out), offline_pick=offline_pick, trials=tuple(rows))
-
-
-def _points_of(sweeps: dict[str, list[search.SweepPoint]] | None, unit: str | None) -> tuple[MeasuredPoint, ...] | None:
-    """``unit``'s predicted sweep, to 3 decimals (None when not predicted)."""
-    if not sweeps or unit not in sweeps:
-        return None
-    return tuple(_point(p.model_dump()) for p in sweeps[unit])
-
-
-def _point(p: dict[str, Any]) -> MeasuredPoint:
-    """A stored sweep point (``SweepPoint.model_dump()``), to 3 decimals."""
-    return MeasuredPoint(concurrency=p["concurrency"], ttft_ms=round(p["ttft_ms"], 3), itl_ms=round(p["itl_ms"], 3),
-                         output_tok_s=round(p["output_tok_s"], 3))
-
-
-def progress_message(trials, space: int, budget: Budget, started: float | None, now: float,
-                     measuring: str | None = None) -> str:
-    """The Profiling condition's message while the search runs (``measuring``: the unit being
-    deployed and benchmarked now)."""
-    done = len(_counted(trials))
-    best = _best(trials)
-    text = f"online: {done}/{budget.max_trials} candidate(s) measured"
-    if best is not None:
-        key = best.params.get(UNIT_PARAM)
-        within = (f"{best.value:.0f} output tok/s/GPU within the SLA" if best.value > 0
-                  else f"misses the SLA by ×{-best.value:.2f} at best")
-        text += f"; best so far {key}: {within}"
-    if measuring:
-        text += f"; now measuring {measuring}"
-    if started is not None:
-        text += f"; {(now - started) / 60:.1f} of {budget.max_minutes:g} min used"
-    return text + f"; {space} candidate(s) in the space"
+    ledger = studies.StudyLedger(store, studies.open_study(store, studies.study_name(uid, generation)))
+    measure = as_measurement(measure or genai_bench_measure(setup, budget.concurrency, f"online/{uid}"))
+    fit = trial_fit(request)
+    stopped = online_loop.search_units(request, every, deployable=deployable, ledger=ledger, budget=budget,
+                                       params=base, measure=measure, fit=fit, model=model[0], progress=progress,
+                                       wall=wall, sleep=time.sleep)
+    try:
+        result, calibration = online_loop.plan_measured(request, every, ledger=ledger, stopped=stopped, fit=fit,
+                                                        params=base, budget=budget, target=setup.target_name,
+                                                        left_out=left_out, model=model,
+                                                        offline_pick=search.unit_key(offline.chosen) if offline.chosen else None)
+    except online_loop.SearchError as exc:
+        raise OnlineError(str(exc)) from None
+    return result, calibration, search.deployment(every[result.online.best], request)

@@ -78,23 +78,54 @@ def _process_dgdr_here(database_url: str, uid: str, model_dirs: tuple[str, ...])
     return process_dgdr(sessions, uid, model_dirs=model_dirs)
 
 
-def process_dgdr_in_pool(app: Any, uid: str) -> str:
-    """Run the DGDR task for ``uid`` in ``app.slaplan_plan_pool`` and wait for its outcome.
+class PlanPool:
+    """The child processes one worker plans the DGDRs of the database at ``database_url`` in
+    (local models allowed under ``model_dirs`` only): empty until ``start``, replaced when a child
+    dies, emptied by ``stop``. Thread-safe."""
 
-    A child that dies (killed, out of memory) breaks the pool: it is replaced and the task runs
-    once more; the task is idempotent, so a half-done first run costs only time.
-    """
-    url = app.slaplan_settings.database_url
-    for attempt in (1, 2):
-        pool = app.slaplan_plan_pool
-        try:
-            return pool.submit(_process_dgdr_here, url, uid, app.slaplan_settings.model_dirs).result()
-        except BrokenProcessPool:
-            if attempt == 2:
-                raise
-            log.warning("a planning process died; starting a new pool and planning %s again", uid)
-            with _replace_lock:
-                if app.slaplan_plan_pool is pool:
-                    app.slaplan_plan_pool = start_plan_pool(pool._max_workers)
-                    stop_plan_pool(pool)
-    raise AssertionError("unreachable")
+    def __init__(self, database_url: str, model_dirs: tuple[str, ...] = ()) -> None:
+        self.database_url = database_url
+        self.model_dirs = model_dirs
+        self._lock = threading.Lock()
+        self._pool: ProcessPoolExecutor | None = None
+
+    @property
+    def running(self) -> bool:
+        return self._pool is not None
+
+    def start(self, processes: int) -> None:
+        """Start ``processes`` children, unless the database is one only this process can open
+        (then DGDRs are planned in the task, and ``running`` stays False)."""
+        if not shareable(self.database_url):
+            return
+        with self._lock:
+            if self._pool is None:
+                self._pool = start_plan_pool(processes)
+
+    def stop(self) -> None:
+        with self._lock:
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            stop_plan_pool(pool)
+
+    def process_dgdr(self, uid: str) -> str:
+        """Run the DGDR task for ``uid`` in a child and wait for its outcome.
+
+        A child that dies (killed, out of memory) breaks the pool: it is replaced and the task runs
+        once more; the task is idempotent, so a half-done first run costs only time.
+        """
+        for attempt in (1, 2):
+            pool = self._pool
+            if pool is None:
+                raise RuntimeError("the planning pool is not running")
+            try:
+                return pool.submit(_process_dgdr_here, self.database_url, uid, self.model_dirs).result()
+            except BrokenProcessPool:
+                if attempt == 2:
+                    raise
+                log.warning("a planning process died; starting a new pool and planning %s again", uid)
+                with self._lock:
+                    if self._pool is pool:
+                        self._pool = start_plan_pool(pool._max_workers)
+                        stop_plan_pool(pool)
+        raise AssertionError("unreachable")

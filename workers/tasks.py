@@ -10,15 +10,13 @@ finds it done and does nothing.
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable, Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
-
-from sqlalchemy.exc import OperationalError
 
 from infra.db import SessionFactory, session_scope
 from infra.resources import Conflict, NotFound, Resource, get_resource_by_uid, to_object
+from planner import status as status_module
 from workers import lifecycle
 from workers.status_writes import finish, save_status
 
@@ -33,7 +31,6 @@ Clock = Callable[[], datetime]
 
 def _utcnow() -> datetime:
     return datetime.now(UTC)
-
 
 
 def _load(sessions: SessionFactory, uid: str) -> Resource | None:
@@ -54,12 +51,11 @@ def process_dgdr(sessions: SessionFactory, uid: str, *, clock: Clock = _utcnow, 
     if resource is None:
         return "gone"
     status = resource.status
-    if status.get("state") in lifecycle.DGDR_TERMINAL and status.get("observedGeneration") == resource.generation:
+    if status.get("state") in status_module.TERMINAL and status.get("observedGeneration") == resource.generation:
         return "done"
-    from infra.calibrations import find_calibration, with_calibration
-    from planner import plan
+    from infra.calibrations import find_calibration
+    from infra.planning import plan_with_calibration
     from planner import request as request_module
-    from planner import status as status_module
     from planner.manifests.targets import render_plan
     from profiler.model.errors import ModelError
     from profiler.hub import load_model
@@ -98,8 +94,7 @@ def process_dgdr(sessions: SessionFactory, uid: str, *, clock: Clock = _utcnow, 
         else:
             with session_scope(sessions) as session:
                 calibration = find_calibration(session, request.model, request.gpu, request.backend)
-            params = calibration.params if calibration else None
-            result = with_calibration(plan(request, model=model, params=params), calibration)
+            result = plan_with_calibration(request, calibration, model=model)
     except (Conflict, NotFound):  # changed, deleted or claimed by another worker during a long online search
         return "superseded"
     except Exception as exc:  # a bug or a model the catalog cannot size: the request fails, visibly
@@ -157,7 +152,6 @@ def _nothing_applied(status: dict[str, Any], generation: int, now: datetime) -> 
     )
 
 
-
 def process_benchmarkjob(sessions: SessionFactory, uid: str, *, clock: Clock = _utcnow, runner=None,
                          cluster: Callable | None = None, settings=None) -> str:
     """Run one BenchmarkJob with genai-bench (``workers.bench``): Pending → Running → Completed |
@@ -173,77 +167,3 @@ def process_benchmarkjob(sessions: SessionFactory, uid: str, *, clock: Clock = _
 
     return bench.run_job(resource, save=lambda r, status: save_status(sessions, r, status), clock=clock, runner=runner,
                          cluster=cluster, settings=settings)
-
-
-def _measured(name: str, run: Callable[[], str]) -> str:
-    from workers.metrics import task_metrics
-
-    metrics = task_metrics()
-    started = time.perf_counter()
-    outcome = "error"
-    try:
-        outcome = run()
-        return outcome
-    finally:
-        metrics.runs.labels(name, outcome).inc()
-        metrics.seconds.labels(name).observe(time.perf_counter() - started)
-
-
-def register_tasks(app) -> None:
-    """Define the tasks on a Celery ``app`` (called by ``make_celery``). Each holds its request's
-    lease while it runs (``workers.heartbeat``); a duplicate arriving meanwhile returns ``busy``."""
-    from workers.celery_app import sessions_for
-
-    common = {
-        "shared": False,  # bound to this app's settings and database: never lent to another app
-        "bind": True,
-        "acks_late": True,
-        "reject_on_worker_lost": True,
-        "autoretry_for": (OperationalError,),  # the database went away for a moment
-        "retry_backoff": True,
-        "max_retries": 5,
-    }
-
-    def leased_run(name: str, uid: str, run: Callable[[], str]) -> str:
-        from workers.deploy import next_check
-        from workers.heartbeat import leased
-
-        with leased(sessions_for(app), uid, timedelta(seconds=app.slaplan_settings.lease_seconds)) as lease:
-            if lease is None:
-                return "busy"
-            outcome = _measured(name, run)
-            lease.next_due = next_check(app) if outcome == "deploying" else None  # then its deployment is checked
-            return outcome
-
-    @app.task(name=PLAN_TASK, **common)
-    def plan_dgdr(self, uid: str) -> str:
-        from workers import deploy
-
-        cluster = deploy.cluster_for(app)
-        if getattr(app, "slaplan_plan_pool", None) is not None and cluster is None:
-            from workers.plan_pool import process_dgdr_in_pool
-
-            return leased_run(PLAN_TASK, uid, lambda: process_dgdr_in_pool(app, uid))
-        return leased_run(PLAN_TASK, uid, lambda: process_dgdr(sessions_for(app), uid, cluster=cluster,
-                                                               model_dirs=app.slaplan_settings.model_dirs))
-
-    @app.task(name=ONLINE_TASK, **common)
-    def profile_dgdr_online(self, uid: str) -> str:
-        from workers import deploy
-        from workers.online import online_setup
-
-        cluster = deploy.cluster_for(app)
-        setup = lambda: online_setup(app.slaplan_settings, cluster)  # noqa: E731
-        return leased_run(ONLINE_TASK, uid, lambda: process_dgdr(sessions_for(app), uid, cluster=cluster, online=setup,
-                                                                 model_dirs=app.slaplan_settings.model_dirs))
-
-    @app.task(name=BENCH_TASK, **common)
-    def run_benchmarkjob(self, uid: str) -> str:
-        from workers.deploy import cluster_for
-
-        return leased_run(BENCH_TASK, uid,
-                          lambda: process_benchmarkjob(sessions_for(app), uid, cluster=cluster_for(app)))
-
-    from workers.deploy import register_deploy_tasks
-
-    register_deploy_tasks(app)

@@ -124,9 +124,8 @@ def _planned(source: str, doc: dict[str, Any], target: str, cluster, args: argpa
     serves it; the notes start with the calibration used."""
     from api.commands.calibration_use import read_calibrations
     from api.commands.database import command_settings
-    from infra.calibrations import with_calibration
     from infra.kube_targets import discover
-    from planner import plan
+    from infra.planning import plan_with_calibration
     from planner.manifests.targets import render_target
     from planner.request import RequestError, parse_dgdr
     from planner.results import ProfilingResults
@@ -138,8 +137,7 @@ def _planned(source: str, doc: dict[str, Any], target: str, cluster, args: argpa
         key = (request.model, request.gpu, request.backend)
         calibrations = read_calibrations(command_settings(args), [key])
         calibration = calibrations.used(key)
-        result = with_calibration(plan(request, model=load_model(request.model),
-                                       params=calibration.params if calibration else None), calibration)
+        result = plan_with_calibration(request, calibration, model=load_model(request.model))
     except RequestError as exc:
         raise InputError("; ".join(f"{source}: {f}: {m}" for f, m in exc.causes) or f"{source}: {exc}") from None
     except ModelError as exc:

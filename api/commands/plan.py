@@ -165,14 +165,10 @@ def _clashes(names: list[str]) -> list[str]:
 
 
 def _plan_one(job) -> PlanResult:
-    from planner import plan
+    from infra.planning import plan_with_calibration
 
     request, model, calibration = job
-    if calibration is None:
-        return plan(request, model=model)
-    from infra.calibrations import with_calibration
-
-    return with_calibration(plan(request, model=model, params=calibration.params), calibration)
+    return plan_with_calibration(request, calibration, model=model)
 
 
 def _key(request: PlanRequest) -> tuple[str, str, str]:

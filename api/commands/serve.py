@@ -69,6 +69,7 @@ def run(args: argparse.Namespace) -> int:
     from infra.db import session_scope
     from workers.celery_app import make_celery
     from workers.embedded import start_embedded_worker, stop_embedded_worker
+    from workers.plan_pool import PlanPool
 
     logging.basicConfig(level=LEVEL_NUMBERS[args.log_level], format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     log = logging.getLogger(__name__)
@@ -78,11 +79,12 @@ def run(args: argparse.Namespace) -> int:
         migrate.require_current(settings)
     else:
         migrate.upgrade(settings)
-    celery = make_celery(settings)
+    plan_pool = PlanPool(settings.database_url, settings.model_dirs)
+    celery = make_celery(settings, plan_pool=plan_pool)
     app = create_app(settings, celery=celery, listen_host=args.host)
     _warn_if_exposed(settings, args.host)
     with_worker = args.worker == "yes" or (args.worker == "auto" and settings.embedded)
-    worker = start_embedded_worker(celery, concurrency=args.concurrency, plan_in_processes=True) if with_worker else None
+    worker = start_embedded_worker(celery, concurrency=args.concurrency, plan_pool=plan_pool) if with_worker else None
 
     # Requests are published by the app's dispatcher while it runs (workers.dispatcher).
     stop = threading.Event()

@@ -61,12 +61,12 @@ def run(args: argparse.Namespace) -> int:
         argv += ["--concurrency", str(args.concurrency)]
     export_database(settings)
     app = make_celery(settings)
-    _dispatch_beside(app)
+    _dispatch_beside(app, settings)
     app.worker_main(argv)
     return 0
 
 
-def _dispatch_beside(app) -> None:
+def _dispatch_beside(app, settings) -> None:
     """Run a dispatcher in this process from when the worker is first ready (its pool's processes
     forked first; it is ready again after each reconnect) until it shuts down."""
     from celery import signals
@@ -79,7 +79,7 @@ def _dispatch_beside(app) -> None:
     def start(**_: object) -> None:
         if "dispatcher" in holder:
             return
-        engine = make_engine(app.slaplan_settings)
+        engine = make_engine(settings)
         holder["engine"] = engine
         holder["dispatcher"] = Dispatcher(app, make_session_factory(engine))
         holder["dispatcher"].start()

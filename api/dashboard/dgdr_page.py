@@ -14,7 +14,7 @@ from api.dashboard.targets import TARGET_LABELS, TARGETS, render_target
 from infra.resources import Resource
 from planner.conditions import Condition, read_conditions
 from planner.results import ResultsParts
-from workers.lifecycle import DGDR_UNFINISHED
+from planner.status import UNFINISHED as DGDR_UNFINISHED
 
 STEP_NAMES = {
     "Validation": "Request validated",

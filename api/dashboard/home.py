@@ -8,7 +8,8 @@ from typing import Any, NamedTuple
 from api.dashboard.html import h, page, q, state_badge, timestamp
 from api.dashboard.summaries import bench_summary, dgdr_summary, sla_text, state_of
 from infra.resources import Resource
-from workers.lifecycle import BENCH_UNFINISHED, DGDR_UNFINISHED
+from planner.status import UNFINISHED as DGDR_UNFINISHED
+from workers.lifecycle import BENCH_UNFINISHED
 
 KINDS = {"dgdr": "DGDR", "benchmarkjob": "BenchmarkJob"}
 STATE_CHOICES = ("", "active", "Pending", "Profiling", "Deploying", "Running", "Ready", "Completed", "Failed")

@@ -7,6 +7,8 @@ and calibrate to find the best unit; the real deployments are in test_online_wor
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import threading
 import time
 
@@ -23,6 +25,8 @@ from infra import migrate, studies
 from infra.settings import load_settings
 from infra.tables import Base
 from planner import online as search
+from planner import online_loop
+from planner.ledger import LedgerTrial
 from planner import plan
 from planner.types import PlanRequest
 from profiler.model.params import shipped_params
@@ -89,6 +93,70 @@ def test_next_unit_is_the_run_rule_over_whole_sweeps():
         {(k, p.concurrency): p for k, pts in predicted.items() for p in pts}, {}, gpus, req)[0]
 
 
+class MemoryLedger:
+    """``planner.ledger.Ledger`` in a list: the search loop needs no storage, clock or process."""
+
+    name = "memory"
+
+    def __init__(self):
+        self.rows: list[LedgerTrial] = []
+        self.waiting: list[str] = []
+        self.start: float | None = None
+
+    def trials(self):
+        return list(self.rows)
+
+    def started(self, clock):
+        self.start = clock() if self.start is None else self.start
+        return self.start
+
+    def fail_stale(self):
+        pass
+
+    def enqueue(self, unit):
+        self.waiting.append(unit)
+
+    def ask(self, choices):
+        unit = self.waiting.pop(0) if self.waiting else choices[0]
+        self.rows.append(LedgerTrial(number=len(self.rows), state="running", unit=unit, value=None, attrs={}))
+        return self.rows[-1]
+
+    def _replace(self, number, **update):
+        self.rows[number] = dataclasses.replace(self.rows[number], **update)
+
+    def set_attrs(self, number, attrs):
+        self._replace(number, attrs={**self.rows[number].attrs, **attrs})
+
+    def tell(self, number, outcome, value=None):
+        self._replace(number, state=outcome, value=value)
+
+    def keep_alive(self, number):
+        return contextlib.nullcontext()
+
+
+def in_memory_search(max_trials: int, wall, calls: list[str]) -> tuple[str, MemoryLedger, list[str]]:
+    unit_plans = search.units(plan(REQUEST).candidates)
+    ledger, said = MemoryLedger(), []
+    budget = online_loop.Budget(max_trials=max_trials, max_minutes=60.0, concurrency=SWEEP)
+    stopped = online_loop.search_units(
+        REQUEST, unit_plans, deployable=set(unit_plans), ledger=ledger, budget=budget, params=shipped_params(),
+        measure=online.as_measurement(model_measure(truth_params(), calls)), fit=online.trial_fit(REQUEST),
+        wall=wall, sleep=lambda s: pytest.fail("nothing to wait for"), progress=said.append)
+    return stopped, ledger, said
+
+
+def test_the_search_loop_runs_on_any_ledger_with_a_clock_it_is_handed():
+    calls: list[str] = []
+    stopped, ledger, said = in_memory_search(2, lambda: 0.0, calls)
+    assert stopped == "trial budget used (2 trials)"
+    assert [t.unit for t in ledger.rows] == calls and len(set(calls)) == 2
+    assert all(t.state == "complete" and t.attrs["points"] for t in ledger.rows)
+    assert said[-1].startswith("online: 2/2 candidate(s) measured") and "0.0 of 60 min used" in said[-1]
+    hour = iter([0.0, 0.0])  # the search starts at 0 and looks once; every later look is an hour on
+    stopped, ledger, _ = in_memory_search(4, lambda: next(hour, 3600.0), [])
+    assert stopped == "wall-time budget used (60 min)" and len(ledger.rows) == 1
+
+
 # --------------------------------------------------------------------------- the search
 
 
@@ -137,9 +205,9 @@ def test_a_lost_workers_trial_is_failed_and_retried(tmp_path):
     units = sorted(search.units(plan(REQUEST).candidates))  # the trial parameter's choices
     # a worker asked for a trial (the last unit, which the search would not start with), recorded
     # one heartbeat, and died
-    study.enqueue_trial({online.UNIT_PARAM: units[-1]})
+    study.enqueue_trial({studies.UNIT_PARAM: units[-1]})
     lost = studies.ask(study)
-    lost.suggest_categorical(online.UNIT_PARAM, units)
+    lost.suggest_categorical(studies.UNIT_PARAM, units)
     store.record_heartbeat(lost._trial_id)
     time.sleep(4)  # older than the grace period (2 heartbeats; the database clock counts whole seconds)
     calls: list[str] = []
@@ -182,7 +250,7 @@ def test_a_trial_another_worker_is_measuring_counts_against_the_budget(tmp_path)
     unit_plans = search.units(plan(REQUEST).candidates)
     choices = sorted(unit_plans)
     theirs = studies.ask(study)  # another worker's trial, being measured: the whole budget of 1
-    theirs.suggest_categorical(online.UNIT_PARAM, choices)
+    theirs.suggest_categorical(studies.UNIT_PARAM, choices)
     calls: list[str] = []
     waits: list[float] = []
 
@@ -190,10 +258,11 @@ def test_a_trial_another_worker_is_measuring_counts_against_the_budget(tmp_path)
         waits.append(seconds)
         study.tell(theirs, 50.0)
 
-    budget = online.Budget(max_trials=1, max_minutes=60.0, concurrency=SWEEP)
-    stopped = online.search_units(REQUEST, unit_plans, deployable=set(unit_plans), study=study, store=store,
-                                  budget=budget, params=shipped_params(), measure=model_measure(truth_params(), calls),
-                                  sleep=sleep)
+    budget = online_loop.Budget(max_trials=1, max_minutes=60.0, concurrency=SWEEP)
+    stopped = online_loop.search_units(REQUEST, unit_plans, deployable=set(unit_plans),
+                                       ledger=studies.StudyLedger(store, study), budget=budget, params=shipped_params(),
+                                       measure=online.as_measurement(model_measure(truth_params(), calls)),
+                                       fit=online.trial_fit(REQUEST), wall=time.time, sleep=sleep)
     assert calls == [] and len(waits) == 1 and stopped.startswith("trial budget used")
     assert len(study.get_trials(deepcopy=False)) == 1
 
@@ -250,7 +319,7 @@ def test_failed_deployments_are_trials_with_their_reason(tmp_path):
                               measure=broken)
     study = optuna.load_study(study_name=studies.study_name("u6", 1), storage=studies.storage(f"sqlite:///{tmp_path / 's.db'}"))
     failed = study.get_trials(states=(TrialState.FAIL,))
-    assert len(failed) == 2 and len({t.params[online.UNIT_PARAM] for t in failed}) == 2
+    assert len(failed) == 2 and len({t.params[studies.UNIT_PARAM] for t in failed}) == 2
     assert failed[0].user_attrs["error"].startswith("not deployed: the engine exited")
     # shapes that cannot hold the model are never deployed: here none can
     huge = REQUEST.model_copy(update={"model": "meta-llama/Llama-3.1-405B-Instruct", "max_gpus_per_engine": 1})

@@ -173,3 +173,10 @@ def test_a_status_write_does_not_disturb_the_lease(world):
         assert leases.take(session, uid, "w", T0, TTL)
         update_status(session, {"state": "Profiling"}, uid=uid)
     assert _row(world, uid).owner == "w"
+
+
+def test_every_dgdr_state_is_either_finished_or_left_to_a_worker():
+    from planner import status
+
+    assert status.TERMINAL | status.UNFINISHED == {*status.STATES, ""}
+    assert not status.TERMINAL & status.UNFINISHED

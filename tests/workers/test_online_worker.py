@@ -23,6 +23,7 @@ from infra.resources import ResourceCreate, create_resource
 from infra.settings import load_settings
 from planner import online as search
 from planner import plan
+from planner import status as dgdr_states
 from planner.request import parse_dgdr
 from procs import start_worker, stop
 from profiler.bench.runner import runner_settings
@@ -70,7 +71,7 @@ def test_an_online_dgdr_through_a_real_worker(pg_url, redis_url, tmp_path):
             deadline = time.monotonic() + 240
             while time.monotonic() < deadline:
                 status = client.get(f"{PATH}/online-real").json().get("status") or {}
-                if status.get("state") in lifecycle.DGDR_TERMINAL:
+                if status.get("state") in dgdr_states.TERMINAL:
                     break
                 time.sleep(0.5)
             # every change since the request was created, as `kubectl get -w` sees them

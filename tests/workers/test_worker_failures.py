@@ -22,6 +22,7 @@ from infra import migrate
 from infra.db import make_engine, make_session_factory, session_scope
 from infra.resources import get_resource_by_uid
 from infra.settings import load_settings
+from planner import status as dgdr_states
 from workers import lifecycle
 from workers.celery_app import enqueue, make_celery
 from procs import SLAPLAN, free_port, start_serve
@@ -155,7 +156,7 @@ def _wait(stack, uid: str, done, timeout_s: float, what: str):
 
 
 def _final(resource) -> bool:
-    return resource.status.get("state") in lifecycle.DGDR_TERMINAL
+    return resource.status.get("state") in dgdr_states.TERMINAL
 
 
 def _one_result(resource) -> None:

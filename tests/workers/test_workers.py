@@ -15,6 +15,7 @@ from infra import migrate
 from infra.db import session_scope
 from infra.resources import ResourceCreate, create_resource, get_resource_by_uid
 from infra.settings import load_settings
+from planner import status as dgdr_states
 from workers import lifecycle, tasks
 from procs import start_worker, stop
 from paths import ROOT
@@ -97,7 +98,7 @@ def test_real_worker_plans_a_dgdr_to_a_final_state_once(service):
     path = "/apis/nvidia.com/v1alpha1/namespaces/default/dynamographdeploymentrequests"
     created = client.post(path, json=DGDR)
     assert created.status_code == 201, created.text
-    obj = _wait_for(client, path + "/plan-worker", lambda o: o.get("status", {}).get("state") in lifecycle.DGDR_TERMINAL)
+    obj = _wait_for(client, path + "/plan-worker", lambda o: o.get("status", {}).get("state") in dgdr_states.TERMINAL)
     status = obj["status"]
     assert status["state"] == "Ready", status
     assert status["observedGeneration"] == 1

@@ -1,0 +1,279 @@
+"""The online search loop (pure): measure units until a budget runs out or nothing is left worth
+measuring, then plan from the measurements.
+
+Everything outside is handed in: the ledger the trials are kept in (``planner.ledger``), the
+function that deploys and benchmarks a unit (``Measure``), the calibration fit of a measured
+trial (``Fit``), the wall clock and the wait between looks at the ledger. Several workers may run
+this loop on one ledger at once: a trial being measured counts against the budget, and the trial
+numbers order workers that ask at the same moment.
+
+Each round: the best unit measured so far calibrates the model, which predicts every unit not
+yet measured (``planner.online.predict``); the highest predicted score is enqueued and asked for
+(``planner.online.next_unit``), deployed, benchmarked and told its score (goodput per GPU within
+the SLA, ``planner.online.score``). A trial its worker lost is retried first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from planner import online as search
+from planner.ledger import Ledger, LedgerTrial
+from planner.online_results import Calibration, MeasuredPoint, OnlineSearch, SearchBudget, Sweep, Trial
+from planner.plan import plan
+from planner.request import profiling_label
+from planner.types import Plan, PlanRequest, PlanResult
+
+__all__ = ["Budget", "Fit", "Measure", "Measurement", "SearchError", "budget_for", "plan_measured", "search_units",
+           "trial_name"]
+
+
+class SearchError(ValueError):
+    """Nothing could be measured to plan from (said in plain words)."""
+
+
+@dataclass(frozen=True)
+class Budget:
+    """How much one search may measure: trials, wall time (minutes), and the sweep of each unit
+    (closed-loop clients of each benchmark run)."""
+
+    max_trials: int
+    max_minutes: float
+    concurrency: tuple[int, ...]
+
+
+def budget_for(request: PlanRequest, *, max_trials: int, max_minutes: float) -> Budget:
+    """The request's budget, the service's ``max_trials`` and ``max_minutes`` where it sets none."""
+    return Budget(max_trials=request.max_trials or max_trials, max_minutes=request.max_wall_minutes or max_minutes,
+                  concurrency=request.sweep_concurrency or search.SWEEP_CONCURRENCY)
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """What benchmarking one unit gave: its sweep points (those with a successful request), the
+    benchmark's iterations as stored (for the calibration fit), where its results are, and why it
+    failed (None: it did not)."""
+
+    points: tuple[search.SweepPoint, ...]
+    iterations: tuple[dict[str, Any], ...]
+    location: str
+    failure: str | None
+
+
+Measure = Callable[[Plan, PlanRequest, str], Measurement]  # (unit, request, trial name); never raises
+Fit = Callable[[Plan, LedgerTrial, dict[str, float]], Any]  # (unit, its complete trial, start) → DeploymentFit
+
+
+def trial_name(request: PlanRequest, number: int) -> str:
+    """The name a trial's deployment gets: a DNS label of at most 52 characters."""
+    from planner.manifests.common import dns_name
+
+    return dns_name(f"{request.name}-online-{number}", max_len=52)
+
+
+def _used_budget(t: LedgerTrial) -> bool:
+    """Measured, or failed on its own (not lost with a worker)."""
+    return t.state == "complete" or (t.state == "fail" and "error" in t.attrs)
+
+
+def _counted(trials: Iterable[LedgerTrial]) -> list[LedgerTrial]:
+    """Trials that used the budget."""
+    return [t for t in trials if _used_budget(t)]
+
+
+def _committed(trials: Iterable[LedgerTrial], before: int | None = None) -> list[LedgerTrial]:
+    """Trials (numbered below ``before``, when given) that used the budget or are being measured:
+    workers that check the budget at once each see the same count, the trial numbers order them."""
+    return [t for t in trials if (before is None or t.number < before) and (t.state == "running" or _used_budget(t))]
+
+
+def _measured(trials: Iterable[LedgerTrial]) -> dict[str, float]:
+    return {t.unit: t.value for t in trials if t.state == "complete"}
+
+
+def _sweeps(trials: Iterable[LedgerTrial]) -> dict[str, list[search.SweepPoint]]:
+    """The measured sweep of each completed trial's unit."""
+    return {t.unit: [search.SweepPoint(**p) for p in t.attrs["points"]] for t in trials if t.state == "complete"}
+
+
+def _best(trials: Iterable[LedgerTrial]) -> LedgerTrial | None:
+    done = [t for t in trials if t.state == "complete"]
+    return max(done, key=lambda t: t.value) if done else None
+
+
+def _run_trial(ledger: Ledger, number: int, unit: Plan, request: PlanRequest, measure: Measure) -> None:
+    name = trial_name(request, number)
+    ledger.set_attrs(number, {"name": name, "gpus": unit.total_gpus})
+    with ledger.keep_alive(number):
+        measured = measure(unit, request, name)
+    attrs: dict[str, Any] = {"resultsLocation": measured.location}
+    if measured.failure:
+        attrs["error"] = measured.failure[:2000]
+    if not measured.points:
+        attrs["error"] = measured.failure or "no successful request was measured"
+        ledger.set_attrs(number, attrs)
+        ledger.tell(number, "fail")
+        return
+    attrs["points"] = [p.model_dump() for p in measured.points]
+    attrs["iterations"] = list(measured.iterations)
+    ledger.set_attrs(number, attrs)
+    ledger.tell(number, "complete", search.score(measured.points, unit.total_gpus, request))
+
+
+def search_units(request: PlanRequest, unit_plans: dict[str, Plan], *, deployable: set[str], ledger: Ledger,
+                 budget: Budget, params: dict[str, float], measure: Measure, fit: Fit, wall: Callable[[], float],
+                 sleep: Callable[[float], None], model: Any = None,
+                 progress: Callable[[str], None] = lambda message: None, poll_s: float = 5.0) -> str:
+    """Measure ``deployable`` units of ``unit_plans`` until a budget runs out or nothing is left
+    worth measuring; ``params`` predict before anything is measured; ``progress`` is told how the
+    search stands (``progress_message``) before and after each trial. Returns why it stopped.
+
+    The trial's unit is one of every unit's key, sorted: the same for every worker and restart
+    whatever the target or the calibration, as a resumed ledger requires."""
+    choices = sorted(unit_plans)
+    started = ledger.started(wall)
+    deadline = started + budget.max_minutes * 60.0
+    fitted: dict[int, dict[str, float]] = {}
+
+    def report(measuring: str | None = None) -> None:
+        progress(progress_message(ledger.trials(), len(deployable), budget, started, wall(), measuring))
+
+    while True:
+        ledger.fail_stale()
+        trials = ledger.trials()
+        if len(_counted(trials)) >= budget.max_trials:
+            return f"trial budget used ({budget.max_trials} trials)"
+        if wall() >= deadline:
+            return f"wall-time budget used ({budget.max_minutes:g} min)"
+        if len(_committed(trials)) >= budget.max_trials:
+            sleep(poll_s)  # the rest of the budget is being measured by other (or lost) workers' trials
+            continue
+        if not any(t.state == "waiting" for t in trials):  # else: a lost trial to retry first
+            best = _best(trials)
+            if best is not None and best.number not in fitted:
+                fitted[best.number] = fit(unit_plans[best.unit], best, params).params
+            failed = {t.unit for t in _counted(trials) if t.state == "fail"}
+            pool = {k: u for k, u in unit_plans.items() if k in deployable and k not in failed}
+            predicted = search.predict(pool, request, budget.concurrency,
+                                       fitted[best.number] if best is not None else params, model)
+            busy = {t.unit for t in trials if t.state == "running"}
+            key = search.next_unit(predicted, _sweeps(trials), {k: u.total_gpus for k, u in pool.items()},
+                                   request, busy)
+            if key is None:
+                if busy:
+                    sleep(poll_s)  # another (or a lost) worker's trial: wait for it to end or go stale
+                    continue
+                return "converged: no unmeasured candidate is predicted to beat the best measured one"
+            ledger.enqueue(key)
+        trial = ledger.ask(choices)
+        key = trial.unit
+        current = ledger.trials()
+        others = {t.unit for t in current if t.state == "running" and t.number != trial.number}
+        if key in _measured(current) or key in others:  # now: a calibration fit may have taken seconds
+            ledger.tell(trial.number, "pruned")  # another worker measured it meanwhile
+            continue
+        if len(_committed(current, before=trial.number)) >= budget.max_trials:
+            ledger.tell(trial.number, "pruned")  # workers that asked first took the rest of the budget
+            continue
+        report(measuring=key)
+        _run_trial(ledger, trial.number, unit_plans[key], request, measure)
+        report()
+
+
+def plan_measured(request: PlanRequest, unit_plans: dict[str, Plan], *, ledger: Ledger, stopped: str, fit: Fit,
+                  params: dict[str, float], budget: Budget, target: str, left_out: list[str],
+                  model: Any = None, offline_pick: str | None = None) -> tuple[PlanResult, Any]:
+    """Calibrate on the best unit measured and plan ``request`` for its load (``online`` set);
+    returns the result and the fit. Raises SearchError when no unit could be measured.
+
+    Measurements rank what was measured: the best measured unit is sized first; the other units
+    measured within the SLA only if the calibrated model finds it cannot meet it."""
+    trials = ledger.trials()
+    best = _best(trials)
+    if best is None:
+        errors = sorted({t.attrs.get("error", "") for t in _counted(trials)} - {""})
+        raise SearchError(f"no candidate could be measured ({stopped}): {'; '.join(errors)[:1000]}")
+    best_unit = unit_plans[best.unit]
+    calibration = fit(best_unit, best, params)
+    result = plan(request, model=model, params=calibration.params, only={search.candidate(best_unit)})
+    good = [k for k, v in _measured(trials).items() if v > 0]
+    if not result.feasible and good:
+        result = plan(request, model=model, params=calibration.params,
+                      only={search.candidate(unit_plans[k]) for k in good})
+    f = calibration
+    note = (f"online: {len(_counted(trials))} candidate(s) measured with genai-bench on the {target} "
+            f"target ({stopped}); the model was calibrated on {search.unit_key(best_unit)} "
+            f"(times ×{f.scale:.3g}, TTFT MdAPE {f.before.ttft_mdape_pct:.1f}% → {f.after.ttft_mdape_pct:.1f}%, "
+            f"TPOT {f.before.tpot_mdape_pct:.1f}% → {f.after.tpot_mdape_pct:.1f}%) and sized the best "
+            f"measured candidate (others measured within the SLA only if it cannot meet it)")
+    swept = {k: unit_plans[k] for k in _sweeps(trials)}
+    engine_model = model[0] if model is not None else None
+    doc = online_document(trials, study_name=ledger.name, target=target, budget=budget, stopped=stopped,
+                          fit=calibration, best=best, left_out=left_out, request=request, offline_pick=offline_pick,
+                          predicted=search.predict(swept, request, budget.concurrency, params, engine_model),
+                          calibrated=search.predict(swept, request, budget.concurrency, calibration.params,
+                                                    engine_model))
+    return result.model_copy(update={"online": doc, "assumptions": (*result.assumptions, note)}), calibration
+
+
+def online_document(trials: list[LedgerTrial], *, study_name: str, target: str, budget: Budget, stopped: str,
+                    fit: Any, best: LedgerTrial, left_out: list[str], request: PlanRequest,
+                    offline_pick: str | None = None, predicted: dict[str, list[search.SweepPoint]] | None = None,
+                    calibrated: dict[str, list[search.SweepPoint]] | None = None) -> OnlineSearch:
+    """What ``profilingResults.online`` holds: budget, how the search ended, every trial and the
+    calibration (times in ms, throughputs in output tokens/s, goodput per GPU); ``offline_pick``:
+    the offline plan's unit; ``predicted`` and ``calibrated``: the offline and the calibrated
+    model's sweeps of the measured units."""
+    rows = []
+    for t in trials:
+        if t.state == "pruned":
+            continue
+        done = t.state == "complete"
+        rows.append(Trial(
+            number=t.number, unit=t.unit, state=t.state, gpus=t.attrs.get("gpus"),
+            score=round(t.value, 3) if done else None, meets_sla=t.value > 0 if done else None,
+            points=tuple(_point(p) for p in t.attrs.get("points", [])) if done else None,
+            predicted=_points_of(predicted, t.unit) if done else None,
+            calibrated=_points_of(calibrated, t.unit) if done else None,
+            error=t.attrs.get("error") or None, results_location=t.attrs.get("resultsLocation") or None))
+    return OnlineSearch(
+        profiling=profiling_label(True), study=study_name, target=target,
+        budget=SearchBudget(max_trials=budget.max_trials, max_wall_minutes=budget.max_minutes),
+        sweep=Sweep(scenario=f"D({request.isl_tokens},{request.osl_tokens})", concurrency=budget.concurrency),
+        trials_done=len(_counted(trials)), stopped=stopped, best=best.unit,
+        calibration=Calibration(unit=best.unit, scale=fit.scale, fitted=fit.fitted,
+                                points=fit.points, before=fit.before.model_dump(), after=fit.after.model_dump()),
+        left_out=tuple(left_out), offline_pick=offline_pick, trials=tuple(rows))
+
+
+def _points_of(sweeps: dict[str, list[search.SweepPoint]] | None, unit: str | None) -> tuple[MeasuredPoint, ...] | None:
+    """``unit``'s predicted sweep, to 3 decimals (None when not predicted)."""
+    if not sweeps or unit not in sweeps:
+        return None
+    return tuple(_point(p.model_dump()) for p in sweeps[unit])
+
+
+def _point(p: dict[str, Any]) -> MeasuredPoint:
+    """A stored sweep point (``SweepPoint.model_dump()``), to 3 decimals."""
+    return MeasuredPoint(concurrency=p["concurrency"], ttft_ms=round(p["ttft_ms"], 3), itl_ms=round(p["itl_ms"], 3),
+                         output_tok_s=round(p["output_tok_s"], 3))
+
+
+def progress_message(trials: list[LedgerTrial], space: int, budget: Budget, started: float | None, now: float,
+                     measuring: str | None = None) -> str:
+    """The Profiling condition's message while the search runs (``measuring``: the unit being
+    deployed and benchmarked now; ``started`` and ``now`` in s since the epoch)."""
+    done = len(_counted(trials))
+    best = _best(trials)
+    text = f"online: {done}/{budget.max_trials} candidate(s) measured"
+    if best is not None:
+        within = (f"{best.value:.0f} output tok/s/GPU within the SLA" if best.value > 0
+                  else f"misses the SLA by ×{-best.value:.2f} at best")
+        text += f"; best so far {best.unit}: {within}"
+    if measuring:
+        text += f"; now measuring {measuring}"
+    if started is not None:
+        text += f"; {(now - started) / 60:.1f} of {budget.max_minutes:g} min used"
+    return text + f"; {space} candidate(s) in the space"
