@@ -1,0 +1,106 @@
+"""What a measurement's harness adds to the TTFT it records, kept apart from the engine (pure).
+
+Calibration rows were measured by benchmark harnesses (their clients, tokenizers, HTTP paths,
+routers, in-step polling of the engine) whose per-request cost is not the engine's: fitted into
+the engine's own first-token cost it would make every plan pay it. So a calibration row's TTFT
+is modelled as measured, the engine's own cost (``params.ENGINE_MEASURED``, measured, not
+fitted) plus its harness's term; a deployment's prediction has no harness term at all
+(``serving.Load.harness_ms`` is 0 unless calibration sets it).
+
+A row's harness is the first field of its ``provenance`` (before `` | ``: e.g. ``inferencex_db``,
+``aic_team_bench``, ``source_file=2026-04-06.csv``). Its term is a typical value per backend
+(``harness_ttft_ms_<backend>``, ms) times a factor of the (harness, backend) pair
+(``harness_x:<harness>:<backend>``, 1 when not fitted: a harness the fit has not seen, or none
+named, gets the typical value). The factors are pulled toward 1 by a prior whose strength was
+chosen on grouped held-out error (``SOURCE_PRIOR_STRENGTH``); infinitely strong, every harness
+of a backend adds the same, and typical + engine is the single per-backend constant the model
+fitted before harnesses were told apart.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from profiler.model.params import PARAMS, shipped_file
+from profiler.model.steps import BACKENDS
+
+# name: (default, lower bound, upper bound), ms. The default and the engine's own cost add up to
+# the per-request cost the fit started from before harnesses were told apart (30 ms).
+TYPICAL: dict[str, tuple[float, float, float]] = {f"harness_ttft_ms_{b}": (20.0, 0.1, 1000.0) for b in BACKENDS}
+FACTOR_PREFIX = "harness_x:"
+FACTOR_BOUNDS = (0.01, 100.0)  # a harness's term, relative to its backend's typical one
+# Log-units of prior error per factor of 2 per √row pulling each factor toward 1 (as
+# ``calibrate.PRIOR_STRENGTH``); ``math.inf``: factors not fitted.
+SOURCE_PRIOR_STRENGTH = 0.05
+_SEPARATOR = "\x1f"  # between a harness and a backend in one key (in no provenance text)
+
+
+def harness_of(row: dict) -> str:
+    """The harness a measured row names: its ``provenance``'s first field ("" when none)."""
+    return str(row.get("provenance") or "").split(" | ")[0].strip()
+
+
+def factor_name(harness: str, backend: str) -> str:
+    """The parameter scaling the typical term of ``backend`` for rows measured by ``harness``."""
+    return f"{FACTOR_PREFIX}{harness}:{backend}"
+
+
+def is_harness(name: str) -> bool:
+    """Whether ``name`` is a harness term (never read by a deployment's prediction)."""
+    return name in TYPICAL or name.startswith(FACTOR_PREFIX)
+
+
+def bounds(name: str) -> tuple[float, float, float]:
+    """(default, lower, upper) of a model parameter or a harness term."""
+    if name in PARAMS:
+        return PARAMS[name]
+    if name in TYPICAL:
+        return TYPICAL[name]
+    if name.startswith(FACTOR_PREFIX):
+        return (1.0, *FACTOR_BOUNDS)
+    raise KeyError(name)
+
+
+def factor_names(harness: np.ndarray, backend: np.ndarray, mask: np.ndarray) -> tuple[str, ...]:
+    """The factors the rows at ``mask`` can fit: one per (named harness, backend) pair, sorted."""
+    pairs = {(h, b) for h, b in zip(harness[mask].tolist(), backend[mask].tolist()) if h}
+    return tuple(sorted(factor_name(h, b) for h, b in pairs))
+
+
+def harness_ms(params: dict[str, float], harness: np.ndarray, backend: np.ndarray) -> np.ndarray:
+    """Per row: the TTFT (ms) its harness adds, typical of its backend × its pair's factor
+    (``params`` without a name: its default)."""
+    pairs, which = np.unique(np.char.add(np.char.add(harness.astype(str), _SEPARATOR), backend.astype(str)),
+                             return_inverse=True)
+    value = lambda n: params.get(n, bounds(n)[0])  # noqa: E731
+    per_pair = []
+    for pair in pairs.tolist():
+        h, b = pair.rsplit(_SEPARATOR, 1)
+        per_pair.append(value(f"harness_ttft_ms_{b}") * (value(factor_name(h, b)) if h else 1.0))
+    return np.asarray(per_pair, dtype=float)[which]
+
+
+def terms(params: dict[str, float]) -> dict[str, float]:
+    """The harness terms of ``params``, ms: each typical one and each fitted (harness, backend)'s
+    (typical × factor), keyed ``<backend>`` and ``<harness>:<backend>``."""
+    out = {name.removeprefix("harness_ttft_ms_"): params.get(name, default) for name, (default, _, _) in TYPICAL.items()}
+    for name, factor in params.items():
+        if name.startswith(FACTOR_PREFIX):
+            backend = name.rsplit(":", 1)[1]
+            out[name.removeprefix(FACTOR_PREFIX)] = factor * params.get(f"harness_ttft_ms_{backend}",
+                                                                        TYPICAL[f"harness_ttft_ms_{backend}"][0])
+    return out
+
+
+def shipped_terms() -> dict[str, float]:
+    """The harness terms fitted with the shipped parameters (``params.json``'s ``harness``), for
+    scoring the calibration data as measured; never read by a prediction for a deployment."""
+    return dict(shipped_file().get("harness", {}))
+
+
+def fitted_factors(source_prior: float, harness: np.ndarray, backend: np.ndarray,
+                   mask: np.ndarray) -> tuple[str, ...]:
+    """``factor_names`` of the rows at ``mask``, none when ``source_prior`` is infinite."""
+    return () if math.isinf(source_prior) else factor_names(harness, backend, mask)
