@@ -76,7 +76,7 @@ def test_the_fit_holds_the_engines_cost_and_fits_one_factor_per_harness_and_back
     rows = [_row(h, c, ttft_ms=t) for h, t in zip(HARNESSES, (120.0, 300.0)) for c in (1, 4, 16)]
     data = prepare_rows(rows)
     start = default_params()
-    fitted = fit_by_vendor(data, start, max_evals=20)
+    fitted = fit_by_vendor(data, start, max_evals=20, source_prior=0.05)
     assert all(fitted[n] == start[n] for n in ENGINE_MEASURED)
     assert {n for n in fitted if n.startswith("harness_x:")} == {factor_name(h, "trtllm") for h in HARNESSES}
     # The harness whose first tokens are measured later gets the larger term.
