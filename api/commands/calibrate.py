@@ -3,7 +3,9 @@
 
 Deterministic: the same data gives a byte-identical ``params.json`` (sorted keys, values
 rounded to 6 significant digits, no timestamp unless ``--date`` is given). The file holds
-``{"params": {...}, "provenance": {...}}``; provenance names the data file (not its path),
+``{"params": {...}, "harness": {...}, "provenance": {...}}`` (``harness``: the terms the data's
+harnesses add to its TTFTs, fitted beside the parameters and never read by a plan,
+``profiler.model.harness``); provenance names the data file (not its path),
 its sha256, the rows used, the in-sample fit error and the command. The GEMM shape
 efficiencies are first fitted to kernel measurements (per-layer linear-op times, ``--kernels``;
 ``profiler.model.kernels``), and the end-to-end fit starts from and is pulled toward them; the
