@@ -12,9 +12,9 @@ A row's harness is the first field of its ``provenance`` (before `` | ``: e.g. `
 (``harness_ttft_ms_<backend>``, ms) times a factor of the (harness, backend) pair
 (``harness_x:<harness>:<backend>``, 1 when not fitted: a harness the fit has not seen, or none
 named, gets the typical value). The factors are pulled toward 1 by a prior whose strength was
-chosen on grouped held-out error (``SOURCE_PRIOR_STRENGTH``); infinitely strong, every harness
-of a backend adds the same, and typical + engine is the single per-backend constant the model
-fitted before harnesses were told apart.
+chosen on grouped held-out error (``SOURCE_PRIOR_STRENGTH``): infinitely strong, as shipped, every
+harness of a backend adds the same, and typical + engine is the single per-backend constant the
+model fitted before harnesses were told apart.
 """
 
 from __future__ import annotations
@@ -28,7 +28,8 @@ from profiler.model.steps import BACKENDS
 
 # name: (default, lower bound, upper bound), ms. The default and the engine's own cost add up to
 # the per-request cost the fit started from before harnesses were told apart (30 ms).
-TYPICAL: dict[str, tuple[float, float, float]] = {f"harness_ttft_ms_{b}": (20.0, 0.1, 1000.0) for b in BACKENDS}
+TYPICAL_PREFIX = "harness_ttft_ms_"
+TYPICAL: dict[str, tuple[float, float, float]] = {f"{TYPICAL_PREFIX}{b}": (20.0, 0.1, 1000.0) for b in BACKENDS}
 FACTOR_PREFIX = "harness_x:"
 FACTOR_BOUNDS = (0.01, 100.0)  # a harness's term, relative to its backend's typical one
 # Log-units of prior error per factor of 2 per √row pulling each factor toward 1 (as
@@ -50,6 +51,12 @@ def factor_name(harness: str, backend: str) -> str:
     return f"{FACTOR_PREFIX}{harness}:{backend}"
 
 
+def typical_ms(params: dict[str, float], backend: str) -> float:
+    """The typical harness term of ``backend`` in ``params`` (its default when absent), ms."""
+    name = f"{TYPICAL_PREFIX}{backend}"
+    return params.get(name, TYPICAL[name][0])
+
+
 def is_harness(name: str) -> bool:
     """Whether ``name`` is a harness term (never read by a deployment's prediction)."""
     return name in TYPICAL or name.startswith(FACTOR_PREFIX)
@@ -66,35 +73,39 @@ def bounds(name: str) -> tuple[float, float, float]:
     raise KeyError(name)
 
 
-def factor_names(harness: np.ndarray, backend: np.ndarray, mask: np.ndarray) -> tuple[str, ...]:
-    """The factors the rows at ``mask`` can fit: one per (named harness, backend) pair, sorted."""
-    pairs = {(h, b) for h, b in zip(harness[mask].tolist(), backend[mask].tolist()) if h}
-    return tuple(sorted(factor_name(h, b) for h, b in pairs))
-
-
 def harness_ms(params: dict[str, float], harness: np.ndarray, backend: np.ndarray) -> np.ndarray:
     """Per row: the TTFT (ms) its harness adds, typical of its backend × its pair's factor
     (``params`` without a name: its default)."""
     pairs, which = np.unique(np.char.add(np.char.add(harness.astype(str), _SEPARATOR), backend.astype(str)),
                              return_inverse=True)
-    value = lambda n: params.get(n, bounds(n)[0])  # noqa: E731
     per_pair = []
     for pair in pairs.tolist():
         h, b = pair.rsplit(_SEPARATOR, 1)
-        per_pair.append(value(f"harness_ttft_ms_{b}") * (value(factor_name(h, b)) if h else 1.0))
+        per_pair.append(term_ms(params, h, b))
     return np.asarray(per_pair, dtype=float)[which]
 
 
 def terms(params: dict[str, float]) -> dict[str, float]:
     """The harness terms of ``params``, ms: each typical one and each fitted (harness, backend)'s
     (typical × factor), keyed ``<backend>`` and ``<harness>:<backend>``."""
-    out = {name.removeprefix("harness_ttft_ms_"): params.get(name, default) for name, (default, _, _) in TYPICAL.items()}
+    out = {b: typical_ms(params, b) for b in BACKENDS}
     for name, factor in params.items():
         if name.startswith(FACTOR_PREFIX):
-            backend = name.rsplit(":", 1)[1]
-            out[name.removeprefix(FACTOR_PREFIX)] = factor * params.get(f"harness_ttft_ms_{backend}",
-                                                                        TYPICAL[f"harness_ttft_ms_{backend}"][0])
+            out[name.removeprefix(FACTOR_PREFIX)] = factor * typical_ms(params, name.rsplit(":", 1)[1])
     return out
+
+
+def term_ms(params: dict[str, float], harness: str, backend: str) -> float:
+    """The TTFT (ms) ``harness`` adds on ``backend``: the typical term × the pair's factor (1 when
+    ``params`` has none, or no harness is named)."""
+    return typical_ms(params, backend) * (params.get(factor_name(harness, backend), 1.0) if harness else 1.0)
+
+
+def measured_by(params: dict[str, float], harness: str, backend: str) -> dict[str, float]:
+    """``params`` as seen through ``harness`` on ``backend``: the engine's per-request cost
+    (``ttft_ms_<backend>``) raised by the harness's term, for what takes one set of parameters
+    rather than a term per row (e.g. calibrating to points the harness measured)."""
+    return params | {f"ttft_ms_{backend}": params[f"ttft_ms_{backend}"] + term_ms(params, harness, backend)}
 
 
 def shipped_terms() -> dict[str, float]:
@@ -105,5 +116,9 @@ def shipped_terms() -> dict[str, float]:
 
 def fitted_factors(source_prior: float, harness: np.ndarray, backend: np.ndarray,
                    mask: np.ndarray) -> tuple[str, ...]:
-    """``factor_names`` of the rows at ``mask``, none when ``source_prior`` is infinite."""
-    return () if math.isinf(source_prior) else factor_names(harness, backend, mask)
+    """The factors the rows at ``mask`` fit, sorted: one per (named harness, backend) pair; none
+    when ``source_prior`` is infinite (one term per backend)."""
+    if math.isinf(source_prior):
+        return ()
+    pairs = {(h, b) for h, b in zip(harness[mask].tolist(), backend[mask].tolist()) if h}
+    return tuple(sorted(factor_name(h, b) for h, b in pairs))
