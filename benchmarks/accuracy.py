@@ -33,7 +33,15 @@ with the CDNA3 GPUs (MI300X, MI325X) held out together, and with every AMD row h
 on NVIDIA rows alone, as before AMD rows were in the fit). Rows with only a TPOT (a published
 median, see ``benchmarks/amd_data.py``) are fitted and scored on TPOT only.
 
+Every prediction is read twice: *as measured*, with the term each row's harness adds to its TTFT
+(its client, tokenizer, HTTP path, polling; ``profiler/model/harness.py``), fitted in each fold
+with the model, and *engine alone*, without it, as a plan predicts a deployment. The tables are
+as measured; the summary gives both, and the harness terms fitted on every row (the shipped
+``params.json``) are listed with their size. ``--source-prior`` sets how strongly each harness's
+term is pulled toward its backend's typical one (``inf``: one term per backend).
+
     python benchmarks/accuracy.py [--data CSV] [--also CSV] [--max-evals N] [--workers N] [--in-sample-only]
+                                  [--source-prior S]
 
 Cross-validation refits the parameters once per held-out group (each fit starting from and
 pulled toward the GEMM shape efficiencies fitted to the kernel measurements beside the data,
@@ -285,6 +293,31 @@ def added_table(data, preds: dict[str, np.ndarray], added: np.ndarray) -> str:
     return "\n".join(lines)
 
 
+def harness_table(data, params: dict[str, float]) -> str:
+    """The per-request TTFT costs of ``params`` (ms): each backend's engine cost (a plan's) and
+    typical harness term, and each (harness, backend) term, with the distinct measurements of
+    ``data`` it applies to."""
+    import numpy as np
+
+    from profiler.model.harness import factor_name, terms
+
+    sizes = terms(params)
+    counts: dict[tuple[str, str], int] = {}
+    for h, b in zip(data.harness[~data.repeats].tolist(), data.labels["backend"][~data.repeats].tolist()):
+        counts[h, b] = counts.get((h, b), 0) + 1
+    lines = ["PER-REQUEST TTFT COSTS (ms): the engine's own (measured; what a plan predicts) and what each "
+             "harness adds to it (fitted; as measured only)",
+             f"{'backend':<8} {'engine':>7} {'typical harness':>15}"]
+    for backend in sorted({b for _, b in counts}):
+        lines.append(f"{backend:<8} {params[f'ttft_ms_{backend}']:>7.1f} {sizes.get(backend, np.nan):>15.1f}")
+    lines.append(f"{'harness':<32} {'backend':<8} {'rows':>5} {'term':>7}")
+    for (h, b), n in sorted(counts.items()):
+        fitted = factor_name(h, b) in params
+        term = sizes.get(f"{h}:{b}", sizes.get(b, np.nan))
+        lines.append(f"{h or '(none named)':<32} {b:<8} {n:>5} {term:>7.1f}" + ("" if fitted else "  (typical)"))
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", help="calibration CSV (default: ../shared/data next to the repository)")
@@ -292,13 +325,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--also", action="append", default=[], metavar="CSV",
                         help="more measured rows fitted with --data's and reported on their own (repeatable)")
     parser.add_argument("--in-sample-only", action="store_true", help="skip cross-validation (seconds, not minutes)")
+    parser.add_argument("--source-prior", type=float, default=None, metavar="S",
+                        help="prior strength pulling each harness's TTFT term toward its backend's typical one "
+                             "(default: the shipped fit's; inf: one term per backend)")
     add_workers_argument(parser)
     args = parser.parse_args(argv)
 
     import numpy as np
 
-    from profiler.model.calibrate import kernel_prior, measured_column, measured_mask, median_errors, prepare_rows
+    from profiler.model.calibrate import (ENGINE_ALONE, as_measured, kernel_prior, measured_column, measured_mask,
+                                          median_errors, prepare_rows)
     from profiler.model.estimate import evaluate
+    from profiler.model.harness import shipped_terms
     from profiler.model.params import shipped_params
 
     path = Path(args.data) if args.data else default_data_path()
@@ -336,9 +374,12 @@ def main(argv: list[str] | None = None) -> int:
                   f"more than {target['TPOT']:.0f}%)")
     print()
 
-    out = evaluate(data.batch, shipped_params())
+    shipped = shipped_params() | shipped_terms()
+    out = evaluate(as_measured(data, shipped), shipped)
     print(format_table(error_rows(data, *only(~added, out["ttft_ms"], out["itl_ms"])),
-                       "IN SAMPLE (shipped parameters on the rows they were fitted on; NOT an accuracy measure)"))
+                       "IN SAMPLE, as measured (shipped parameters and harness terms on the rows they were fitted "
+                       "on; NOT an accuracy measure)"))
+    print("\n" + harness_table(data, shipped))
     if added.any():
         print("\n" + added_table(data, {"shipped": np.stack([out["ttft_ms"], out["itl_ms"]])}, added))
     if args.in_sample_only:
@@ -353,7 +394,8 @@ def main(argv: list[str] | None = None) -> int:
     amd = data.batch.decode["cdna"] > 0
     if amd.any():
         held_out |= {"cdna3": data.batch.decode["cdna"] == 3, "amd": amd}
-    every = run_cross_validation(data, prior, args.workers, max_evals=args.max_evals, held_out=held_out)
+    every = run_cross_validation(data, prior, args.workers, max_evals=args.max_evals, held_out=held_out,
+                                 source_prior=args.source_prior)
     if added.any():
         print("\n" + added_table(data, {scheme: every[scheme][:2] for scheme in ADDED_SCHEMES if scheme in every},
                                  added))
@@ -382,6 +424,11 @@ def main(argv: list[str] | None = None) -> int:
                            + (f", {short} short of the target" if short else ", target met"))
         summary.append(f"        95% interval, whole sweeps resampled ({len(set(sweeps[scored]))} sweeps): "
                        f"TTFT {intervals[0][0]:.1f}–{intervals[0][1]:.1f}%  TPOT {intervals[1][0]:.1f}–{intervals[1][1]:.1f}%")
+        engine = [np.where(added, np.nan, x) for x in every[scheme + ENGINE_ALONE][:2]]
+        (_, e_ttft, e_ttft_bias), (_, e_tpot, e_tpot_bias) = (median_errors(x, m) for x, m in zip(
+            engine, (np.where(data.repeats, np.nan, data.ttft_ms), np.where(data.repeats, np.nan, data.tpot_ms))))
+        summary.append(f"        engine alone (no harness term): TTFT MdAPE {e_ttft:.1f}% (bias {e_ttft_bias:+.0f}%)  "
+                       f"TPOT MdAPE {e_tpot:.1f}% (bias {e_tpot_bias:+.0f}%)")
         n_tok, tok_ape, tok_bias = median_errors(tok_s, throughput)
         summary.append(f"        output tok/s per GPU (n={n_tok}, rows with measured throughput): "
                        f"MdAPE {tok_ape:.1f}% (bias {tok_bias:+.0f}%)")
@@ -394,7 +441,9 @@ def main(argv: list[str] | None = None) -> int:
                            f"TPOT MdAPE {np.nanmedian(p_err):.1f}%")
     targets = "; ".join(f"{scheme} TTFT ≤ {target['TTFT']:.0f}%, TPOT ≤ {target['TPOT']:.0f}%"
                         for scheme, target in TARGETS.items())
-    print(f"\nsummary (targets: {targets}; cross-validation took {minutes:.1f} min)")
+    prior_text = "default" if args.source_prior is None else f"{args.source_prior:g}"
+    print(f"\nsummary, as measured unless said (targets: {targets}; harness prior {prior_text}; "
+          f"cross-validation took {minutes:.1f} min)")
     print("\n".join(summary))
     workloads = np.array([workload_key(rows[i]) for i in data.index])
     configurations = np.array(["|".join(inputs_key(rows[i])) for i in data.index])

@@ -208,7 +208,7 @@ def predictions_for(data, hold: str, max_evals: int) -> dict[str, dict]:
     predicted by parameters fitted without any of its rows."""
     import numpy as np
 
-    from profiler.model.calibrate import _subset, fit, kernel_prior
+    from profiler.model.calibrate import _subset, fit_by_vendor, kernel_prior
     from profiler.model.estimate import evaluate
     from profiler.model.params import shipped_params
 
@@ -216,19 +216,23 @@ def predictions_for(data, hold: str, max_evals: int) -> dict[str, dict]:
     out = {gpu: shipped for gpu in np.unique(data.labels["gpu"])}
     if hold in out:
         held = data.labels["gpu"] == hold
-        params = fit(_subset(data, ~held), kernel_prior(None), max_evals=max_evals)
+        params = fit_by_vendor(_subset(data, ~held), kernel_prior(None), max_evals=max_evals)
         out[hold] = evaluate(data.batch, params)
     return out
 
 
 def calibration_check(rows: list[dict], data) -> list[tuple[float, float, float, float]]:
     """Per configuration measured at ≥ 3 concurrencies: fitted on its lowest and highest, the
-    median absolute % error of TTFT and TPOT on the others, before and after calibration."""
+    median absolute % error of TTFT and TPOT on the others, before and after calibration. Both
+    start from the shipped parameters as seen through the configuration's harness (its term in
+    the per-request cost, ``harness.measured_by``): the points were measured through it."""
     import numpy as np
 
     from profiler.model.dataset import row_config
     from profiler.model.estimate import estimate
+    from profiler.model.harness import measured_by, shipped_terms
     from profiler.model.measured import Point, fit_deployment
+    from profiler.model.params import shipped_params
 
     groups: dict[str, list[int]] = {}
     for j, i in enumerate(data.index):
@@ -244,11 +248,12 @@ def calibration_check(rows: list[dict], data) -> list[tuple[float, float, float,
             point = lambda j: Point(isl_tokens=config.isl_tokens, osl_tokens=config.osl_tokens,  # noqa: E731
                                     concurrency=float(rows[data.index[j]]["concurrency"]),
                                     ttft_ms=float(data.ttft_ms[j]), tpot_ms=float(data.tpot_ms[j]))
-            fitted = fit_deployment(config, [point(js[0]), point(js[-1])])
+            start = measured_by(shipped_params() | shipped_terms(), str(data.harness[js[0]]), config.backend)
+            fitted = fit_deployment(config, [point(js[0]), point(js[-1])], params=start)
         except (ValueError, ArithmeticError):
             continue
         errs = []
-        for params in (None, fitted.params):
+        for params in (start, fitted.params):
             t, p = [], []
             for j in js[1:-1]:
                 e = estimate(config.model_copy(update={"concurrency": float(rows[data.index[j]]["concurrency"])}),

@@ -3,7 +3,9 @@
 
 Deterministic: the same data gives a byte-identical ``params.json`` (sorted keys, values
 rounded to 6 significant digits, no timestamp unless ``--date`` is given). The file holds
-``{"params": {...}, "provenance": {...}}``; provenance names the data file (not its path),
+``{"params": {...}, "harness": {...}, "provenance": {...}}`` (``harness``: the terms the data's
+harnesses add to its TTFTs, fitted beside the parameters and never read by a plan,
+``profiler.model.harness``); provenance names the data file (not its path),
 its sha256, the rows used, the in-sample fit error and the command. The GEMM shape
 efficiencies are first fitted to kernel measurements (per-layer linear-op times, ``--kernels``;
 ``profiler.model.kernels``), and the end-to-end fit starts from and is pulled toward them; the
@@ -87,17 +89,21 @@ def add_workers_argument(parser) -> argparse.Action:
 
 
 def run_cross_validation(data, prior: dict[str, float], workers: int, max_evals: int = 200,
-                         held_out: dict[str, np.ndarray] | None = None) -> dict:
-    """``cross_validate`` (with its ``held_out`` groups), its folds spread over ``workers`` processes
-    (the same results as one)."""
+                         held_out: dict[str, np.ndarray] | None = None, source_prior: float | None = None) -> dict:
+    """``cross_validate`` (with its ``held_out`` groups and harness prior ``source_prior``, default
+    ``harness.SOURCE_PRIOR_STRENGTH``), its folds spread over ``workers`` processes (the same
+    results as one)."""
     from profiler.model.calibrate import cross_validate
+    from profiler.model.harness import SOURCE_PRIOR_STRENGTH
 
+    options = dict(max_evals=max_evals, held_out=held_out,
+                   source_prior=SOURCE_PRIOR_STRENGTH if source_prior is None else source_prior)
     if workers == 1:
-        return cross_validate(data, prior, max_evals=max_evals, held_out=held_out)
+        return cross_validate(data, prior, **options)
     from concurrent.futures import ProcessPoolExecutor
 
     with ProcessPoolExecutor(max_workers=workers) as pool:
-        return cross_validate(data, prior, max_evals=max_evals, map_folds=pool.map, held_out=held_out)
+        return cross_validate(data, prior, map_folds=pool.map, **options)
 
 
 def default_data_path() -> Path | None:
@@ -161,7 +167,8 @@ def run(args: argparse.Namespace) -> int:
     import numpy as np
 
     from profiler.model.calibrate import fit_by_vendor, kernel_prior, measured_mask, prepare_rows
-    from profiler.model.params import PARAMS, shipped_params
+    from profiler.model.harness import is_harness
+    from profiler.model.params import ENGINE_MEASURED, PARAMS, shipped_file, shipped_params
 
     path = Path(args.data) if args.data else default_data_path()
     if path is None:
@@ -203,7 +210,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"error: --data: none of the {len(rows)} rows has ttft_ms or tpot_ms measured on a recorded "
               "deployment: nothing to fit, parameters left as they were", file=sys.stderr)
         return 1
-    print(f"fitting {len(PARAMS)} parameters on {used} of {len(rows)} rows ({len(data.errors)} not predictable, "
+    print(f"fitting {len(PARAMS) - len(ENGINE_MEASURED)} parameters and the harness terms on {used} of {len(rows)} rows ({len(data.errors)} not predictable, "
           f"{int(data.repeats.sum())} repeating another row's measurement, "
           f"{int((distinct & ~measured).sum())} without a finite positive ttft_ms or tpot_ms, "
           f"{int((measured & ~both).sum())} fitted on the one of them they have, "
@@ -219,7 +226,8 @@ def run(args: argparse.Namespace) -> int:
         return 1
     if kernels:
         kernels["prior"] = {k: _round(prior[k]) for k in sorted(prior) if prior[k] != PARAMS[k][0]}
-    params = {k: _round(v) for k, v in fit_by_vendor(data, prior, max_evals=args.max_evals).items()}
+    fitted = {k: _round(v) for k, v in fit_by_vendor(data, prior, max_evals=args.max_evals).items()}
+    params = {k: v for k, v in fitted.items() if not is_harness(k)}
     command = ["slaplan", "calibrate", "--data", path.name, *(f"--also {extra.name}" for extra in also)]
     if args.kernels:
         command += ["--kernels", Path(args.kernels).name]
@@ -233,17 +241,19 @@ def run(args: argparse.Namespace) -> int:
         "rows_not_predictable": len(data.errors),
         "kernels": kernels,
         **({"also": files[1:]} if also else {}),
-        "fit_loss_in_sample": in_sample_loss(data, params),
+        "fit_loss_in_sample": in_sample_loss(data, fitted),
         "command": " ".join(command),
     }
     if args.date:
         provenance["date"] = args.date
     try:
-        write_json(out, {"params": params, "provenance": provenance})
+        write_json(out, {"params": params, "harness": {k: v for k, v in fitted.items() if is_harness(k)},
+                         "provenance": provenance})
     except OSError as exc:
         print(f"error: --out: cannot write {out}: {exc.strerror or exc}", file=sys.stderr)
         return 1
     shipped_params.cache_clear()
+    shipped_file.cache_clear()
     loss = provenance["fit_loss_in_sample"]
     print(f"wrote {out}: in-sample median abs error TTFT {_percent(loss['ttft_median_ape_pct'])}, "
           f"TPOT {_percent(loss['tpot_median_ape_pct'])} (not a measure of accuracy; use --cv)")
@@ -299,14 +309,15 @@ def _round(x: float) -> float:
 
 
 def in_sample_loss(data, params: dict[str, float]) -> dict[str, float | None]:
-    """Errors on the distinct measurements: median absolute % error of TTFT and TPOT, median |log error|
-    (None when no measured row has a finite prediction)."""
+    """Errors on the distinct measurements as measured (``params``' harness terms in): median
+    absolute % error of TTFT and TPOT, median |log error| (None when no measured row has a finite
+    prediction)."""
     import numpy as np
 
-    from profiler.model.calibrate import ape, measured_mask
+    from profiler.model.calibrate import ape, as_measured, measured_mask
     from profiler.model.estimate import evaluate
 
-    out = evaluate(data.batch, params)
+    out = evaluate(as_measured(data, params), params)
     ok = measured_mask(data) & np.isfinite(out["ttft_ms"]) & np.isfinite(out["itl_ms"]) & ~data.repeats
     logs = np.concatenate([np.log(out["ttft_ms"][ok] / data.ttft_ms[ok]), np.log(out["itl_ms"][ok] / data.tpot_ms[ok])])
     median = lambda x, digits: round(float(np.median(x)), digits) if ok.any() else None  # noqa: E731

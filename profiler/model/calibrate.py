@@ -16,12 +16,13 @@ from functools import lru_cache, partial
 
 import numpy as np
 
+from profiler.model import harness as harnesses
 from profiler.model.dataset import row_prepared
 from profiler.model.errors import ModelError
 from profiler.model.estimate import Batch, evaluate, stack_prepared
 from profiler.model.kernels import fit_kernels
 from profiler.model.model_catalog import MODELS, resolve_model
-from profiler.model.params import AMD_PARAMS, PARAMS, default_params
+from profiler.model.params import AMD_PARAMS, ENGINE_MEASURED, PARAMS, default_params
 
 TTFT_WEIGHT = 1.0
 TPOT_WEIGHT = 1.0
@@ -40,6 +41,9 @@ class Prepared:
     inferred: np.ndarray  # rows whose deployment had to be guessed (e.g. missing worker counts)
     errors: dict[int, str]  # input position -> why it cannot be predicted
     repeats: np.ndarray  # rows repeating another row's measurement (fitted and scored once, there)
+    # Each row's harness (``harness.harness_of``; "" none named); None: the points are the
+    # deployment's own, no harness term (``measured.fit_deployment``).
+    harness: np.ndarray | None = None
 
 
 @lru_cache(maxsize=None)
@@ -135,7 +139,19 @@ def prepare_rows(rows: list[dict]) -> Prepared:
     labels = {k: np.array([str(rows[i].get(k)) for i in keep]) for k in ("gpu", "backend", "mode")}
     labels["family"] = np.array([family(str(rows[i].get("model"))) for i in keep])
     return Prepared(np.array(keep, dtype=int), stack_prepared(preps) if preps else None, ttft, tpot, labels,
-                    np.array(inferred, dtype=bool), errors, repeated_measurements(rows, keep, inferred))
+                    np.array(inferred, dtype=bool), errors, repeated_measurements(rows, keep, inferred),
+                    np.array([harnesses.harness_of(rows[i]) for i in keep], dtype=str))
+
+
+def as_measured(data: Prepared, params: dict[str, float]) -> Batch:
+    """``data``'s batch with each row's harness term (``harness.harness_ms`` of ``params``) in its
+    load: what ``evaluate`` predicts then is the measurement, harness included; ``data.batch``
+    alone is the engine's."""
+    if data.harness is None:
+        return data.batch
+    b = data.batch
+    return Batch(b.decode, b.prefill, {**b.load, "harness_ms": harnesses.harness_ms(params, data.harness,
+                                                                                  data.labels["backend"])}, b.gpus)
 
 
 def measured_mask(data: Prepared) -> np.ndarray:
@@ -149,12 +165,13 @@ def _subset(data: Prepared, mask: np.ndarray) -> Prepared:
     pick = lambda d: {k: v[mask] for k, v in d.items()}  # noqa: E731
     return Prepared(data.index[mask], Batch(pick(b.decode), pick(b.prefill), pick(b.load), b.gpus[mask]),
                     data.ttft_ms[mask], data.tpot_ms[mask], pick(data.labels), data.inferred[mask], {},
-                    data.repeats[mask])
+                    data.repeats[mask], None if data.harness is None else data.harness[mask])
 
 
 def fit(data: Prepared, start: dict[str, float] | None = None, names: tuple[str, ...] = tuple(PARAMS),
         max_evals: int = 400, prior_strength: float | dict[str, float] = PRIOR_STRENGTH) -> dict[str, float]:
-    """Least-squares fit of ``names`` (others stay at ``start``) in log-parameter space.
+    """Least-squares fit of ``names`` (others stay at ``start``) in log-parameter space; names may
+    be harness terms (``harness.py``), fitted to the TTFTs as measured.
 
     Rows whose deployment was inferred rather than recorded are left out of the fit (they
     would teach the model the guess, not the hardware) but are still predicted and scored.
@@ -163,9 +180,9 @@ def fit(data: Prepared, start: dict[str, float] | None = None, names: tuple[str,
     ``prior_strength`` log-units of error per factor of 2 per √row (one number for every name,
     or one per name, ``PRIOR_STRENGTH`` for names it leaves out).
     """
-    base = dict(start or default_params())
-    lo = np.log([PARAMS[n][1] if PARAMS[n][1] > 0 else 1e-3 for n in names])
-    hi = np.log([PARAMS[n][2] for n in names])
+    base = {n: harnesses.bounds(n)[0] for n in names} | dict(start or default_params())
+    lo = np.log([harnesses.bounds(n)[1] if harnesses.bounds(n)[1] > 0 else 1e-3 for n in names])
+    hi = np.log([harnesses.bounds(n)[2] for n in names])
     x0 = np.clip(np.log([max(base[n], 1e-3) for n in names]), lo + 1e-9, hi - 1e-9)
     fitted = ~data.inferred & ~data.repeats
     ok_ttft, ok_tpot = (fitted & np.isfinite(x) & (x > 0) for x in (data.ttft_ms, data.tpot_ms))
@@ -186,7 +203,7 @@ def fit(data: Prepared, start: dict[str, float] | None = None, names: tuple[str,
 
     def residuals(x):
         p = dict(base, **dict(zip(names, np.exp(x))))
-        out = evaluate(data.batch, p)
+        out = evaluate(as_measured(data, p), p)
         r1 = np.where(ok_ttft, np.log(np.maximum(out["ttft_ms"], 1e-3)) - log_ttft, 0.0)
         r2 = np.where(ok_tpot, np.log(np.maximum(out["itl_ms"], 1e-3)) - log_tpot, 0.0)
         r1 = np.where(np.isfinite(r1), r1, 5.0)
@@ -200,17 +217,32 @@ def fit(data: Prepared, start: dict[str, float] | None = None, names: tuple[str,
     return dict(base, **{n: float(v) for n, v in zip(names, np.exp(res.x))})
 
 
-def fit_by_vendor(data: Prepared, start: dict[str, float] | None = None, max_evals: int = 400) -> dict[str, float]:
+def fit_by_vendor(data: Prepared, start: dict[str, float] | None = None, max_evals: int = 400,
+                  source_prior: float = harnesses.SOURCE_PRIOR_STRENGTH) -> dict[str, float]:
     """Every parameter fitted in two steps: the shared ones (``fit``) on the rows measured on
     NVIDIA GPUs, then the AMD-only ones (``params.AMD_PARAMS``) on the rows measured on AMD GPUs,
     the shared ones held. AMD rows thus inform only what is AMD's own (the shares are relative to
-    the efficiencies NVIDIA's rows set), and without AMD rows the fit is the NVIDIA fit."""
+    the efficiencies NVIDIA's rows set), and without AMD rows the fit is the NVIDIA fit.
+
+    The engine's own first-token costs (``params.ENGINE_MEASURED``) are measured, not fitted;
+    the harness terms are: the typical ones with the shared parameters, each (harness, backend)
+    factor with the step whose rows first name it, pulled toward 1 with ``source_prior``
+    (``harness.SOURCE_PRIOR_STRENGTH``; ``math.inf``: not fitted, every harness typical).
+    Returns the model's parameters and the harness terms in one dict."""
     amd = data.batch.decode["cdna"] > 0
-    shared = tuple(n for n in PARAMS if n not in AMD_PARAMS)
+    shared = tuple(n for n in PARAMS if n not in AMD_PARAMS and n not in ENGINE_MEASURED) + tuple(harnesses.TYPICAL)
     params = dict(start or default_params())
+    harness = data.harness if data.harness is not None else np.full(len(data.index), "")
+    fitted = ~data.inferred & ~data.repeats & np.isfinite(data.ttft_ms)
+    nvidia = harnesses.fitted_factors(source_prior, harness, data.labels["backend"], fitted & ~amd)
+    amd_only = tuple(n for n in harnesses.fitted_factors(source_prior, harness, data.labels["backend"], fitted & amd)
+                     if n not in nvidia)
+    strength = dict.fromkeys(nvidia + amd_only, source_prior)
     if (~amd).any():
-        params = fit(_subset(data, ~amd), params, shared, max_evals=max_evals)
-    return fit(_subset(data, amd), params, AMD_PARAMS, max_evals=max_evals) if amd.any() else params
+        params = fit(_subset(data, ~amd), params, shared + nvidia, max_evals=max_evals, prior_strength=strength)
+    if not amd.any():
+        return params
+    return fit(_subset(data, amd), params, AMD_PARAMS + amd_only, max_evals=max_evals, prior_strength=strength)
 
 
 def ape(pred: np.ndarray, measured: np.ndarray) -> np.ndarray:
@@ -240,33 +272,44 @@ def kernel_prior(kernel_rows: list[dict] | None) -> dict[str, float]:
     return prior
 
 
-def _fold_predictions(data: Prepared, start: dict[str, float] | None, max_evals: int,
-                      held: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """One cross-validation fold: fit without the ``held`` rows, predict them (TTFT and TPOT in
-    ms, output tokens/s per GPU)."""
-    params = fit_by_vendor(_subset(data, ~held), start, max_evals=max_evals)
-    out = evaluate(_subset(data, held).batch, params)
-    return out["ttft_ms"], out["itl_ms"], out["output_tok_s_per_gpu"]
+def _fold_predictions(data: Prepared, start: dict[str, float] | None, max_evals: int, source_prior: float,
+                      held: np.ndarray) -> np.ndarray:
+    """One cross-validation fold: fit without the ``held`` rows, predict them: TTFT and TPOT in
+    ms and output tokens/s per GPU as measured (harness terms in), then the same of the engine
+    alone (no harness term), six rows."""
+    params = fit_by_vendor(_subset(data, ~held), start, max_evals=max_evals, source_prior=source_prior)
+    sub = _subset(data, held)
+    readings = (evaluate(as_measured(sub, params), params), evaluate(sub.batch, params))
+    return np.array([out[k] for out in readings for k in ("ttft_ms", "itl_ms", "output_tok_s_per_gpu")])
+
+
+ENGINE_ALONE = "/engine"  # suffix of ``cross_validate``'s schemes predicted without harness terms
 
 
 def cross_validate(data: Prepared, start: dict[str, float] | None = None, max_evals: int = 200,
-                   map_folds=map, held_out: dict[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
+                   map_folds=map, held_out: dict[str, np.ndarray] | None = None,
+                   source_prior: float = harnesses.SOURCE_PRIOR_STRENGTH) -> dict[str, np.ndarray]:
     """Grouped CV: one fold per model family and one per GPU type, and one per entry of
     ``held_out`` (a name and a mask of ``data``'s rows held out together, e.g. every
     disaggregated row).
 
     Returns held-out predictions for each scheme (``family``, ``gpu`` and the names of
     ``held_out``), one row each of TTFT (ms), TPOT (ms) and output tokens/s per GPU: every
-    configuration is predicted by parameters fitted (from and toward ``start``) without its
-    group; rows outside a ``held_out`` mask are NaN in its scheme.
+    configuration is predicted by parameters fitted (from and toward ``start``; harness factors
+    pulled toward 1 with ``source_prior``) without its group, as measured (harness terms in);
+    ``<scheme>/engine`` (``ENGINE_ALONE``) the same of the engine alone. Rows outside a
+    ``held_out`` mask are NaN in its scheme.
     ``map_folds`` runs the folds (``map``: one after another; a process pool's ``map`` runs
     them side by side with the same results, each fit being deterministic).
     """
     folds = [(scheme, data.labels[scheme] == group) for scheme in ("family", "gpu")
              for group in np.unique(data.labels[scheme])]
     folds += [(name, np.asarray(mask, dtype=bool)) for name, mask in (held_out or {}).items()]
-    result = {scheme: np.full((3, len(data.index)), np.nan) for scheme, _ in folds}
-    predictions = map_folds(partial(_fold_predictions, data, start, max_evals), [held for _, held in folds])
+    result = {scheme + suffix: np.full((3, len(data.index)), np.nan) for scheme, _ in folds
+              for suffix in ("", ENGINE_ALONE)}
+    predictions = map_folds(partial(_fold_predictions, data, start, max_evals, source_prior),
+                            [held for _, held in folds])
     for (scheme, held), predicted in zip(folds, predictions):
-        result[scheme][:, held] = predicted
+        result[scheme][:, held] = predicted[:3]
+        result[scheme + ENGINE_ALONE][:, held] = predicted[3:]
     return result

@@ -82,7 +82,9 @@ class Load:
     ``decode_engines`` decode (or aggregated) engines; ``prefill_servers`` attention ranks
     that prefill (disaggregated only; aggregated engines prefill on their own ranks);
     ``disagg`` is 1 for disaggregated rows; ``closed`` is 1 when ``load`` is a concurrency,
-    0 when it is a request rate; ``batch_cap`` caps b (sequences per attention rank).
+    0 when it is a request rate; ``batch_cap`` caps b (sequences per attention rank);
+    ``harness_ms`` is what the harness that measured a calibration row adds to its TTFT (ms,
+    ``harness.py``): 0 for a deployment, whose prediction is the engine's alone.
     """
 
     isl: object
@@ -93,6 +95,7 @@ class Load:
     closed: object
     load: object
     batch_cap: object
+    harness_ms: object = 0.0
 
 
 def prefill_batching(fp, p, isl):
@@ -197,7 +200,8 @@ def _at(fd, fp, ld: Load, p, b, pf):
     x = b * ranks / (steps_after_first * tpot)
     clients = ld.closed * ld.load  # 0 for Poisson arrivals
     t_first = t_dec * first_token_steps(b, clients)
-    exec_s, wait, burst, p_wait, rho = first_token(fp, p, ld.isl, pf, t_first, x, servers, clients, ld.disagg)
+    exec_s, wait, burst, p_wait, rho = first_token(fp, p, ld.isl, pf, t_first, x, servers, clients, ld.disagg,
+                                                   ld.harness_ms)
     exec_s = exec_s + rank_balance_hold(fd, p, ld, b, x, t_dec)
     return x, tpot, exec_s, wait, burst, p_wait, rho, ranks, t_dec
 
@@ -213,7 +217,7 @@ def first_token_steps(b, clients):
     return 1.0 + 0.5 * -np.expm1(-others)
 
 
-def first_token(fp, p, isl, pf, t_first, rate, servers, clients, disagg):
+def first_token(fp, p, isl, pf, t_first, rate, servers, clients, disagg, harness_ms=0.0):
     """TTFT pieces (s) for prompts arriving at ``rate`` (1/s) to ``servers`` prefill ranks.
 
     ``pf`` is ``prefill_batching`` of the prefill role; ``t_first`` the decode iterations in
@@ -222,9 +226,10 @@ def first_token(fp, p, isl, pf, t_first, rate, servers, clients, disagg):
     is the closed-loop concurrency (0 for a Poisson load): closed loops with similar
     request lengths stay partly in step, so clients tend to return together and queue
     behind each other's prompts; that wait grows with the clients per prefill rank (the
-    fitted fraction ``*_burst``) and replaces the M/D/c wait of Poisson arrivals.
+    fitted fraction ``*_burst``) and replaces the M/D/c wait of Poisson arrivals. ``harness_ms``:
+    what a measurement's harness adds (``Load.harness_ms``).
     """
-    fixed, t_pass, transfer, per_prompt = first_token_pieces(fp, p, isl, pf, rate, servers, disagg)
+    fixed, t_pass, transfer, per_prompt = first_token_pieces(fp, p, isl, pf, rate, servers, disagg, harness_ms)
     if type(clients) is not np.ndarray and clients > 0:  # one closed loop: no M/D/c wait to compute
         mean_w, p_wait, rho = 0.0, 0.0, rate * per_prompt / servers
     else:
@@ -237,14 +242,15 @@ def first_token(fp, p, isl, pf, t_first, rate, servers, clients, disagg):
     return fixed + t_pass + transfer + t_first, wait, burst, p_wait, rho
 
 
-def first_token_pieces(fp, p, isl, pf, rate, servers, disagg):
-    """The execution pieces of TTFT (s): the per-request fixed cost, the prefill pass the
+def first_token_pieces(fp, p, isl, pf, rate, servers, disagg, harness_ms=0.0):
+    """The execution pieces of TTFT (s): the per-request fixed cost (the engine's, plus
+    ``harness_ms`` of a measurement's harness), the prefill pass the
     prompt is in, (disaggregated) shipping its KV cache and linear state to decode; and the
     prefill work per prompt (s) that the pass's prompts share."""
     t_pass, per_prompt = batched_prefill(pf, rate, servers)
     handed = isl * fp["kv_bytes_tok_total"] + fp["state_bytes_seq"] * fp["tp"] * fp["pp"]  # KV + linear state
     transfer = disagg * handed / (fp["kv_transfer_bytes_s"] * p["kv_transfer_eff"])
-    return by_backend(fp, p, "ttft_ms") * 1e-3, t_pass, transfer, per_prompt
+    return (by_backend(fp, p, "ttft_ms") + harness_ms) * 1e-3, t_pass, transfer, per_prompt
 
 
 def increasing_root(func, lo, hi, f_lo, f_hi):
@@ -364,7 +370,7 @@ def solve(fd, fp, ld: Load, p) -> dict[str, np.ndarray]:
                          np.maximum((ld.load - b * r) / rate - exec_s - wait - burst, 0.0), 0.0)
     base = exec_s + slot_wait
     fixed, t_pass, transfer, _ = first_token_pieces(fp, p, ld.isl, pf, x, choose(ld.disagg > 0, ld.prefill_servers, r),
-                                                    ld.disagg)
+                                                    ld.disagg, ld.harness_ms)
     step_per_token = t_dec / accepted_per_step(fd)
     # Burst waits are spread evenly between none and twice their mean: quantile q at 2q·mean.
     # A Poisson wait is zero for the 1 − p_wait of arrivals that find a server free, so when fewer
