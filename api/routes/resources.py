@@ -155,8 +155,15 @@ def _list(request: Request, session: Session, kind: ServedKind, version: str, na
     page, metadata = _page(session, kind, namespace, query, _keep(requirements, fields), settings.list_page_items)
     objects = [_present(kind, version, r) for r in page.items]
     if as_table:
-        return table(columns, objects, version=as_table, include_object=query.include_object, metadata=metadata)
-    return {"apiVersion": f"{kind.group}/{version}", "kind": kind.list_kind, "metadata": metadata, "items": objects}
+        return plain(table(columns, objects, version=as_table, include_object=query.include_object, metadata=metadata))
+    return plain({"apiVersion": f"{kind.group}/{version}", "kind": kind.list_kind, "metadata": metadata, "items": objects})
+
+
+def plain(obj: dict[str, Any]) -> Any:
+    """``obj`` (plain JSON values only) as the response, past FastAPI's ``jsonable_encoder``, which
+    walks every value and took 70% of the time of a page of 100 planned DGDRs (1.2 MB). The
+    routes keep their declared return type for the OpenAPI document."""
+    return JSONResponse(obj)
 
 
 def _check_not_ahead(session: Session, version: int | None) -> None:
@@ -323,15 +330,15 @@ def get(
     as_table = table_version(request.headers.get("accept"))
     if as_table:
         resource_version = {"resourceVersion": obj["metadata"]["resourceVersion"]}
-        return table(published(kind, version).columns, [obj], version=as_table, include_object=include_object,
-                     metadata=resource_version)
-    return obj
+        return plain(table(published(kind, version).columns, [obj], version=as_table, include_object=include_object,
+                           metadata=resource_version))
+    return plain(obj)
 
 
 @router.get(NS + "/{name}/status", summary="Get (status subresource)")
 def get_status(group: str, version: str, namespace: str, plural: str, name: str, session: SessionDep) -> dict[str, Any]:
     kind = _kind(group, version, plural)
-    return _present(kind, version, _load(session, kind, namespace, name))
+    return plain(_present(kind, version, _load(session, kind, namespace, name)))
 
 
 @router.delete(NS + "/{name}", summary="Delete (what a DGDR deployed is kept)", dependencies=WRITE)
