@@ -142,6 +142,40 @@ def test_apply_server_side_creates_and_updates(cluster):
         "dynamographdeploymentrequest.nvidia.com/server-side"]
 
 
+def managers(workdir: Path, resource: str) -> dict[str, str]:
+    """manager → operation of the managedFields of ``resource``, as kubectl shows them."""
+    got = json.loads(kubectl(workdir, "get", resource, "-o", "json", "--show-managed-fields").stdout)
+    return {e["manager"]: e["operation"] for e in got["metadata"]["managedFields"]}
+
+
+def test_apply_server_side_conflicts_with_another_manager_until_forced(cluster):
+    apply(cluster, manifest(DGDR, "owned", "{team: a}"), "--server-side")
+    assert managers(cluster, "dgdr/owned") == {"kubectl": "Apply"}
+    kubectl(cluster, "label", "dgdr", "owned", "team=b", "--overwrite")
+    assert managers(cluster, "dgdr/owned") == {"kubectl": "Apply", "kubectl-label": "Update"}
+    refused = kubectl(cluster, "apply", "--server-side", "-f", "-", stdin=manifest(DGDR, "owned", "{team: a}"),
+                      check=False)
+    assert refused.returncode == 1
+    assert 'conflict with "kubectl-label"' in refused.stderr and ".metadata.labels.team" in refused.stderr
+    assert kubectl(cluster, "get", "dgdr", "owned", "-o", "jsonpath={.metadata.labels.team}").stdout == "b"
+    apply(cluster, manifest(DGDR, "owned", "{team: a}"), "--server-side", "--force-conflicts")
+    assert kubectl(cluster, "get", "dgdr", "owned", "-o", "jsonpath={.metadata.labels.team}").stdout == "a"
+    assert managers(cluster, "dgdr/owned") == {"kubectl": "Apply"}
+    apply(cluster, manifest(DGDR, "owned"), "--server-side")  # the label no longer applied: removed
+    assert kubectl(cluster, "get", "dgdr", "owned", "-o", "jsonpath={.metadata.labels}").stdout == ""
+
+
+def test_apply_server_side_after_client_side(cluster):
+    apply(cluster, manifest(DGDR, "switched", "{step: one}"))
+    assert managers(cluster, "dgdr/switched") == {"kubectl-client-side-apply": "Update"}
+    # no conflict with what client-side apply set; kubectl then moves its fields over with a JSON patch
+    done = kubectl(cluster, "apply", "--server-side", "-f", "-", stdin=manifest(DGDR, "switched", "{step: two}"))
+    assert (done.stdout.strip(), done.stderr) == ("dynamographdeploymentrequest.nvidia.com/switched serverside-applied", "")
+    assert kubectl(cluster, "get", "dgdr", "switched", "-o", "jsonpath={.metadata.labels.step}").stdout == "two"
+    assert "kubectl-client-side-apply" not in managers(cluster, "dgdr/switched")
+    assert managers(cluster, "dgdr/switched")["kubectl"] == "Apply"
+
+
 def test_get_in_chunks_lists_every_object_once(cluster):
     names = [f"chunked-{i}" for i in range(5)]
     apply(cluster, "---\n".join(manifest(DGDR, n) for n in names))
