@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
+import os
 import random
 import statistics
 import sys
@@ -67,16 +69,27 @@ async def create_many(http: httpx.AsyncClient, template: dict, ns: str, names: l
     await asyncio.gather(*(one(n) for n in names))
 
 
+TABLE = "application/json;as=Table;v=v1;g=meta.k8s.io"  # kubectl's get: rows of printer columns
+
+
 async def states(http: httpx.AsyncClient, ns: str) -> Counter:
-    """How many DGDRs of namespace ``ns`` are in each state (the whole list, page by page)."""
+    """How many DGDRs of namespace ``ns`` are in each state, read as ``kubectl get`` reads them: a
+    Table of the CRD's printer columns without the objects (polling full objects, 12 KB each once
+    planned, would itself load the server), else (no State column: the CRDs are not beside the
+    server) the objects."""
     counts: Counter = Counter()
-    params = {"limit": "500"}
+    params = {"limit": "500", "includeObject": "None"}
     while True:
-        page = (await http.get(PATH.format(ns=ns), params=params)).json()
-        counts.update((item.get("status") or {}).get("state", "") for item in page["items"])
+        page = (await http.get(PATH.format(ns=ns), params=params, headers={"Accept": TABLE})).json()
+        names = [c["name"] for c in page["columnDefinitions"]]
+        if "State" in names:
+            counts.update(row["cells"][names.index("State")] or "" for row in page["rows"])
+        else:
+            page = (await http.get(PATH.format(ns=ns), params={k: v for k, v in params.items() if k != "includeObject"})).json()
+            counts.update((item.get("status") or {}).get("state", "") for item in page["items"])
         if not page["metadata"].get("continue"):
             return counts
-        params = {"limit": "500", "continue": page["metadata"]["continue"]}
+        params = {**params, "continue": page["metadata"]["continue"]}
 
 
 async def until_final(http: httpx.AsyncClient, ns: str, count: int, timeout_s: float) -> tuple[float | None, Counter]:
@@ -91,6 +104,48 @@ async def until_final(http: httpx.AsyncClient, ns: str, count: int, timeout_s: f
         await asyncio.sleep(0.5)
 
 
+class Connections:
+    """Keep-alive HTTP/1.1 connections to the server, lent one request at a time: a client much
+    lighter than httpx (a few hundred requests a second from httpx would take a good part of a
+    core from the server it measures). Enough for this server's answers: a status line,
+    headers with Content-Length, a body."""
+
+    def __init__(self, base: str, size: int):
+        self.host, self.port = base.rsplit("//", 1)[1].rsplit(":", 1)
+        self.size = size
+        self.idle: asyncio.Queue = asyncio.Queue()
+
+    async def open(self) -> None:
+        for _ in range(self.size):
+            self.idle.put_nowait(await asyncio.open_connection(self.host, int(self.port)))
+
+    async def close(self) -> None:
+        while not self.idle.empty():
+            _reader, writer = self.idle.get_nowait()
+            writer.close()
+
+    async def request(self, method: str, path: str, body: bytes = b"") -> int:
+        """Send one request; its status code (0: the connection failed, and is replaced)."""
+        reader, writer = await self.idle.get()
+        head = (f"{method} {path} HTTP/1.1\r\nHost: {self.host}:{self.port}\r\n"
+                + (f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n" if body else "") + "\r\n")
+        try:
+            writer.write(head.encode() + body)
+            status = int((await reader.readline()).split()[1])
+            length = 0
+            while (line := await reader.readline()) not in (b"\r\n", b""):
+                name, _, value = line.partition(b":")
+                if name.strip().lower() == b"content-length":
+                    length = int(value)
+            await reader.readexactly(length)
+        except (OSError, ValueError, IndexError, asyncio.IncompleteReadError):
+            writer.close()
+            self.idle.put_nowait(await asyncio.open_connection(self.host, int(self.port)))
+            return 0
+        self.idle.put_nowait((reader, writer))
+        return status
+
+
 async def open_loop(rate: float, seconds: float, send) -> list[float | None]:
     """Call ``send(i)`` at ``rate`` per second for ``seconds`` without waiting for answers; each
     one's latency (s) from its scheduled time, None for an error."""
@@ -98,11 +153,7 @@ async def open_loop(rate: float, seconds: float, send) -> list[float | None]:
     start = loop.time()
 
     async def timed(i: int, at: float) -> float | None:
-        try:
-            ok = await send(i)
-        except httpx.HTTPError:
-            ok = False
-        return loop.time() - at if ok else None
+        return loop.time() - at if await send(i) else None
 
     tasks = []
     for i in range(int(rate * seconds)):
@@ -112,43 +163,54 @@ async def open_loop(rate: float, seconds: float, send) -> list[float | None]:
     return await asyncio.gather(*tasks)
 
 
-async def mixed_load(base: str, template: dict, ns: str, args) -> None:
-    limits = httpx.Limits(max_connections=CONNECTIONS, max_keepalive_connections=CONNECTIONS)
-    async with httpx.AsyncClient(base_url=base, limits=limits, timeout=60) as http:
+def cpu_line(stack: Stack, wall_s: float, service_cpu_s: float, client_cpu_s: float) -> str:
+    """How much of the machine's 2 cores the service and this client used over ``wall_s``."""
+    return (f"  CPU over those {wall_s:.0f} s: service {service_cpu_s:.0f} s, this client {client_cpu_s:.0f} s "
+            f"(of {os.cpu_count()} cores × {wall_s:.0f} s; the rest went to other processes)")
+
+
+async def mixed_load(stack: Stack, template: dict, ns: str, args) -> None:
+    async with httpx.AsyncClient(base_url=stack.base, timeout=60) as http:
         seeds = [f"seed-{i}" for i in range(100)]  # what the first gets read
         await create_many(http, template, ns, seeds, 10)
-        created = list(seeds)
-        picker = random.Random(0)
+    created = list(seeds)
+    picker = random.Random(0)
+    connections = Connections(stack.base, CONNECTIONS)
+    await connections.open()
 
-        async def create(i: int) -> bool:
-            name = f"load-{i}"
-            answer = await http.post(PATH.format(ns=ns), json=dgdr(template, name))
-            if answer.status_code != 201:
-                return False
-            created.append(name)
-            return True
+    async def create(i: int) -> bool:
+        name = f"load-{i}"
+        status = await connections.request("POST", PATH.format(ns=ns), json.dumps(dgdr(template, name)).encode())
+        if status != 201:
+            return False
+        created.append(name)
+        return True
 
-        async def get(_i: int) -> bool:
-            answer = await http.get(PATH.format(ns=ns) + f"/{picker.choice(created)}")
-            return answer.status_code == 200
+    async def get(_i: int) -> bool:
+        return await connections.request("GET", PATH.format(ns=ns) + f"/{picker.choice(created)}") == 200
 
-        started = time.perf_counter()
-        creates, gets = await asyncio.gather(open_loop(args.create_rate, args.seconds, create),
-                                             open_loop(args.get_rate, args.seconds, get))
-        wall = time.perf_counter() - started
-        load = load_average()
-        for what, results, target in (("create", creates, 100), ("get", gets, 50)):
-            ms = [x * 1000 for x in results if x is not None]
-            errors = sum(x is None for x in results)
-            print(f"{what}s, open loop at {len(results) / args.seconds:g}/s for {args.seconds:g} s "
-                  f"({len(results)} in {wall:.1f} s): {summary(ms)}; errors {errors}; target p99 ≤ {target} ms "
-                  f"(load {load})", flush=True)
+    started, service_cpu, client_cpu = time.perf_counter(), stack.cpu_seconds(), time.process_time()
+    creates, gets = await asyncio.gather(open_loop(args.create_rate, args.seconds, create),
+                                         open_loop(args.get_rate, args.seconds, get))
+    wall = time.perf_counter() - started
+    service_cpu, client_cpu = stack.cpu_seconds() - service_cpu, time.process_time() - client_cpu
+    await connections.close()
+    load = load_average()
+    for what, results, target in (("create", creates, 100), ("get", gets, 50)):
+        ms = [x * 1000 for x in results if x is not None]
+        errors = sum(x is None for x in results)
+        print(f"{what}s, open loop at {len(results) / args.seconds:g}/s for {args.seconds:g} s "
+              f"({len(results)} in {wall:.1f} s): {summary(ms)}; errors {errors}; target p99 ≤ {target} ms "
+              f"(load {load})", flush=True)
+    print(cpu_line(stack, wall, service_cpu, client_cpu), flush=True)
+    async with httpx.AsyncClient(base_url=stack.base, timeout=60) as http:
         done, counts = await until_final(http, ns, len(created), args.ready_timeout)
-        print(f"  all {len(created)} DGDRs final {done:.1f} s after the load ended ({dict(counts)}) (load {load_average()})"
-              if done is not None else f"  NOT all final after {args.ready_timeout:g} s: {dict(counts)}", flush=True)
+    print(f"  all {len(created)} DGDRs final {done:.1f} s after the load ended ({dict(counts)}) (load {load_average()})"
+          if done is not None else f"  NOT all final after {args.ready_timeout:g} s: {dict(counts)}", flush=True)
 
 
-async def paged_lists(base: str, template: dict, ns: str, args) -> None:
+async def paged_lists(stack: Stack, template: dict, ns: str, args) -> None:
+    base = stack.base
     async with httpx.AsyncClient(base_url=base, timeout=60) as http:
         await create_many(http, template, ns, [f"listed-{i}" for i in range(args.list_objects)], 10)
         await until_final(http, ns, args.list_objects, args.ready_timeout)  # no plans compete with the lists
@@ -174,11 +236,15 @@ async def paged_lists(base: str, template: dict, ns: str, args) -> None:
                         break
                     params = {"limit": str(args.page), "continue": body["metadata"]["continue"]}
 
+    started, service_cpu, client_cpu = time.perf_counter(), stack.cpu_seconds(), time.process_time()
     await asyncio.gather(*(client() for _ in range(args.list_clients)))
+    wall = time.perf_counter() - started
+    service_cpu, client_cpu = stack.cpu_seconds() - service_cpu, time.process_time() - client_cpu
     ms = [x * 1000 for x in pages]
     print(f"list of {args.list_objects} in pages of {args.page}, {args.list_clients} clients × {args.list_rounds} "
           f"lists: {len(ms)} pages, {summary(ms)}; errors {errors}; target p99 ≤ 100 ms (load {load_average()})",
           flush=True)
+    print(cpu_line(stack, wall, service_cpu, client_cpu), flush=True)
 
 
 async def burst(base: str, template: dict, ns: str, args) -> None:
@@ -220,9 +286,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"slaplan serve, {args.stack} (load {load_average()})", flush=True)
         try:
             if "mixed" not in args.skip:
-                asyncio.run(mixed_load(stack.base, template, "load", args))
+                asyncio.run(mixed_load(stack, template, "load", args))
             if "list" not in args.skip:
-                asyncio.run(paged_lists(stack.base, template, "lists", args))
+                asyncio.run(paged_lists(stack, template, "lists", args))
             if args.burst and "burst" not in args.skip:
                 asyncio.run(burst(stack.base, template, "burst", args))
         finally:

@@ -97,6 +97,22 @@ def start_serve(folder: Path, port: int, extra: list[str], env: dict[str, str] |
     return proc
 
 
+def cpu_seconds(pids: list[int]) -> float:
+    """CPU time (user + system, s) the processes ``pids`` and their children have used so far
+    (Linux /proc; 0 for a process that is gone)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    stats = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            stats[int(entry.name)] = (int(fields[1]), (int(fields[11]) + int(fields[12])) / tick)  # ppid, cpu
+    wanted = set(pids) | {pid for pid, (ppid, _cpu) in stats.items() if ppid in pids}
+    return sum(cpu for pid, (_ppid, cpu) in stats.items() if pid in wanted)
+
+
 def load_average() -> str:
     """The 1-minute load average, as ``uptime`` shows it."""
     return f"{os.getloadavg()[0]:.1f}"
@@ -131,6 +147,10 @@ class Stack:
     def start_worker(self) -> subprocess.Popen:
         return spawn(self.folder, self.env, "worker", "worker", "--queues", "plan", "--pool", "solo", "--loglevel", "WARNING",
                            "--hostname", f"bench-{uuid.uuid4().hex[:6]}@%h")
+
+    def cpu_seconds(self) -> float:
+        """CPU time (s) the service's processes (serve, its plan processes, the workers) have used."""
+        return cpu_seconds([self.serve.pid, *(w.pid for w in self.workers)])
 
     def rows(self) -> list[tuple]:
         """(name, state, lease owner, publish due) of every DGDR (PostgreSQL only)."""
