@@ -247,20 +247,22 @@ async def paged_lists(stack: Stack, template: dict, ns: str, args) -> None:
     print(cpu_line(stack, wall, service_cpu, client_cpu), flush=True)
 
 
-async def burst(base: str, template: dict, ns: str, args) -> None:
+async def burst(stack: Stack, template: dict, ns: str, args) -> None:
     limits = httpx.Limits(max_connections=CONNECTIONS, max_keepalive_connections=CONNECTIONS)
-    async with httpx.AsyncClient(base_url=base, limits=limits, timeout=120) as http:
-        started = time.perf_counter()
+    async with httpx.AsyncClient(base_url=stack.base, limits=limits, timeout=120) as http:
+        started, service_cpu, client_cpu = time.perf_counter(), stack.cpu_seconds(), time.process_time()
         answers = await asyncio.gather(
             *(http.post(PATH.format(ns=ns), json=dgdr(template, f"burst-{i}")) for i in range(args.burst)))
         submitted = time.perf_counter() - started
         bad = [a.status_code for a in answers if a.status_code != 201]
         done, counts = await until_final(http, ns, args.burst - len(bad), args.ready_timeout)
     total = time.perf_counter() - started
+    service_cpu, client_cpu = stack.cpu_seconds() - service_cpu, time.process_time() - client_cpu
     print(f"burst: {args.burst} DGDRs submitted at once in {submitted:.1f} s ({len(bad)} refused); "
           + (f"all final {total:.1f} s after the first was sent" if done is not None
              else f"NOT all final after {args.ready_timeout:g} s")
           + f"; states {dict(counts)}; target ≤ 30 s embedded (load {load_average()})", flush=True)
+    print(cpu_line(stack, total, service_cpu, client_cpu), flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -290,7 +292,7 @@ def main(argv: list[str] | None = None) -> int:
             if "list" not in args.skip:
                 asyncio.run(paged_lists(stack, template, "lists", args))
             if args.burst and "burst" not in args.skip:
-                asyncio.run(burst(stack.base, template, "burst", args))
+                asyncio.run(burst(stack, template, "burst", args))
         finally:
             stack.close()
     return 0
