@@ -32,11 +32,13 @@ from typing import Any
 from api import errors
 from api.conversion import ANNOTATION as CONVERSION_ANNOTATION
 from api.errors import ApiError
+from api.objects import merge_patch
 from infra.resources import ManagedFieldsEntry
 
 Path = tuple[str, ...]
 LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"  # client-side apply's record
 SERVER_SIDE_KUBECTL = "kubectl"  # the manager of ``kubectl apply --server-side`` unless told otherwise
+CLIENT_SIDE_KUBECTL = "kubectl-client-side-apply"  # the manager of ``kubectl apply``
 MAX_MANAGER_CHARS = 128  # kube-apiserver's limit on a fieldManager
 UNTRACKED_ANNOTATIONS = frozenset({CONVERSION_ANNOTATION})  # written by the server, owned by none
 _ABSENT = object()
@@ -171,10 +173,9 @@ class ApplyConflict(Exception):
 
 
 def applied(entries: tuple[ManagedFieldsEntry, ...], manager: str, api_version: str, current: dict[str, Any],
-            config: dict[str, Any], *, force: bool, merge) -> tuple[tuple[ManagedFieldsEntry, ...], dict[str, Any]]:
-    """(the managed fields, the object) after ``manager`` applies ``config`` to ``current``;
-    ``merge(target, patch)`` merges the configuration in (objects field by field). Raises
-    ApplyConflict unless ``force``."""
+            config: dict[str, Any], *, force: bool) -> tuple[tuple[ManagedFieldsEntry, ...], dict[str, Any]]:
+    """(the managed fields, the object) after ``manager`` applies ``config`` to ``current`` (merged
+    in as a merge patch: objects field by field). Raises ApplyConflict unless ``force``."""
     config_paths = leaves(config)
     mine = next((e for e in entries if (e.manager, e.operation) == (manager, "Apply")), None)
     others = tuple(e for e in entries if e is not mine)
@@ -192,15 +193,15 @@ def applied(entries: tuple[ManagedFieldsEntry, ...], manager: str, api_version: 
     obj = current
     for path in dropped:
         obj = _removed(obj, path)
-    obj = merge(obj, config)
+    obj = merge_patch(obj, config)
     mine_now = (_entry(manager, "Apply", api_version, config_paths),) if config_paths else ()
     return (*others, *mine_now), obj
 
 
 def _upgrades_client_side_apply(manager: str, current: dict[str, Any], conflicts) -> bool:
     """Whether an apply by kubectl's default manager takes over what ``kubectl apply`` (client-side)
-    set without conflicts, as Kubernetes lets it: every conflicting field is in the object's
-    last-applied configuration (the annotation client-side apply keeps)."""
+    set without conflicts, as Kubernetes lets it: every conflict is with client-side apply's
+    manager, on a field of the object's last-applied configuration (the annotation it keeps)."""
     if manager != SERVER_SIDE_KUBECTL:
         return False
     text = value_at(current, ("metadata", "annotations", LAST_APPLIED))
@@ -209,7 +210,7 @@ def _upgrades_client_side_apply(manager: str, current: dict[str, Any], conflicts
     except ValueError:
         return False
     fields = leaves(last) if isinstance(last, dict) else frozenset()
-    return all(_overlaps(p, fields) for _m, _v, p in conflicts)
+    return all(m == CLIENT_SIDE_KUBECTL and _overlaps(p, fields) for m, _v, p in conflicts)
 
 
 def _removed(obj: dict[str, Any], path: Path, *, top: bool = True) -> dict[str, Any]:

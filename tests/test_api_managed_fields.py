@@ -8,7 +8,6 @@ import pytest
 import yaml
 
 from api import managed_fields as mf
-from api.objects import merge_patch
 
 GROUP, VERSION = "nvidia.com", "v1alpha1"
 PATH = f"/apis/{GROUP}/{VERSION}/namespaces/default/dynamographdeploymentrequests"
@@ -150,9 +149,9 @@ def test_apply_over_a_field_owned_above_or_below_it_conflicts():
     current = {"spec": {"gpu": {"type": "h100"}}}
     owned = mf.created("other", "Update", "v", current)
     with pytest.raises(mf.ApplyConflict) as info:
-        mf.applied(owned, "me", "v", current, {"spec": {"gpu": "h200"}}, force=False, merge=merge_patch)
+        mf.applied(owned, "me", "v", current, {"spec": {"gpu": "h200"}}, force=False)
     assert [p for _m, _v, p in info.value.conflicts] == [("spec", "gpu")]
-    entries, obj = mf.applied(owned, "me", "v", current, {"spec": {"gpu": "h200"}}, force=True, merge=merge_patch)
+    entries, obj = mf.applied(owned, "me", "v", current, {"spec": {"gpu": "h200"}}, force=True)
     assert obj["spec"]["gpu"] == "h200" and [(e.manager, e.operation) for e in entries] == [("me", "Apply")]
 
 
@@ -171,3 +170,20 @@ def test_a_json_patch_is_carried_out_and_its_fields_recorded(client):
     assert stale.status_code == 422 and "test failed" in stale.json()["message"]
     not_a_list = client.patch(f"{PATH}/jp", json={"spec": {}}, headers={"Content-Type": "application/json-patch+json"})
     assert not_a_list.status_code == 400
+
+
+def test_kubectl_takes_over_only_what_client_side_apply_set():
+    import json
+
+    last = {"metadata": {"labels": {"team": "a"}}}
+    current = {"metadata": {"labels": {"team": "a"}, "annotations": {mf.LAST_APPLIED: json.dumps(last)}}}
+    config = {"metadata": {"labels": {"team": "b"}}}
+    by_csa = mf.created(mf.CLIENT_SIDE_KUBECTL, "Update", "v", {"metadata": {"labels": {"team": "a"}}})
+    entries, obj = mf.applied(by_csa, mf.SERVER_SIDE_KUBECTL, "v", current, config, force=False)
+    assert obj["metadata"]["labels"] == {"team": "b"}
+    assert [e.manager for e in entries] == [mf.SERVER_SIDE_KUBECTL]
+    with pytest.raises(mf.ApplyConflict):  # another manager applying: a conflict as any other
+        mf.applied(by_csa, "helm", "v", current, config, force=False)
+    by_label = mf.created("kubectl-label", "Update", "v", {"metadata": {"labels": {"team": "a"}}})
+    with pytest.raises(mf.ApplyConflict):  # a field another manager set, even one the annotation names
+        mf.applied(by_label, mf.SERVER_SIDE_KUBECTL, "v", current, config, force=False)

@@ -424,12 +424,12 @@ def patch(
         _check_merge_type(request, json_patch=True)
         if force is not None:
             raise errors.invalid("PatchOptions", "meta.k8s.io", "", [("force", "Forbidden: may not be specified for non-apply patch")])
+    manager = managed_fields.manager_of(fieldManager, request.headers.get("user-agent"))
     if _media_type(request) == JSON_PATCH_TYPE:
         if not isinstance(body, list):
             raise ApiError(400, "a JSON patch is a list of operations")
-        return _json_patch(request, session, enqueue, settings, kind, version, namespace, name, body)
+        return _json_patch(session, enqueue, settings, kind, version, namespace, name, body, manager)
     _check_type(body, kind, group, version)  # a patch cannot change what the object is
-    manager = managed_fields.manager_of(fieldManager, request.headers.get("user-agent"))
     if applying:
         body = _applied(request, kind, name, body)
         if repo.get_resource(session, _key(kind, namespace, name)) is None:
@@ -444,7 +444,7 @@ def patch(
                            require_version=False, manager=manager)
         try:
             entries, desired = managed_fields.applied(current.managed_fields, manager, f"{group}/{version}", presented,
-                                                      body, force=bool(force), merge=merge_patch)
+                                                      body, force=bool(force))
         except managed_fields.ApplyConflict as exc:
             raise managed_fields.conflict_error(exc.conflicts, plural, group, name) from None
         return _update(session, enqueue, settings, kind, version, current, desired, require_version=False,
@@ -453,11 +453,10 @@ def patch(
     return _unless_raced(body, attempt)
 
 
-def _json_patch(request: Request, session: Session, enqueue, settings: Settings, kind: ServedKind, version: str,
-                namespace: str, name: str, operations: list[Any]) -> dict[str, Any]:
-    """A JSON patch's ``operations`` carried out on the object (as read at ``version``) and written;
-    422 when one cannot be, 400 when the result is another kind of object."""
-    manager = managed_fields.manager_of(request.query_params.get("fieldManager"), request.headers.get("user-agent"))
+def _json_patch(session: Session, enqueue, settings: Settings, kind: ServedKind, version: str, namespace: str,
+                name: str, operations: list[Any], manager: str) -> dict[str, Any]:
+    """A JSON patch's ``operations`` carried out on the object (as read at ``version``) and written
+    by ``manager``; 422 when one cannot be, 400 when the result is another kind of object."""
     current = _load(session, kind, namespace, name)
     try:
         desired = json_patch.apply_patch(_present(kind, version, current), operations)
@@ -614,7 +613,7 @@ def _check_metadata(kind: ServedKind, name: str, body: dict[str, Any], *, requir
 def _given_version(body: dict[str, Any]) -> int | None:
     """The resourceVersion the body names (-1 for one that is not a resource version, see
     ``_parse_version``), or None."""
-    metadata = body.get("metadata") if isinstance(body, dict) else None
+    metadata = body.get("metadata")
     value = metadata.get("resourceVersion") if isinstance(metadata, dict) else None
     if value in (None, ""):
         return None
