@@ -79,3 +79,26 @@ def test_requests_within_the_limits_are_served(served):
     target = b"/healthz?" + b"a" * (MAX_REQUEST_LINE_BYTES - 100)
     answer = _exchange(served, b"GET " + target + b" HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
     assert answer.startswith(b"HTTP/1.1 200 ") and answer.endswith(b"ok")
+
+
+@pytest.mark.slow
+def test_over_https_an_oversized_request_line_is_a_414_too(tmp_path):
+    import ssl
+
+    from certificates import self_signed
+
+    cert, key = self_signed(tmp_path)
+    url, procs = start_serve(tmp_path, tls=(cert, key))
+    try:
+        context = ssl.create_default_context(cafile=str(cert))
+        with socket.create_connection(("127.0.0.1", int(url.rsplit(":", 1)[1])), timeout=30) as raw:
+            with context.wrap_socket(raw, server_hostname="127.0.0.1") as s:
+                s.sendall(b"GET /apis?" + b"a" * 1_000_000 + b" HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+                answer = b""
+                while chunk := s.recv(65536):
+                    answer += chunk
+    finally:
+        for proc in procs:
+            stop(proc)
+    line, _headers, body = _status(answer)
+    assert line == "HTTP/1.1 414 URI Too Long" and body["code"] == 414
