@@ -1,4 +1,4 @@
-"""FastAPI dependency aliases: ``SettingsDep``, ``SessionDep``, ``EnqueueDep``, ``BodyDep``."""
+"""FastAPI dependency aliases: ``SettingsDep``, ``SessionDep``, ``EnqueueDep``, ``BodyDep``, ``PatchBodyDep``."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from api.errors import ApiError
 from api.objects import BadBody, parse_body
 from infra.settings import Settings
 
+JSON_PATCH_TYPE = "application/json-patch+json"  # RFC 6902: the body is a list of operations
 # enqueue(kind, uid) -> None: tells the dispatcher that a committed request is due (never waits).
 Enqueue = Callable[[Any, str], None]
 
@@ -32,30 +33,39 @@ def get_enqueue(request: Request) -> Enqueue:
     return request.app.state.enqueue
 
 
-async def get_body(request: Request) -> dict[str, Any]:
-    """The request body as an object, from JSON or YAML (by Content-Type); 400 otherwise."""
+async def _parsed(request: Request, *, empty: dict[str, Any] | None = None, array: bool = False) -> Any:
+    """The body, from JSON or YAML (by Content-Type): ``empty`` when there is none (None: 400), an
+    object, or (``array``) an array; 400 otherwise."""
     raw = await request.body()
     if not raw.strip():
-        raise ApiError(400, "the request body is empty")
+        if empty is None:
+            raise ApiError(400, "the request body is empty")
+        return empty
     try:
-        return parse_body(raw, request.headers.get("content-type"))
+        return parse_body(raw, request.headers.get("content-type"), array=array)
     except BadBody as exc:
         raise ApiError(400, str(exc)) from None
+
+
+async def get_body(request: Request) -> dict[str, Any]:
+    """The request body as an object, from JSON or YAML (by Content-Type); 400 otherwise."""
+    return await _parsed(request)
+
+
+async def get_patch_body(request: Request) -> dict[str, Any] | list[Any]:
+    """Like ``get_body``, but a JSON patch (``application/json-patch+json``) is its list of operations."""
+    media = (request.headers.get("content-type") or "").split(";")[0].strip().lower()
+    return await _parsed(request, array=media == JSON_PATCH_TYPE)
 
 
 async def get_optional_body(request: Request) -> dict[str, Any]:
     """Like ``get_body`` but an empty body is an empty object (DELETE's DeleteOptions)."""
-    raw = await request.body()
-    if not raw.strip():
-        return {}
-    try:
-        return parse_body(raw, request.headers.get("content-type"))
-    except BadBody as exc:
-        raise ApiError(400, str(exc)) from None
+    return await _parsed(request, empty={})
 
 
 SettingsDep = Annotated[Settings, Depends(get_settings)]
 SessionDep = Annotated[Session, Depends(get_session)]
 EnqueueDep = Annotated[Enqueue, Depends(get_enqueue)]
 BodyDep = Annotated[dict[str, Any], Depends(get_body)]
+PatchBodyDep = Annotated[dict[str, Any] | list[Any], Depends(get_patch_body)]
 OptionalBodyDep = Annotated[dict[str, Any], Depends(get_optional_body)]

@@ -42,8 +42,9 @@ def _where(exc: Exception) -> str:
     return f"{problem} at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else problem
 
 
-def parse_body(raw: bytes, content_type: str | None) -> dict[str, Any]:
-    """The body as an object of plain JSON values, read as YAML or JSON by ``content_type``.
+def parse_body(raw: bytes, content_type: str | None, *, array: bool = False) -> Any:
+    """The body as an object of plain JSON values, read as YAML or JSON by ``content_type``
+    (with ``array``: an array, a JSON patch's operations, is taken too).
 
     BadBody (the API answers 400) for text that does not parse, a body that is not an object, and
     values JSON cannot carry or that would not survive storage (see ``_check_plain``)."""
@@ -67,8 +68,8 @@ def parse_body(raw: bytes, content_type: str | None) -> dict[str, Any]:
         raise BadBody(f"the body is nested too deeply (at most {MAX_DEPTH} levels)") from None
     except ValueError:  # an integer of more than 4300 digits, a YAML date like 2024-13-45
         raise BadBody(f"the body is not valid {kind}: a number or date in it is out of range") from None
-    if not isinstance(data, dict):
-        raise BadBody("the body must be an object")
+    if not isinstance(data, dict) and not (array and isinstance(data, list)):
+        raise BadBody("the body must be an object" + (" or an array" if array else ""))
     _check_plain(data, "", 1)
     return data
 

@@ -68,7 +68,13 @@ WRITE_CODES = ("400", "401", "403", "409", "413", "415", "422")
 BODY_TYPES = {
     "post": ("application/json", "application/yaml"),
     "put": ("application/json", "application/yaml"),
-    "patch": ("application/merge-patch+json", "application/apply-patch+yaml"),
+    "patch": ("application/merge-patch+json", "application/apply-patch+yaml", "application/json-patch+json"),
+}
+JSON_PATCH_SCHEMA = {  # RFC 6902
+    "type": "array",
+    "items": {"type": "object", "required": ["op", "path"], "properties": {
+        "op": {"type": "string", "enum": ["add", "remove", "replace", "move", "copy", "test"]},
+        "path": {"type": "string"}, "from": {"type": "string"}, "value": {}}},
 }
 
 
@@ -113,4 +119,5 @@ def _complete_operation(path: str, method: str, operation: dict[str, Any]) -> No
         responses[code] = {"description": ERRORS[code], "content": {"application/json": {"schema": STATUS_REF}}}
     if method in BODY_TYPES and "requestBody" not in operation:
         types = BODY_TYPES[method][:1] if method == "patch" and path.endswith("/status") else BODY_TYPES[method]
-        operation["requestBody"] = {"required": True, "content": {t: {"schema": OBJECT_REF} for t in types}}
+        operation["requestBody"] = {"required": True, "content": {
+            t: {"schema": JSON_PATCH_SCHEMA if t.startswith("application/json-patch") else OBJECT_REF} for t in types}}

@@ -27,7 +27,8 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.service_load import free_port, start_serve, stop_serve  # noqa: E402
+from service_stack import clean_env, free_port, start_serve  # noqa: E402
+from service_stack import stop as stop_serve  # noqa: E402
 
 THOROUGH = {
     "apiVersion": "nvidia.com/v1beta1", "kind": "DynamoGraphDeploymentRequest", "metadata": {"name": "thorough"},
@@ -81,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
                "SLAPLAN_ONLINE_EMULATOR_SPEED": f"{args.speed:g}", "SLAPLAN_ONLINE_MAX_TRIALS": str(args.trials),
                "SLAPLAN_BENCH_ROOT": str(Path(tmp) / "bench")}
         port = free_port()
-        proc = start_serve(Path(tmp), port, [], env)
+        proc = start_serve(Path(tmp), port, [], {**clean_env(Path(tmp)), **env})
         try:
             with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30) as api:
                 for r in range(args.rounds):

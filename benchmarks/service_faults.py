@@ -2,7 +2,7 @@
 
 Starts its own redis-server on a free port (never the machine's), a fresh PostgreSQL database
 (dropped afterwards), `slaplan serve` (API only) and two `slaplan worker`s (default settings:
-15 s lease), then:
+15 s lease; see service_stack.py), then:
 
 1. outage: Redis stopped (SIGSTOP: connections open, nothing answers); ``--creates`` creates,
    each followed by a /healthz, timed; and how long /readyz takes to name the broker;
@@ -20,111 +20,21 @@ Every phase waits until all its requests are final and checks one result each.
 from __future__ import annotations
 
 import argparse
-import os
 import signal
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
-import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import httpx
-import psycopg
 import yaml
+from service_stack import DGDR_FILE, PG_ADMIN, Stack, load_average, start_redis, stop, wait_for
 
-ROOT = Path(__file__).resolve().parents[1]
-DGDR_FILE = ROOT / "examples" / "llama-70b-h200.dgdr.yaml"
 PATH = "/apis/nvidia.com/v1alpha1/namespaces/default/dynamographdeploymentrequests"
 FINAL = ("Ready", "Failed")
 REPUBLISH_AFTER = timedelta(minutes=10)  # workers.dispatcher: a published request is due again after this
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def start_redis(folder: Path, port: int) -> subprocess.Popen:
-    proc = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--dir", str(folder),
-                             "--save", "", "--appendonly", "no"],
-                            stdout=(folder / "redis.log").open("a"), stderr=subprocess.STDOUT)
-    wait_for(lambda: _answers(port), 10, "redis-server")
-    return proc
-
-
-def _answers(port: int) -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=0.5) as s:
-            s.sendall(b"PING\r\n")
-            return s.recv(16).startswith(b"+PONG")
-    except OSError:
-        return False
-
-
-def wait_for(done, timeout_s: float, what: str) -> float:
-    """Poll ``done`` until true; seconds it took."""
-    started = time.monotonic()
-    while not done():
-        if time.monotonic() - started > timeout_s:
-            raise SystemExit(f"{what}: not within {timeout_s:.0f} s")
-        time.sleep(0.05)
-    return time.monotonic() - started
-
-
-def stop(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-
-
-class Stack:
-    def __init__(self, folder: Path, pg_admin: str):
-        self.folder, self.pg_admin = folder, pg_admin
-        self.db = f"slaplan_faults_{uuid.uuid4().hex[:8]}"
-        with psycopg.connect(pg_admin, autocommit=True) as admin:
-            admin.execute(f'CREATE DATABASE "{self.db}"')
-        self.redis_port, self.api_port = free_port(), free_port()
-        self.redis = start_redis(folder, self.redis_port)
-        self.env = {k: v for k, v in os.environ.items() if not k.startswith("SLAPLAN_")}
-        self.env.update(PYTHONPATH=str(ROOT), SLAPLAN_BROKER_URL=f"redis://127.0.0.1:{self.redis_port}/0",
-                        SLAPLAN_DATABASE_URL=f"postgresql+psycopg://postgres@127.0.0.1:5432/{self.db}")
-        self.base = f"http://127.0.0.1:{self.api_port}"
-        self.serve = self._spawn("serve", "serve", "--port", str(self.api_port), "--log-level", "warning")
-        wait_for(lambda: self._ready(), 60, "slaplan serve")
-        self.workers = [self.start_worker() for _ in range(2)]
-
-    def _spawn(self, log: str, *args: str) -> subprocess.Popen:
-        return subprocess.Popen([sys.executable, "-m", "api.cli", *args], cwd=self.folder, env=self.env,
-                                stdout=(self.folder / f"{log}.log").open("a"), stderr=subprocess.STDOUT)
-
-    def start_worker(self) -> subprocess.Popen:
-        return self._spawn("worker", "worker", "--queues", "plan", "--pool", "solo", "--loglevel", "WARNING",
-                           "--hostname", f"faults-{uuid.uuid4().hex[:6]}@%h")
-
-    def _ready(self) -> bool:
-        try:
-            return httpx.get(self.base + "/readyz", timeout=2).status_code == 200
-        except httpx.TransportError:
-            return False
-
-    def rows(self) -> list[tuple]:
-        """(name, state, lease owner, publish due) of every DGDR."""
-        with psycopg.connect(f"host=127.0.0.1 user=postgres dbname={self.db}") as db:
-            return db.execute("SELECT name, status->>'state', lease_owner, publish_due_at FROM slaplan_resources").fetchall()
-
-    def close(self) -> None:
-        for proc in [self.serve, *self.workers, self.redis]:
-            stop(proc)
-        with psycopg.connect(self.pg_admin, autocommit=True) as admin:
-            admin.execute(f'DROP DATABASE IF EXISTS "{self.db}" WITH (FORCE)')
 
 
 def submit(stack: Stack, template: dict, prefix: str, n: int) -> list[str]:
@@ -212,24 +122,25 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--requests", type=int, default=30, help="DGDRs in each fault phase")
     parser.add_argument("--creates", type=int, default=50, help="creates during the outage")
-    parser.add_argument("--pg-admin", default="host=127.0.0.1 port=5432 user=postgres dbname=postgres")
+    parser.add_argument("--pg-admin", default=PG_ADMIN)
     args = parser.parse_args(argv)
     template = {k: v for k, v in yaml.safe_load(DGDR_FILE.read_text()).items() if k != "metadata"}
     with tempfile.TemporaryDirectory(prefix="slaplan-faults-") as tmp:
-        stack = Stack(Path(tmp), args.pg_admin)
+        stack = Stack(Path(tmp), postgres=True, pg_admin=args.pg_admin)
         try:
             out = outage(stack, template, args.creates)
             c, h = sorted(out["create_ms"]), sorted(out["health_ms"])
             print(f"outage (Redis stopped): {len(c)} creates p50 {statistics.median(c):.1f} ms, max {c[-1]:.1f} ms; "
                   f"/healthz p50 {statistics.median(h):.1f} ms, max {h[-1]:.1f} ms; /readyz named the broker after "
-                  f"{out['readyz_s']:.1f} s; all Ready {out['final_s']:.1f} s after it answered again")
+                  f"{out['readyz_s']:.1f} s; all Ready {out['final_s']:.1f} s after it answered again "
+                  f"(load {load_average()})")
             out = worker_kill(stack, template, args.requests)
             print(f"worker SIGKILL: {out['held']} held request(s) back in progress after {out['back_s']:.1f} s; "
-                  f"all {args.requests} Ready after {out['final_s']:.1f} s more, one result each")
+                  f"all {args.requests} Ready after {out['final_s']:.1f} s more, one result each (load {load_average()})")
             out = redis_restart(stack, template, args.requests)
             print(f"Redis restart: {out['open']} unfinished request(s) back in progress or queued after "
                   f"{out['back_s']:.1f} s; all Ready {out['final_s']:.1f} s later, one result each; "
-                  f"workers alive: {out['alive']}")
+                  f"workers alive: {out['alive']} (load {load_average()})")
         finally:
             stack.close()
     return 0

@@ -12,7 +12,7 @@ import uuid
 from collections import Counter
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy import delete, func, select, tuple_, update
@@ -53,6 +53,21 @@ class ResourceKey(_Frozen):
     name: str
 
 
+class ManagedFieldsEntry(_Frozen):
+    """One entry of ``metadata.managedFields``, as kube-apiserver writes it: the fields a manager
+    set, by an ``Apply`` (server-side apply) or an ``Update`` (any other write), in the FieldsV1
+    form (``{"f:spec": {"f:sla": {"f:ttft": {}}}}``; see ``api.managed_fields``)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+
+    manager: str
+    operation: Literal["Apply", "Update"]
+    api_version: str = Field(alias="apiVersion")
+    time: str = Field(description="when the manager last changed its fields, RFC 3339 in seconds (UTC)")
+    fields_type: Literal["FieldsV1"] = Field(default="FieldsV1", alias="fieldsType")
+    fields_v1: dict[str, Any] = Field(alias="fieldsV1")
+
+
 class ResourceCreate(_Frozen):
     """What a client submits (already validated by the API layer)."""
 
@@ -66,6 +81,7 @@ class ResourceCreate(_Frozen):
     annotations: dict[str, str] = Field(default_factory=dict)
     spec: dict[str, Any] = Field(default_factory=dict)
     status: dict[str, Any] = Field(default_factory=dict)
+    managed_fields: tuple[ManagedFieldsEntry, ...] = ()
 
 
 class Resource(_Frozen):
@@ -86,6 +102,7 @@ class Resource(_Frozen):
     status: dict[str, Any]
     created_at: datetime
     updated_at: datetime
+    managed_fields: tuple[ManagedFieldsEntry, ...] = ()
 
     @property
     def key(self) -> ResourceKey:
@@ -122,7 +139,12 @@ def _to_domain(row: ResourceRow) -> Resource:
         status=dict(row.status or {}),
         created_at=_aware(row.created_at),
         updated_at=_aware(row.updated_at),
+        managed_fields=tuple(ManagedFieldsEntry.model_validate(e) for e in row.managed_fields or ()),
     )
+
+
+def _stored_entries(entries: tuple[ManagedFieldsEntry, ...]) -> list[dict[str, Any]]:
+    return [e.model_dump(by_alias=True) for e in entries]
 
 
 def _select_key(key: ResourceKey):
@@ -138,7 +160,8 @@ def create_resource(session: Session, new: ResourceCreate) -> Resource:
     """Insert a new resource; ``AlreadyExists`` (after rolling the session back) if its key is taken."""
     now = _now()
     row = ResourceRow(
-        **new.model_dump(),
+        **new.model_dump(exclude={"managed_fields"}),
+        managed_fields=_stored_entries(new.managed_fields),
         uid=str(uuid.uuid4()),
         generation=1,
         resource_version=events.next_version(session),
@@ -296,14 +319,18 @@ def update_spec(
     *,
     labels: dict[str, str] | None = None,
     annotations: dict[str, str] | None = None,
+    managed_fields: tuple[ManagedFieldsEntry, ...] | None = None,
     expected_version: int | None = None,
 ) -> Resource:
-    """Replace the spec (and, when given, labels and annotations); bumps generation if the spec changed."""
+    """Replace the spec (and, when given, labels, annotations and managed fields); bumps generation
+    if the spec changed."""
     values: dict[str, Any] = {"spec": spec}
     if labels is not None:
         values["labels"] = labels
     if annotations is not None:
         values["annotations"] = annotations
+    if managed_fields is not None:
+        values["managed_fields"] = _stored_entries(managed_fields)
     return _write(session, key, None, expected_version, **values)
 
 
@@ -345,6 +372,8 @@ def to_object(resource: Resource, version: str | None = None) -> dict[str, Any]:
         metadata["labels"] = dict(resource.labels)
     if resource.annotations:
         metadata["annotations"] = dict(resource.annotations)
+    if resource.managed_fields:
+        metadata["managedFields"] = _stored_entries(resource.managed_fields)
     body: dict[str, Any] = {
         "apiVersion": f"{resource.group}/{version or resource.version}",
         "kind": resource.kind,

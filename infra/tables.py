@@ -47,6 +47,7 @@ class ResourceRow(Base):
     annotations: Mapped[dict] = mapped_column(JSON, default=dict)
     spec: Mapped[dict] = mapped_column(JSON, default=dict)
     status: Mapped[dict] = mapped_column(JSON, default=dict)
+    managed_fields: Mapped[list] = mapped_column(JSON, default=list, server_default="[]")  # metadata.managedFields
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     deleted_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)

@@ -20,8 +20,9 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def wait_ready(proc, url: str, log_path, timeout_s: float = 30.0) -> None:
-    """Wait until ``url`` answers 200 (e.g. ``…/readyz``); stop ``proc`` and raise with its log if not."""
+def wait_ready(proc, url: str, log_path, timeout_s: float = 30.0, *, verify=True) -> None:
+    """Wait until ``url`` answers 200 (e.g. ``…/readyz``); stop ``proc`` and raise with its log if not.
+    ``verify``: httpx's (an ``ssl.SSLContext`` trusting a self-signed server)."""
     import time
 
     import httpx
@@ -31,7 +32,7 @@ def wait_ready(proc, url: str, log_path, timeout_s: float = 30.0) -> None:
         if proc.poll() is not None:
             raise RuntimeError(log_path.read_text())
         try:
-            if httpx.get(url, timeout=1).status_code == 200:
+            if httpx.get(url, timeout=1, verify=verify).status_code == 200:
                 return
         except httpx.TransportError:
             pass
@@ -54,12 +55,15 @@ def stop(proc) -> None:
             proc.wait(5)
 
 
-def start_serve(workdir, env_extra: dict[str, str] | None = None, *, worker: bool = False, host: str | None = None):
+def start_serve(workdir, env_extra: dict[str, str] | None = None, *, worker: bool = False, host: str | None = None,
+                tls: tuple | None = None):
     """``slaplan serve`` in ``workdir`` with no ``SLAPLAN_*`` variables but ``env_extra``, listening
-    on ``host`` (default: serve's own), and with ``worker`` a ``slaplan worker`` for the plan queue
-    beside it; ``workdir`` is their data directory (the default database is
-    ``workdir/slaplan/slaplan.db``). Returns (base URL on 127.0.0.1, processes)."""
+    on ``host`` (default: serve's own), serving HTTPS with ``tls`` (certificate file, key file), and
+    with ``worker`` a ``slaplan worker`` for the plan queue beside it; ``workdir`` is their data
+    directory (the default database is ``workdir/slaplan/slaplan.db``). Returns (base URL on
+    127.0.0.1, processes)."""
     import os
+    import ssl
     import subprocess
     import uuid
     from pathlib import Path
@@ -68,11 +72,15 @@ def start_serve(workdir, env_extra: dict[str, str] | None = None, *, worker: boo
     env.update(PYTHONPATH=str(ROOT), XDG_DATA_HOME=str(workdir), **(env_extra or {}))
     port = free_port()
     log = workdir / "serve.log"
+    tls_args = ["--tls-cert-file", str(tls[0]), "--tls-private-key-file", str(tls[1])] if tls else []
     procs = [subprocess.Popen(
-        [*SLAPLAN, "serve", "--port", str(port), "--log-level", "warning", *(["--host", host] if host else [])],
+        [*SLAPLAN, "serve", "--port", str(port), "--log-level", "warning", *(["--host", host] if host else []),
+         *tls_args],
         cwd=workdir, env=env, stdin=subprocess.DEVNULL, stdout=log.open("a"), stderr=subprocess.STDOUT,
     )]
-    wait_ready(procs[0], f"http://127.0.0.1:{port}/readyz", log)
+    base = f"{'https' if tls else 'http'}://127.0.0.1:{port}"
+    verify = ssl.create_default_context(cafile=str(tls[0])) if tls else True
+    wait_ready(procs[0], f"{base}/readyz", log, verify=verify)
     if worker:
         procs.append(subprocess.Popen(
             [*SLAPLAN, "worker", "--queues", "plan", "--pool", "solo", "--loglevel", "WARNING",
@@ -80,7 +88,7 @@ def start_serve(workdir, env_extra: dict[str, str] | None = None, *, worker: boo
             cwd=workdir, env=env, stdin=subprocess.DEVNULL, stdout=(workdir / "worker.log").open("a"),
             stderr=subprocess.STDOUT,
         ))
-    return f"http://127.0.0.1:{port}", procs
+    return base, procs
 
 
 def start_worker(cwd, env: dict, *, name: str = "test"):

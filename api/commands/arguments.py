@@ -31,6 +31,15 @@ def port(text: str) -> int:
     return value
 
 
+def readable_file(text: str) -> str:
+    """An argparse type: the path of a file this process can read."""
+    import os
+
+    if not os.path.isfile(text) or not os.access(text, os.R_OK):
+        raise argparse.ArgumentTypeError(f"not a readable file: {text!r}")
+    return text
+
+
 def given(args: argparse.Namespace, actions) -> list[str]:
     """The options among ``actions`` that ``args`` sets to something other than their default."""
     return [a.option_strings[0] for a in actions if getattr(args, a.dest) != a.default]

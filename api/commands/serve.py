@@ -6,7 +6,7 @@ import argparse
 import threading
 from datetime import UTC, datetime, timedelta
 
-from api.commands.arguments import port, positive
+from api.commands.arguments import port, positive, readable_file
 from api.commands.database import add_db_argument
 
 COMPACT_EVERY_S = 60.0  # how often the watch history is pruned
@@ -34,8 +34,29 @@ def register(subparsers) -> None:
     parser.add_argument("--no-migrate", action="store_true",
                         help="do not migrate the database at start (it must be migrated already)")
     parser.add_argument("--log-level", type=str.lower, choices=LOG_LEVELS, default="info")
+    parser.add_argument("--tls-cert-file", type=readable_file, metavar="PEM",
+                        help="serve HTTPS with this certificate (PEM; a chain: the server's first); needs "
+                        "--tls-private-key-file. kubectl sends a token over HTTPS only")
+    parser.add_argument("--tls-private-key-file", type=readable_file, metavar="PEM",
+                        help="the private key of --tls-cert-file (PEM, unencrypted)")
     add_db_argument(parser)
-    parser.set_defaults(func=run)
+    parser.set_defaults(func=run, parser=parser)
+
+
+def _tls_error(cert: str | None, key: str | None) -> str | None:
+    """What is wrong with the TLS options (one given without the other, a key that does not load or
+    match the certificate), or None."""
+    if cert is None and key is None:
+        return None
+    if cert is None or key is None:
+        return "--tls-cert-file and --tls-private-key-file go together: give both"
+    import ssl
+
+    try:
+        ssl.create_default_context(ssl.Purpose.CLIENT_AUTH).load_cert_chain(cert, key)
+    except ssl.SSLError as exc:
+        return f"--tls-cert-file/--tls-private-key-file: cannot use them: {exc.reason or exc}"
+    return None
 
 
 def _warn_if_exposed(settings, host: str) -> None:
@@ -64,6 +85,7 @@ def run(args: argparse.Namespace) -> int:
     from uvicorn.config import LOG_LEVELS as LEVEL_NUMBERS
 
     from api.app import create_app
+    from api.http_protocol import MAX_HEAD_BYTES, BoundedH11Protocol
     from api.commands.database import command_settings, export_database
     from infra import events, migrate
     from infra.db import session_scope
@@ -71,6 +93,9 @@ def run(args: argparse.Namespace) -> int:
     from workers.embedded import start_embedded_worker, stop_embedded_worker
     from workers.plan_pool import PlanPool
 
+    tls_error = _tls_error(args.tls_cert_file, args.tls_private_key_file)
+    if tls_error:
+        args.parser.error(tls_error)
     logging.basicConfig(level=LEVEL_NUMBERS[args.log_level], format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     log = logging.getLogger(__name__)
     settings = command_settings(args)
@@ -102,6 +127,8 @@ def run(args: argparse.Namespace) -> int:
         uvicorn.run(
             app, host=args.host, port=args.port, log_level=args.log_level,
             timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
+            http=BoundedH11Protocol, h11_max_incomplete_event_size=MAX_HEAD_BYTES + 4,  # ours refuses first
+            ssl_certfile=args.tls_cert_file, ssl_keyfile=args.tls_private_key_file,
         )
     finally:
         stop.set()

@@ -102,6 +102,9 @@ def submit_page(request: Request) -> HTMLResponse:
     return response
 
 
+DASHBOARD_MANAGER = "slaplan-dashboard"  # the field manager of objects the form creates
+
+
 @router.post("/ui/submit")
 async def submit(request: Request, session: SessionDep, enqueue: EnqueueDep) -> JSONResponse:
     """Create the pasted object: 201 ``{"href": page}``. A refusal is an answer the form shows, not
@@ -110,7 +113,7 @@ async def submit(request: Request, session: SessionDep, enqueue: EnqueueDep) -> 
     cookie repeated in the ``X-CSRF-Token`` header) nothing is read: 403, in the same shape."""
     from api.dashboard.html import q
     from api.dashboard.submit import CSRF_COOKIE, CSRF_HEADER, csrf_matches, parse_text, target_of, with_lines
-    from api.routes.resources import create
+    from api.routes.resources import create_object
 
     if not csrf_matches(request.cookies.get(CSRF_COOKIE), request.headers.get(CSRF_HEADER)):
         return JSONResponse({"accepted": False, "code": 403, "causes": [],
@@ -130,7 +133,8 @@ async def submit(request: Request, session: SessionDep, enqueue: EnqueueDep) -> 
     metadata = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
     namespace = str(metadata.get("namespace") or "default")
     try:
-        response = create(group, version, namespace, kind.plural, obj, session, enqueue, request.app.state.settings)
+        response = create_object(group, version, namespace, kind.plural, obj, session, enqueue,
+                                 request.app.state.settings, manager=DASHBOARD_MANAGER)
     except ApiError as exc:
         causes: list[dict[str, Any]] = [
             {"field": c.get("field", ""), "message": c.get("message", "")} for c in (exc.details or {}).get("causes") or []

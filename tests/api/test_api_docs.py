@@ -26,8 +26,10 @@ def test_writes_declare_their_bodies_and_every_error_is_a_status(api):
     document = api.get("/openapi.json").json()
     paths = document["paths"]
     assert set(paths[COLLECTION]["post"]["requestBody"]["content"]) == {"application/json", "application/yaml"}
-    assert set(paths[ITEM]["patch"]["requestBody"]["content"]) == {"application/merge-patch+json",
-                                                                    "application/apply-patch+yaml"}
+    patch_types = paths[ITEM]["patch"]["requestBody"]["content"]
+    assert set(patch_types) == {"application/merge-patch+json", "application/apply-patch+yaml",
+                                "application/json-patch+json"}
+    assert patch_types["application/json-patch+json"]["schema"]["type"] == "array"
     for method in ("post", "put", "patch", "delete"):
         operation = paths[COLLECTION if method == "post" else ITEM][method]
         assert {"400", "404", "409", "415", "422"} <= set(operation["responses"]), method

@@ -416,3 +416,24 @@ def test_the_kubernetes_client_pages_with_limit_and_continue(custom):
         if not token:
             break
     assert names == ["paged-a", "paged-b", "paged-c"]
+
+
+def test_server_side_apply_with_the_kubernetes_client_owns_fields_and_conflicts(custom):
+    def apply(body: dict, manager: str, **options):
+        return custom.patch_namespaced_custom_object(GROUP, V1, "default", PLURAL, body["metadata"]["name"], body,
+                                                     field_manager=manager, _content_type="application/apply-patch+yaml",
+                                                     **options)
+
+    apply(dgdr("ssa-client", {"team": "a"}), "deployer")  # 201: the client maps only 200 to an object
+    created = custom.get_namespaced_custom_object(GROUP, V1, "default", PLURAL, "ssa-client")
+    assert [(e["manager"], e["operation"]) for e in created["metadata"]["managedFields"]] == [("deployer", "Apply")]
+    with pytest.raises(ApiException) as info:
+        apply(dgdr("ssa-client", {"team": "b"}), "other")
+    status = _status_of(info.value)
+    assert info.value.status == 409 and status["reason"] == "Conflict"
+    assert [c["field"] for c in status["details"]["causes"]] == [".metadata.labels.team"]
+    forced = apply(dgdr("ssa-client", {"team": "b"}), "other", force=True)
+    assert forced["metadata"]["labels"] == {"team": "b"}
+    owners = {e["manager"]: e for e in forced["metadata"]["managedFields"]}
+    assert "f:metadata" not in owners["deployer"]["fieldsV1"]  # its one metadata field was taken
+    assert owners["other"]["fieldsV1"]["f:metadata"] == {"f:labels": {"f:team": {}}}

@@ -2,8 +2,8 @@
 loopback): apply (client- and server-side), get with the CRDs' printer columns and in chunks,
 describe, get -w, explain, delete, api-resources — for DGDRs and BenchmarkJobs.
 
-No token: kubectl sends a kubeconfig's bearer token over https only, and on loopback writes need
-none (see docs/api.md)."""
+Mostly no token: on loopback writes need none (see docs/api.md). kubectl sends a kubeconfig's
+bearer token over https only: the last tests serve HTTPS with a self-signed certificate and a token."""
 
 from __future__ import annotations
 
@@ -58,20 +58,26 @@ spec:
 """
 
 
+def write_kubeconfig(workdir: Path, url: str, *, ca: Path | None = None, token: str | None = None) -> None:
+    """``workdir/kubeconfig`` for the server at ``url`` (trusting ``ca``; sending ``token``)."""
+    cluster = {"server": url, **({"certificate-authority": str(ca)} if ca else {})}
+    kubeconfig = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "slaplan", "cluster": cluster}],
+        "users": [{"name": "tester", "user": {"token": token} if token else {}}],
+        "contexts": [{"name": "slaplan", "context": {"cluster": "slaplan", "user": "tester", "namespace": "default"}}],
+        "current-context": "slaplan",
+    }
+    (workdir / "kubeconfig").write_text(json.dumps(kubeconfig))
+
+
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
     """A ``slaplan serve`` and a kubeconfig for it; yields the work directory."""
     workdir = tmp_path_factory.mktemp("kubectl")
     url, procs = start_serve(workdir)
-    kubeconfig = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [{"name": "slaplan", "cluster": {"server": url}}],
-        "users": [{"name": "tester", "user": {}}],
-        "contexts": [{"name": "slaplan", "context": {"cluster": "slaplan", "user": "tester", "namespace": "default"}}],
-        "current-context": "slaplan",
-    }
-    (workdir / "kubeconfig").write_text(json.dumps(kubeconfig))
+    write_kubeconfig(workdir, url)
     yield workdir
     for proc in procs:
         stop(proc)
@@ -134,6 +140,40 @@ def test_apply_server_side_creates_and_updates(cluster):
         "dynamographdeploymentrequest.nvidia.com/server-side serverside-applied")
     assert kubectl(cluster, "get", "dgdr", "-l", "applied=server", "-o", "name").stdout.split() == [
         "dynamographdeploymentrequest.nvidia.com/server-side"]
+
+
+def managers(workdir: Path, resource: str) -> dict[str, str]:
+    """manager → operation of the managedFields of ``resource``, as kubectl shows them."""
+    got = json.loads(kubectl(workdir, "get", resource, "-o", "json", "--show-managed-fields").stdout)
+    return {e["manager"]: e["operation"] for e in got["metadata"]["managedFields"]}
+
+
+def test_apply_server_side_conflicts_with_another_manager_until_forced(cluster):
+    apply(cluster, manifest(DGDR, "owned", "{team: a}"), "--server-side")
+    assert managers(cluster, "dgdr/owned") == {"kubectl": "Apply"}
+    kubectl(cluster, "label", "dgdr", "owned", "team=b", "--overwrite")
+    assert managers(cluster, "dgdr/owned") == {"kubectl": "Apply", "kubectl-label": "Update"}
+    refused = kubectl(cluster, "apply", "--server-side", "-f", "-", stdin=manifest(DGDR, "owned", "{team: a}"),
+                      check=False)
+    assert refused.returncode == 1
+    assert 'conflict with "kubectl-label"' in refused.stderr and ".metadata.labels.team" in refused.stderr
+    assert kubectl(cluster, "get", "dgdr", "owned", "-o", "jsonpath={.metadata.labels.team}").stdout == "b"
+    apply(cluster, manifest(DGDR, "owned", "{team: a}"), "--server-side", "--force-conflicts")
+    assert kubectl(cluster, "get", "dgdr", "owned", "-o", "jsonpath={.metadata.labels.team}").stdout == "a"
+    assert managers(cluster, "dgdr/owned") == {"kubectl": "Apply"}
+    apply(cluster, manifest(DGDR, "owned"), "--server-side")  # the label no longer applied: removed
+    assert kubectl(cluster, "get", "dgdr", "owned", "-o", "jsonpath={.metadata.labels}").stdout == ""
+
+
+def test_apply_server_side_after_client_side(cluster):
+    apply(cluster, manifest(DGDR, "switched", "{step: one}"))
+    assert managers(cluster, "dgdr/switched") == {"kubectl-client-side-apply": "Update"}
+    # no conflict with what client-side apply set; kubectl then moves its fields over with a JSON patch
+    done = kubectl(cluster, "apply", "--server-side", "-f", "-", stdin=manifest(DGDR, "switched", "{step: two}"))
+    assert (done.stdout.strip(), done.stderr) == ("dynamographdeploymentrequest.nvidia.com/switched serverside-applied", "")
+    assert kubectl(cluster, "get", "dgdr", "switched", "-o", "jsonpath={.metadata.labels.step}").stdout == "two"
+    assert "kubectl-client-side-apply" not in managers(cluster, "dgdr/switched")
+    assert managers(cluster, "dgdr/switched")["kubectl"] == "Apply"
 
 
 def test_get_in_chunks_lists_every_object_once(cluster):
@@ -221,3 +261,39 @@ def test_api_resources_lists_every_group(cluster):
     rows = table(kubectl(cluster, "api-resources").stdout)
     names = {r[0] for r in rows[1:]}
     assert {"dynamographdeploymentrequests", "benchmarkjobs", "events"} <= names
+
+
+TOKEN = "kubectl-test-token"
+
+
+@pytest.fixture(scope="module")
+def secure_cluster(tmp_path_factory):
+    """A ``slaplan serve`` over HTTPS (a self-signed certificate) that needs a token for writes, and a
+    kubeconfig that trusts the certificate and sends the token; yields the work directory."""
+    from certificates import self_signed
+
+    workdir = tmp_path_factory.mktemp("kubectl-tls")
+    cert, key = self_signed(workdir)
+    url, procs = start_serve(workdir, {"SLAPLAN_API_TOKEN": TOKEN}, tls=(cert, key))
+    assert url.startswith("https://")
+    write_kubeconfig(workdir, url, ca=cert, token=TOKEN)
+    yield workdir
+    for proc in procs:
+        stop(proc)
+
+
+def test_apply_and_get_with_a_token_over_https(secure_cluster):
+    assert apply(secure_cluster, manifest(DGDR, "secure")) == "dynamographdeploymentrequest.nvidia.com/secure created"
+    assert apply(secure_cluster, manifest(DGDR, "secure-ssa"), "--server-side") == (
+        "dynamographdeploymentrequest.nvidia.com/secure-ssa serverside-applied")
+    rows = table(kubectl(secure_cluster, "get", "dgdr").stdout)
+    assert [r[0] for r in rows[1:]] == ["secure", "secure-ssa"]
+
+
+def test_over_https_a_write_with_another_token_is_refused(secure_cluster, tmp_path):
+    url = json.loads((secure_cluster / "kubeconfig").read_text())["clusters"][0]["cluster"]["server"]
+    write_kubeconfig(tmp_path, url, ca=secure_cluster / "cert.pem", token="not-" + TOKEN)
+    refused = kubectl(tmp_path, "apply", "-f", "-", stdin=manifest(DGDR, "anonymous"), check=False)
+    assert refused.returncode == 1 and "Unauthorized" in refused.stderr, refused.stderr
+    missing = kubectl(secure_cluster, "get", "dgdr", "anonymous", check=False)
+    assert "NotFound" in missing.stderr

@@ -69,3 +69,19 @@ def test_worker_takes_celery_levels_in_any_case_and_trims_queues():
     args = build_parser().parse_args(["worker", "--loglevel", "warning", "--queues", " bench , ,plan", "--concurrency", "3"])
     assert (args.loglevel, args.queues, args.concurrency) == ("WARNING", ["bench", "plan"], 3)
     assert build_parser().parse_args(["worker"]).queues == ["plan", "bench"]
+
+
+def test_serve_refuses_tls_options_it_cannot_use(capsys, _empty_workdir):
+    from certificates import self_signed
+
+    cert, key = self_signed(_empty_workdir)
+    (_empty_workdir / "other").mkdir()
+    _other_cert, other_key = self_signed(_empty_workdir / "other")
+    pair = "slaplan serve: error: --tls-cert-file and --tls-private-key-file go together: give both"
+    assert _refused(capsys, ["serve", "--tls-cert-file", str(cert)]) == pair
+    assert _refused(capsys, ["serve", "--tls-private-key-file", str(key)]) == pair
+    assert _refused(capsys, ["serve", "--tls-cert-file", str(_empty_workdir / "absent.pem")]) == (
+        f"slaplan serve: error: argument --tls-cert-file: not a readable file: '{_empty_workdir / 'absent.pem'}'")
+    mismatch = _refused(capsys, ["serve", "--tls-cert-file", str(cert), "--tls-private-key-file", str(other_key)])
+    assert mismatch.startswith("slaplan serve: error: --tls-cert-file/--tls-private-key-file: cannot use them: ")
+    assert {p.name for p in _empty_workdir.iterdir()} == {"cert.pem", "key.pem", "other"}  # no database
