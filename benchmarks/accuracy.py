@@ -31,7 +31,7 @@ of every fold; the tables above stay on ``--data``'s rows, and the added rows ge
 their own by GPU type and mode: held out by GPU type (each AMD type fitted on every other GPU),
 with the CDNA3 GPUs (MI300X, MI325X) held out together, and with every AMD row held out (fitted
 on NVIDIA rows alone, as before AMD rows were in the fit). Rows with only a TPOT (a published
-median, see ``benchmarks/amd_data.py``) are fitted and scored on TPOT only.
+median, see ``benchmarks/inferencex_data.py``) are fitted and scored on TPOT only.
 
 Every prediction is read twice: *as measured*, with the term each row's harness adds to its TTFT
 (its client, tokenizer, HTTP path, polling; ``profiler/model/harness.py``), fitted in each fold
@@ -40,8 +40,14 @@ as measured; the summary gives both, and the harness terms fitted on every row (
 ``params.json``) are listed with their size. ``--source-prior`` sets how strongly each harness's
 term is pulled toward its backend's typical one (``inf``: one term per backend).
 
-    python benchmarks/accuracy.py [--data CSV] [--also CSV] [--max-evals N] [--workers N] [--in-sample-only]
-                                  [--source-prior S]
+With ``--external CSV`` (e.g. ``benchmarks/data/nvidia_measured.csv``) measured rows that are never
+fitted get a table of their own, by model family × GPU type (and mode, where a GPU has both): the
+shipped parameters' errors on them, and (unless ``--in-sample-only``) those of parameters fitted
+with the code as it is on every row of ``--data`` and ``--also`` (one more fit), which is what
+judges a change of the model's physics before the shipped parameters are refitted.
+
+    python benchmarks/accuracy.py [--data CSV] [--also CSV] [--external CSV] [--max-evals N] [--workers N]
+                                  [--in-sample-only] [--source-prior S]
 
 Cross-validation refits the parameters once per held-out group (each fit starting from and
 pulled toward the GEMM shape efficiencies fitted to the kernel measurements beside the data,
@@ -267,30 +273,61 @@ def only(mask: np.ndarray, *predictions: np.ndarray) -> list[np.ndarray]:
     return [np.where(mask, p, np.nan) for p in predictions]
 
 
-def added_table(data, preds: dict[str, np.ndarray], added: np.ndarray) -> str:
-    """Errors on the rows of ``--also`` (``added``) per scheme of ``preds`` (scheme -> array (2, rows)
-    of TTFT and TPOT ms), by GPU type and by GPU type and mode: TTFT and TPOT MdAPE with bias and
-    how many rows each is over (a row with only a TPOT counts for TPOT only)."""
-
+def groups_table(data, preds: dict[str, np.ndarray], groups: list[tuple[str, np.ndarray]],
+                 title: list[str]) -> str:
+    """TTFT and TPOT MdAPE with bias, and how many rows each is over (a row with only a TPOT counts
+    for TPOT only), of each scheme of ``preds`` (scheme -> array (2, rows) of TTFT and TPOT ms) on
+    each of ``groups`` (label, mask of ``data``'s rows), under the lines of ``title``."""
     from profiler.model.calibrate import median_errors
 
-    head = (f"{'predictions':<9} {'rows':<18} {'TTFT n':>6} {'MdAPE':>6} {'bias':>5} "
+    width = max([18, *(len(label) for label, _ in groups)])
+    head = (f"{'predictions':<9} {'rows':<{width}} {'TTFT n':>6} {'MdAPE':>6} {'bias':>5} "
             f"{'TPOT n':>6} {'MdAPE':>6} {'bias':>5}")
-    lines = ["ADDED ROWS (--also), by what their predictions held out:",
-             *(f"  {scheme}: {ADDED_SCHEMES[scheme]}" for scheme in preds), head, "-" * len(head)]
+    lines = [*title, head, "-" * len(head)]
+    for scheme, (ttft, tpot) in preds.items():
+        for label, mask in groups:
+            n_t, t_ape, t_bias = median_errors(ttft[mask], data.ttft_ms[mask])
+            n_p, p_ape, p_bias = median_errors(tpot[mask], data.tpot_ms[mask])
+            lines.append(f"{scheme:<9} {label:<{width}} {n_t:>6} {t_ape:>5.1f}% {t_bias:>+4.0f}% {n_p:>6} "
+                         f"{p_ape:>5.1f}% {p_bias:>+4.0f}%")
+    return "\n".join(lines)
+
+
+def added_table(data, preds: dict[str, np.ndarray], added: np.ndarray) -> str:
+    """Errors (``groups_table``) on the rows of ``--also`` (``added``) per scheme of ``preds``, by GPU
+    type and by GPU type and mode."""
     scored = added & ~data.repeats
     gpus, modes = data.labels["gpu"], data.labels["mode"]
     groups = [("all", scored)] + [(g, scored & (gpus == g)) for g in sorted(set(gpus[scored].tolist()))]
     groups += [(f"{g} {m}", scored & (gpus == g) & (modes == m))
                for g in sorted(set(gpus[scored].tolist())) for m in ("agg", "disagg")
                if (scored & (gpus == g) & (modes == m)).any() and (scored & (gpus == g) & (modes != m)).any()]
-    for scheme, (ttft, tpot) in preds.items():
-        for label, mask in groups:
-            n_t, t_ape, t_bias = median_errors(ttft[mask], data.ttft_ms[mask])
-            n_p, p_ape, p_bias = median_errors(tpot[mask], data.tpot_ms[mask])
-            lines.append(f"{scheme:<9} {label:<18} {n_t:>6} {t_ape:>5.1f}% {t_bias:>+4.0f}% {n_p:>6} {p_ape:>5.1f}% "
-                         f"{p_bias:>+4.0f}%")
-    return "\n".join(lines)
+    title = ["ADDED ROWS (--also), by what their predictions held out:",
+             *(f"  {scheme}: {ADDED_SCHEMES[scheme]}" for scheme in preds)]
+    return groups_table(data, preds, groups, title)
+
+
+# Predictions of the rows of --external: scheme -> the parameters they come from.
+EXTERNAL_SCHEMES = {"shipped": "the shipped parameters (profiler/model/data/params.json)",
+                    "refit": "parameters fitted with this code on every row of --data and --also (none of these)"}
+
+
+def external_table(external, preds: dict[str, np.ndarray]) -> str:
+    """Errors (``groups_table``) on the rows of ``--external`` (``external``: prepared rows, never
+    fitted) per scheme of ``preds``, overall, by model family × GPU type, and by family × GPU × mode
+    where a GPU has both modes."""
+    scored = ~external.repeats
+    families, gpus, modes = (external.labels[k] for k in ("family", "gpu", "mode"))
+    pairs = sorted(set(zip(families[scored].tolist(), gpus[scored].tolist())))
+    groups = [("all", scored)]
+    for fam, gpu in pairs:
+        mask = scored & (families == fam) & (gpus == gpu)
+        groups.append((f"{fam.split('/')[-1]} {gpu}", mask))
+        if len(set(modes[mask].tolist())) > 1:
+            groups += [(f"{fam.split('/')[-1]} {gpu} {m}", mask & (modes == m)) for m in ("agg", "disagg")]
+    title = ["EXTERNAL CHECK (--external: rows never fitted), by the parameters predicting them:",
+             *(f"  {scheme}: {EXTERNAL_SCHEMES[scheme]}" for scheme in preds)]
+    return groups_table(external, preds, groups, title)
 
 
 def harness_table(data, params: dict[str, float]) -> str:
@@ -324,6 +361,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-evals", type=int, default=200, help="model evaluations per CV fit (default 200)")
     parser.add_argument("--also", action="append", default=[], metavar="CSV",
                         help="more measured rows fitted with --data's and reported on their own (repeatable)")
+    parser.add_argument("--external", action="append", default=[], metavar="CSV",
+                        help="measured rows never fitted, scored on their own: an external check (repeatable)")
     parser.add_argument("--in-sample-only", action="store_true", help="skip cross-validation (seconds, not minutes)")
     parser.add_argument("--source-prior", type=float, default=None, metavar="S",
                         help="prior strength pulling each harness's TTFT term toward its backend's typical one "
@@ -333,8 +372,8 @@ def main(argv: list[str] | None = None) -> int:
 
     import numpy as np
 
-    from profiler.model.calibrate import (ENGINE_ALONE, as_measured, kernel_prior, measured_column, measured_mask,
-                                          median_errors, prepare_rows)
+    from profiler.model.calibrate import (ENGINE_ALONE, as_measured, fit_by_vendor, kernel_prior, measured_column,
+                                          measured_mask, median_errors, prepare_rows)
     from profiler.model.estimate import evaluate
     from profiler.model.harness import shipped_terms
     from profiler.model.params import shipped_params
@@ -382,6 +421,10 @@ def main(argv: list[str] | None = None) -> int:
     print("\n" + harness_table(data, shipped))
     if added.any():
         print("\n" + added_table(data, {"shipped": np.stack([out["ttft_ms"], out["itl_ms"]])}, added))
+    external = prepare_rows([row for extra in args.external for row in read_rows(Path(extra))]) if args.external else None
+    if external is not None:
+        ext_shipped = evaluate(as_measured(external, shipped), shipped)
+        print("\n" + external_table(external, {"shipped": np.stack([ext_shipped["ttft_ms"], ext_shipped["itl_ms"]])}))
     if args.in_sample_only:
         return 0
 
@@ -389,6 +432,12 @@ def main(argv: list[str] | None = None) -> int:
     kernel_rows, kernels = read_kernels(path, None)
     print(f"\nGEMM shape prior: {'fitted to ' + kernels['data'] if kernels else 'physical defaults (no kernel data)'}")
     prior = kernel_prior(kernel_rows)
+    if external is not None:
+        refitted = fit_by_vendor(data, prior, max_evals=args.max_evals,
+                                 **({} if args.source_prior is None else {"source_prior": args.source_prior}))
+        refit = evaluate(as_measured(external, refitted), refitted)
+        print("\n" + external_table(external, {scheme: np.stack([p["ttft_ms"], p["itl_ms"]])
+                                                for scheme, p in (("shipped", ext_shipped), ("refit", refit))}))
     disagg = data.labels["mode"] == "disagg"
     held_out = {"disagg": disagg}
     amd = data.batch.decode["cdna"] > 0

@@ -1,4 +1,5 @@
-"""AMD measurements in the calibration columns (benchmarks/amd_data.py), and the model's AMD-only parameters."""
+"""InferenceX measurements in the calibration columns (benchmarks/inferencex_data.py), and the model's AMD-only
+parameters."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from profiler.model.estimate import estimate, evaluate, prepare, stack_prepared
 from profiler.model.params import AMD_PARAMS, PARAMS, shipped_params
 from tests.benchmark_scripts import load
 
-amd_data = load("amd_data")
+inferencex = load("inferencex_data")
 
 # One published result as the dashboard's JSON holds it (figures invented for the test, seconds).
 AGG = {"hardware": "mi300x", "framework": "sglang", "model": "dsr1", "precision": "fp8", "spec_method": "none",
@@ -42,7 +43,7 @@ def with_(record: dict, **changes) -> dict:
 
 
 def test_a_result_with_means_keeps_them_and_its_provenance():
-    row = amd_data.convert(AGG, "repo:file@abc")
+    row = inferencex.convert(AGG, "repo:file@abc")
     assert row["statistic"] == "mean"
     assert (row["ttft_ms"], row["tpot_ms"]) == ("400", "25")
     assert (row["median_ttft_ms"], row["median_tpot_ms"]) == ("200", "25.1")
@@ -53,18 +54,18 @@ def test_a_result_with_means_keeps_them_and_its_provenance():
 
 
 def test_a_result_with_medians_only_gives_its_tpot_and_no_ttft():
-    row = amd_data.convert(DISAGG, "s")
+    row = inferencex.convert(DISAGG, "s")
     assert row["statistic"] == "median" and row["ttft_ms"] == "" and row["tpot_ms"] == "20"
     assert row["median_ttft_ms"] == "300"
 
 
 def test_a_disaggregated_result_spells_attention_dp_as_the_calibration_columns_do():
-    row = amd_data.convert(DISAGG, "s")
+    row = inferencex.convert(DISAGG, "s")
     assert row["mode"] == "disagg" and row["backend"] == "sglang" and row["num_gpus"] == "24"
     assert (row["p_workers"], row["p_tp"], row["p_attn_dp"], row["p_moe_ep"]) == ("1", "1", "8", "8")
     assert (row["d_workers"], row["d_tp"], row["d_attn_dp"], row["d_moe_ep"]) == ("2", "8", "1", "8")
     # tp 1 with ep 8: an 8-GPU engine whose attention is data-parallel
-    assert amd_data.engine_columns(1, 8, False) == {"tp": 1, "attn_dp": 8, "moe_tp": 1, "moe_ep": 8}
+    assert inferencex.engine_columns(1, 8, False) == {"tp": 1, "attn_dp": 8, "moe_tp": 1, "moe_ep": 8}
 
 
 @pytest.mark.parametrize("record", [
@@ -75,20 +76,46 @@ def test_a_disaggregated_result_spells_attention_dp_as_the_calibration_columns_d
     with_(DISAGG, num_decode_gpu=8),  # GPU counts disagree with the workers' engines
 ])
 def test_results_slaplan_cannot_read_as_deployments_are_left_out(record):
-    assert amd_data.convert(record, "s") is None
+    assert inferencex.convert(record, "s") is None
+
+
+def test_nvidia_results_are_read_with_the_catalog_gpu_and_engine_names():
+    record = with_(DISAGG, hardware="b200", framework="dynamo-trt", image="nvcr.io/x/tensorrtllm-runtime:0.8.1.post2")
+    assert inferencex.convert(record, "s") is None  # not an AMD GPU
+    row = inferencex.convert(record, "s", vendor="nvidia")
+    assert (row["gpu"], row["backend"], row["mode"], row["backend_version"]) == ("b200_sxm", "trtllm", "disagg",
+                                                                                 "0.8.1.post2")
+    assert inferencex.convert(AGG, "s", vendor="nvidia") is None  # an AMD GPU
+    assert inferencex.convert(with_(AGG, hardware="tpu9"), "s", vendor="nvidia") is None  # not in the catalog
+
+
+def test_a_result_the_calibration_data_holds_is_a_repeat_and_another_is_not():
+    row = inferencex.convert(with_(AGG, hardware="h200", date="2026-01-02"), "s", vendor="nvidia")
+    same = {**row, "model": "deepseek-ai/DeepSeek-R1", "source": "other", "provenance": "", "date": ""}
+    known = inferencex.known_measurements([same])
+    assert inferencex.repeats(row, known)
+    slower = {**same, "tpot_ms": str(float(row["tpot_ms"]) * (1 + 2 * inferencex.SAME_WITHIN))}
+    assert not inferencex.repeats(row, inferencex.known_measurements([slower]))
+    # measured the same day (as the calibration data's provenance spells it): a wider tolerance
+    same_day = {**slower, "provenance": "db; measured=2026-01-02T00:00:00.000Z"}
+    assert inferencex.repeats(row, inferencex.known_measurements([same_day]))
+    other_length = {**same, "isl": "8192"}
+    assert not inferencex.repeats(row, inferencex.known_measurements([other_length]))
+    median_only = {**row, "ttft_ms": "", "statistic": "median"}  # TPOT alone decides
+    assert inferencex.repeats(median_only, inferencex.known_measurements([{**same, "ttft_ms": "1"}]))
 
 
 def test_a_run_in_both_files_is_one_row_the_one_with_means():
     median_only = with_(AGG, metrics={"median_ttft": 0.2, "median_tpot": 0.0251})
-    rows = amd_data.rows_from([([median_only], "history"), ([AGG, with_(AGG, conc=4)], "latest")])
+    rows = inferencex.rows_from([([median_only], "history"), ([AGG, with_(AGG, conc=4)], "latest")])
     assert [(r["concurrency"], r["statistic"], r["source"]) for r in rows] == [("4", "mean", "latest"),
                                                                                ("16", "mean", "latest")]
 
 
 def test_written_rows_read_back_as_deployments_and_fit_on_what_they_measure():
-    rows = amd_data.rows_from([([AGG, DISAGG], "s")])
+    rows = inferencex.rows_from([([AGG, DISAGG], "s")])
     text = io.StringIO()
-    writer = csv.DictWriter(text, fieldnames=amd_data.COLUMNS)
+    writer = csv.DictWriter(text, fieldnames=inferencex.COLUMNS)
     writer.writeheader()
     writer.writerows(rows)
     read = list(csv.DictReader(io.StringIO(text.getvalue())))
@@ -129,7 +156,7 @@ def test_each_instinct_generation_has_its_own_decode_layer_cost():
 
 
 def test_amd_rows_fit_only_the_amd_parameters():
-    amd_rows = amd_data.rows_from([([AGG, with_(AGG, conc=4), DISAGG], "s")])
+    amd_rows = inferencex.rows_from([([AGG, with_(AGG, conc=4), DISAGG], "s")])
     nvidia_rows = [{"model": "deepseek-ai/DeepSeek-R1", "gpu": "b200_sxm", "backend": "sglang", "precision": "fp8",
                     "mode": "agg", "isl": "1024", "osl": "1024", "concurrency": str(c), "tp": "8",
                     "ttft_ms": str(300 + 10 * c), "tpot_ms": str(8 + c / 4)} for c in (4, 16, 64)]
