@@ -515,7 +515,8 @@ def test_chart_draws_every_point_and_escapes_labels():
 
 def _stored_plan(*, ttft: float, feasible: bool, reason: str | None = None, x: float = 50.0) -> dict:
     """A plan as the results document stores it (null for an unbounded time)."""
-    from planner.types import Engine, Plan, Prediction
+    from planner.types import Engine, Plan
+    from profiler.model import Prediction
 
     predicted = Prediction(ttft_ms=ttft, ttft_p90_ms=ttft, ttft_p99_ms=ttft, itl_ms=15.0, output_tok_s_per_gpu=100.0 - x,
                            tok_s_per_user=x, requests_per_s=1.0, concurrency=8.0)
