@@ -405,7 +405,7 @@ def test_benchmark_results_read_runner_and_genai_bench_shapes():
     from api.dashboard.bench_results import read_results
 
     ours = read_results({"details": json.dumps(_measured())}, {"slaplan.io/itl-ms": "15"})
-    assert len(ours.runs) == 6 and ours.sla == {"itlMs": 15.0}
+    assert len(ours.runs) == 6 and ours.sla == (None, 15.0)
     assert ours.runs[0].ttft_p99_ms is not None and ours.reports == [("genai-bench report", "https://files.example/x.xlsx")]
     native = read_results({"metrics": [{"aggregated_metrics": {
         "scenario": "D(1,1)", "num_concurrency": 2, "stats": {"ttft": {"mean": 0.1}, "tpot": {"mean": 0.01}},
