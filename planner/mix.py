@@ -20,8 +20,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from planner.types import Engine, Plan, Prediction
-from profiler.model import ItlParts, TtftParts
+from planner.types import Engine, Plan
+from profiler.model import ItlParts, Prediction, TtftParts
 
 __all__ = ["Unit", "best_mix", "mixed_plan"]
 

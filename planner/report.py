@@ -11,6 +11,7 @@ from typing import Any
 
 from planner.results import ProfilingResults
 from planner.types import Engine, Plan, PlanResult
+from profiler.model import Figures
 
 
 def _num(x: float) -> float | str:
@@ -29,9 +30,7 @@ def plan_summary(plan: Plan) -> dict[str, Any]:
     doc: dict[str, Any] = {
         "mode": plan.mode,
         "total_gpus": plan.total_gpus,
-        "predicted": {"ttft_ms": _num(p.ttft_ms), "ttft_p90_ms": _num(p.ttft_p90_ms), "ttft_p99_ms": _num(p.ttft_p99_ms),
-                      "itl_ms": _num(p.itl_ms), "output_tok_s_per_gpu": _num(p.output_tok_s_per_gpu),
-                      "tok_s_per_user": _num(p.tok_s_per_user), "requests_per_s": _num(p.requests_per_s)},
+        "predicted": {name: _num(getattr(p, name)) for name in Figures.model_fields},
     }
     for key, parts in (("ttft_parts", p.ttft_parts), ("itl_parts", p.itl_parts)):
         if parts is not None:

@@ -16,10 +16,8 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from planner.types import Prediction
-from profiler.model import (Parallel, Prepared, accepted_per_step, decode_step_s, evaluate, first_token,
-                         first_token_steps, itl_parts, prefill_batching, prefill_capacity, stack_prepared,
-                         ttft_parts)
+from profiler.model import (Parallel, Prediction, Prepared, accepted_per_step, decode_step_s, evaluate, first_token,
+                            first_token_steps, prediction, prefill_batching, prefill_capacity, stack_prepared)
 
 GROWTH_ROUNDS = 8
 MAX_WORKERS = 512
@@ -93,12 +91,7 @@ def _pick(out: dict[str, np.ndarray], i: int, t: Target) -> Prediction:
     closed loop, else requests/s × end-to-end latency (Little's law)."""
     pr = {k: float(v[i]) for k, v in out.items()}
     e2e_s = (pr["ttft_ms"] + (t.osl - 1) * pr["itl_ms"]) / 1e3
-    return Prediction(
-        ttft_ms=pr["ttft_ms"], ttft_p90_ms=pr["ttft_p90_ms"], ttft_p99_ms=pr["ttft_p99_ms"], itl_ms=pr["itl_ms"],
-        output_tok_s_per_gpu=pr["output_tok_s_per_gpu"], tok_s_per_user=pr["tok_s_per_user"],
-        requests_per_s=pr["requests_per_s"],
-        concurrency=t.load if (t.load is not None and t.closed) else pr["requests_per_s"] * e2e_s,
-        ttft_parts=ttft_parts(pr), itl_parts=itl_parts(pr))
+    return prediction(pr, concurrency=t.load if (t.load is not None and t.closed) else pr["requests_per_s"] * e2e_s)
 
 
 def size_aggregated(cands: list[Candidate], preps: list[Prepared], t: Target, p: dict) -> list[Sized]:

@@ -1,4 +1,5 @@
-"""The planner's value types: a normalized request, engines, predictions and the plan.
+"""The planner's value types: a normalized request, engines and the plan (its prediction is the
+performance model's ``Prediction``).
 
 Times are milliseconds, rates per second. TTFT is the time from a request's arrival to its
 first output token; ITL (= TPOT) is the mean gap between output tokens after the first.
@@ -14,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, computed_field
 from planner.lengths import V1ALPHA1_LENGTHS
 from planner.online_results import OnlineSearch
 from planner.stored import Stored
-from profiler.model import ItlParts, TtftParts, Unbounded
+from profiler.model import Prediction
 
 Backend = Literal["vllm", "sglang", "trtllm"]
 Mode = Literal["agg", "disagg"]
@@ -112,22 +113,6 @@ class Engine(Stored):
     @property
     def total_gpus(self) -> int:
         return self.gpus * self.replicas
-
-
-class Prediction(Stored):
-    """What the performance model expects of a deployment under the stated load (unbounded
-    times are infinite, ``null`` when stored)."""
-
-    ttft_ms: Unbounded = Field(alias="ttftMs")
-    ttft_p90_ms: Unbounded = Field(alias="ttftP90Ms")
-    ttft_p99_ms: Unbounded = Field(alias="ttftP99Ms")
-    itl_ms: Unbounded = Field(alias="itlMs")
-    output_tok_s_per_gpu: Unbounded = Field(alias="outputTokPerSecPerGpu")
-    tok_s_per_user: Unbounded = Field(alias="tokPerSecPerUser")
-    requests_per_s: Unbounded = Field(alias="requestsPerSec")
-    concurrency: Unbounded = Field(alias="concurrency", description="requests in flight at this operating point")
-    ttft_parts: TtftParts | None = Field(default=None, alias="ttftPartsMs", description="where the mean TTFT goes")
-    itl_parts: ItlParts | None = Field(default=None, alias="itlPartsMs", description="where the mean ITL goes")
 
 
 class Plan(Stored):

@@ -155,7 +155,7 @@ def register_tasks(app: Celery, context: WorkerContext) -> None:
         if context.plan_pool.running and context.cluster is None:
             return leased_run(PLAN_TASK, uid, lambda: context.plan_pool.process_dgdr(uid))
         return leased_run(PLAN_TASK, uid, lambda: process_dgdr(context.sessions(), uid, cluster=context.cluster,
-                                                               model_dirs=settings.model_dirs))
+                                                               online=online, model_dirs=settings.model_dirs))
 
     @app.task(name=ONLINE_TASK, **common)
     def profile_dgdr_online(self, uid: str) -> str:

@@ -68,7 +68,7 @@ class WorkerContext:
     def of(cls, settings: Settings, *, plan_pool: PlanPool | None = None) -> WorkerContext:
         connect = None if settings.cluster == "none" else Once(lambda: _cluster(settings))
         return cls(settings=settings, sessions=Once(lambda: _session_factory(settings)), cluster=connect,
-                   plan_pool=plan_pool or PlanPool(settings.database_url, settings.model_dirs))
+                   plan_pool=plan_pool or PlanPool(settings))
 
     def next_check(self) -> datetime:
         """When an applied deployment is next checked (``settings.deploy_check_seconds`` from now)."""

@@ -17,7 +17,10 @@ import threading
 import time
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from infra.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -64,28 +67,27 @@ def _exit_with_parent(parent: int) -> None:
     os._exit(0)
 
 
-def _process_dgdr_here(database_url: str, uid: str, model_dirs: tuple[str, ...]) -> str:
-    """In a child: ``tasks.process_dgdr`` on this child's own engine for ``database_url``, local
-    models allowed under ``model_dirs`` only."""
+def _process_dgdr_here(settings: Settings, uid: str) -> str:
+    """In a child: ``tasks.process_dgdr`` on this child's own engine for ``settings.database_url``,
+    local models allowed under ``settings.model_dirs`` only, online profiling set up from ``settings``."""
     from infra.db import make_engine, make_session_factory
-    from infra.settings import load_settings
+    from workers.online import online_setup
     from workers.tasks import process_dgdr
 
-    sessions = _child_sessions.get(database_url)
+    sessions = _child_sessions.get(settings.database_url)
     if sessions is None:
-        sessions = make_session_factory(make_engine(load_settings({}, database_url=database_url)))
-        _child_sessions[database_url] = sessions
-    return process_dgdr(sessions, uid, model_dirs=model_dirs)
+        sessions = make_session_factory(make_engine(settings))
+        _child_sessions[settings.database_url] = sessions
+    return process_dgdr(sessions, uid, online=lambda: online_setup(settings), model_dirs=settings.model_dirs)
 
 
 class PlanPool:
-    """The child processes one worker plans the DGDRs of the database at ``database_url`` in
-    (local models allowed under ``model_dirs`` only): empty until ``start``, replaced when a child
-    dies, emptied by ``stop``. Thread-safe."""
+    """The child processes one worker with ``settings`` plans the DGDRs of its database in (local
+    models allowed under ``settings.model_dirs`` only): empty until ``start``, replaced when a
+    child dies, emptied by ``stop``. Used only when no cluster is configured. Thread-safe."""
 
-    def __init__(self, database_url: str, model_dirs: tuple[str, ...] = ()) -> None:
-        self.database_url = database_url
-        self.model_dirs = model_dirs
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
         self._lock = threading.Lock()
         self._pool: ProcessPoolExecutor | None = None
 
@@ -96,7 +98,7 @@ class PlanPool:
     def start(self, processes: int) -> None:
         """Start ``processes`` children, unless the database is one only this process can open
         (then DGDRs are planned in the task, and ``running`` stays False)."""
-        if not shareable(self.database_url):
+        if not shareable(self.settings.database_url):
             return
         with self._lock:
             if self._pool is None:
@@ -119,7 +121,7 @@ class PlanPool:
             if pool is None:
                 raise RuntimeError("the planning pool is not running")
             try:
-                return pool.submit(_process_dgdr_here, self.database_url, uid, self.model_dirs).result()
+                return pool.submit(_process_dgdr_here, self.settings, uid).result()
             except BrokenProcessPool:
                 if attempt == 2:
                     raise

@@ -44,7 +44,7 @@ def process_dgdr(sessions: SessionFactory, uid: str, *, clock: Clock = _utcnow, 
     ``gone`` (deleted), ``superseded`` (changed or claimed by another worker meanwhile) or, with
     autoApply and a ``cluster`` (a connector, see ``workers.deploy``), ``deploying``. An
     ``online: true`` DGDR is profiled by measuring candidates (``workers.online``) on the target
-    ``online()`` sets up (default: the one the environment's settings name). Its model is a
+    ``online()`` sets up (the worker's, from its settings); with none given, it fails. Its model is a
     catalog name, a Hugging Face id or a local directory under ``model_dirs`` (the stored request
     came from the network: no other server path is read)."""
     resource = _load(sessions, uid)
@@ -87,10 +87,11 @@ def process_dgdr(sessions: SessionFactory, uid: str, *, clock: Clock = _utcnow, 
 
     try:
         if request.online:
-            from workers.online import online_setup, run_online
+            from workers.online import OnlineError, run_online
 
-            setup = online() if online else online_setup(_settings(), cluster)
-            result, claimed = run_online(sessions, claimed, request, setup=setup, clock=clock, model=model)
+            if online is None:
+                raise OnlineError("online profiling is not set up in this process")
+            result, claimed = run_online(sessions, claimed, request, setup=online(), clock=clock, model=model)
         else:
             with session_scope(sessions) as session:
                 calibration = find_calibration(session, request.model, request.gpu, request.backend)
@@ -128,12 +129,6 @@ def process_dgdr(sessions: SessionFactory, uid: str, *, clock: Clock = _utcnow, 
     if request.auto_apply:
         ready = _nothing_applied(ready, generation, clock())
     return finish(sessions, claimed, ready, "ready")
-
-
-def _settings():
-    from infra.settings import load_settings
-
-    return load_settings()
 
 
 def _nothing_applied(status: dict[str, Any], generation: int, now: datetime) -> dict[str, Any]:

@@ -104,7 +104,7 @@ def run(args: argparse.Namespace) -> int:
         migrate.require_current(settings)
     else:
         migrate.upgrade(settings)
-    plan_pool = PlanPool(settings.database_url, settings.model_dirs)
+    plan_pool = PlanPool(settings)
     celery = make_celery(settings, plan_pool=plan_pool)
     app = create_app(settings, celery=celery, listen_host=args.host)
     _warn_if_exposed(settings, args.host)

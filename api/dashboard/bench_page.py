@@ -8,7 +8,7 @@ from datetime import datetime
 from urllib.parse import quote
 
 from api.dashboard.bench_caveats import caveats
-from api.dashboard.bench_results import Results, Run, by_scenario, read_results
+from api.dashboard.bench_results import Results, Run, Targets, by_scenario, read_results
 from api.dashboard.charts import Rule, Series, chart, figure
 from api.dashboard.html import dl, h, num, page, q, state_badge, timestamp
 from api.dashboard.summaries import bench_summary, state_of
@@ -68,7 +68,7 @@ def _warnings(resource: Resource) -> str:
             f'<h2 id="warn-h">Warnings</h2><ul>{items}</ul></section>')
 
 
-def _charts(scenario: str, runs: list[Run], sla: dict[str, float]) -> str:
+def _charts(scenario: str, runs: list[Run], sla: Targets) -> str:
     slug = _slug(scenario)
 
     def pts(attr: str, unit: str) -> list[tuple[float, float, str]]:
@@ -76,8 +76,8 @@ def _charts(scenario: str, runs: list[Run], sla: dict[str, float]) -> str:
                 for r in runs if getattr(r, attr) is not None]
 
     specs = [
-        ("ttft", "Time to first token", "TTFT (ms)", "ttft_ms", "ttft_p99_ms", "ms", sla.get("ttftMs")),
-        ("itl", "Inter-token latency", "ITL (ms)", "itl_ms", "itl_p99_ms", "ms", sla.get("itlMs")),
+        ("ttft", "Time to first token", "TTFT (ms)", "ttft_ms", "ttft_p99_ms", "ms", sla.ttft_ms),
+        ("itl", "Inter-token latency", "ITL (ms)", "itl_ms", "itl_p99_ms", "ms", sla.itl_ms),
         ("tput", "Output throughput", "output tokens/s", "output_tok_s", None, "tok/s", None),
     ]
     figures = []
@@ -105,15 +105,15 @@ def _charts(scenario: str, runs: list[Run], sla: dict[str, float]) -> str:
     return f'<div class="grid3">{"".join(figures)}</div>'
 
 
-def _table(scenario: str, runs: list[Run], sla: dict[str, float]) -> str:
+def _table(scenario: str, runs: list[Run], sla: Targets) -> str:
     def ok(value: float | None, target: float | None) -> str:
         if value is None or target is None:
             return ""
         return ' class="n verdict-ok"' if value <= target else ' class="n verdict-bad"'
 
     rows = "".join(
-        f"<tr><td class=\"n\">{r.concurrency:g}</td><td{ok(r.ttft_ms, sla.get('ttftMs')) or ' class=n'}>{num(r.ttft_ms, 1)}</td>"
-        f"<td class=\"n\">{num(r.ttft_p99_ms, 1)}</td><td{ok(r.itl_ms, sla.get('itlMs')) or ' class=n'}>{num(r.itl_ms, 2)}</td>"
+        f"<tr><td class=\"n\">{r.concurrency:g}</td><td{ok(r.ttft_ms, sla.ttft_ms) or ' class=n'}>{num(r.ttft_ms, 1)}</td>"
+        f"<td class=\"n\">{num(r.ttft_p99_ms, 1)}</td><td{ok(r.itl_ms, sla.itl_ms) or ' class=n'}>{num(r.itl_ms, 2)}</td>"
         f"<td class=\"n\">{num(r.itl_p99_ms, 2)}</td><td class=\"n\">{num(r.output_tok_s, 1)}</td>"
         f"<td class=\"n\">{num(r.requests_s, 2)}</td><td class=\"n\">{num(r.e2e_ms, 0)}</td>"
         f"<td class=\"n\">{num(None if r.error_rate is None else r.error_rate * 100, 1, '%')}</td></tr>"
@@ -165,7 +165,7 @@ def render_bench(resource: Resource, now: datetime) -> str:
     active = state in BENCH_UNFINISHED
     sections = []
     if results.runs:
-        if not results.sla:
+        if not results.sla.stated:
             sections.append('<p class="sub">No SLA is attached to this job (annotations <code>slaplan.io/ttft-ms</code> and '
                             "<code>slaplan.io/itl-ms</code> add the target lines).</p>")
         for scenario, runs in by_scenario(results.runs).items():

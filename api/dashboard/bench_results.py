@@ -37,10 +37,26 @@ class Run(NamedTuple):
     error_rate: float | None
 
 
+class Targets(NamedTuple):
+    """The SLA a job's numbers are drawn against (ms): the results document's ``sla``, else the job's
+    ``slaplan.io/ttft-ms`` / ``slaplan.io/itl-ms`` annotations; None where neither states one."""
+
+    ttft_ms: float | None = None
+    itl_ms: float | None = None
+
+    @property
+    def stated(self) -> bool:
+        return self.ttft_ms is not None or self.itl_ms is not None
+
+
+# Targets field -> its key in a results document's ``sla`` and the job annotation that also sets it
+_TARGET_KEYS = {"ttft_ms": ("ttftMs", "slaplan.io/ttft-ms"), "itl_ms": ("itlMs", "slaplan.io/itl-ms")}
+
+
 class Results(NamedTuple):
     runs: list[Run]
     reports: list[tuple[str, str]]  # (label, location)
-    sla: dict[str, float]
+    sla: Targets
     message: str  # free text the runner left, when it is not a results document
 
 
@@ -51,6 +67,11 @@ def _number(v: Any) -> float | None:
         except (TypeError, ValueError):
             return None
     return float(v) if math.isfinite(v) else None
+
+
+def _first_number(*values: Any) -> float | None:
+    """The first of ``values`` that reads as a finite number."""
+    return next((n for n in map(_number, values) if n is not None), None)
 
 
 def _pick(d: dict[str, Any], *keys: str, stat: str = "mean") -> float | None:
@@ -162,25 +183,20 @@ def read_results(status: dict[str, Any], annotations: dict[str, str] | None = No
             break
     runs: list[Run] = []
     reports: list[tuple[str, str]] = []
-    sla: dict[str, float] = {}
+    stated: dict[str, Any] = {}
     if isinstance(doc, list):
         runs = _runs(doc)
     elif isinstance(doc, dict):
         body = next((doc[k] for k in ("results", "runs", "points", "iterations", "metrics", "scenarios") if k in doc), None)
         runs = _runs(body) if body is not None else ([r] if (r := run_from(doc)) else [])
         reports = _reports(doc)
-        for key in ("ttftMs", "itlMs"):
-            value = _number((doc.get("sla") or {}).get(key)) if isinstance(doc.get("sla"), dict) else None
-            if value is not None:
-                sla[key] = value
+        stated = doc["sla"] if isinstance(doc.get("sla"), dict) else {}
         if isinstance(doc.get("message"), str):
             message = doc["message"]
     if isinstance(status.get("resultsLocation"), str) and status["resultsLocation"]:
         reports.append(("genai-bench results folder", status["resultsLocation"]))
-    for key, ann in (("ttftMs", "slaplan.io/ttft-ms"), ("itlMs", "slaplan.io/itl-ms")):
-        value = _number((annotations or {}).get(ann))
-        if key not in sla and value is not None:
-            sla[key] = value
+    notes = annotations or {}
+    sla = Targets(**{field: _first_number(stated.get(key), notes.get(ann)) for field, (key, ann) in _TARGET_KEYS.items()})
     runs.sort(key=lambda r: (r.scenario, r.concurrency))
     return Results(runs, reports, sla, message)
 

@@ -19,8 +19,8 @@ from api.dashboard.html import dl, h, num
 from planner.candidate_table import CandidateRow, EngineCells
 from planner.choice import margin_text
 from planner.results import ResultsParts, Sla
-from planner.types import Engine, Plan, Prediction
-from profiler.model.config import PART_LABELS, ItlParts, TtftParts
+from planner.types import Engine, Plan
+from profiler.model import PART_LABELS, ItlParts, Prediction, TtftParts
 
 
 def shape(plan: Plan | CandidateRow) -> str:

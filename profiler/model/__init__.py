@@ -13,13 +13,12 @@ from typing import Any
 
 # public name → the module of the model that defines it
 _EXPORTS: dict[str, str] = {
-    **dict.fromkeys(("Estimate", "ItlParts", "Memory", "PART_LABELS", "Parallel", "ServingConfig", "TtftParts",
-                     "Unbounded", "ms_text"), "config"),
+    **dict.fromkeys(("Estimate", "Figures", "ItlParts", "Memory", "PART_LABELS", "Parallel", "Prediction",
+                     "ServingConfig", "TtftParts", "Unbounded", "ms_text"), "config"),
     **dict.fromkeys(("FREE_FRACTION_BACKENDS", "MEMORY_FRACTION", "check_parallel", "default_max_num_tokens"),
                     "engine"),
     **dict.fromkeys(("ModelError", "UnknownName"), "errors"),
-    **dict.fromkeys(("Prepared", "estimate", "evaluate", "itl_parts", "prepare", "stack_prepared", "ttft_parts"),
-                    "estimate"),
+    **dict.fromkeys(("Prepared", "estimate", "evaluate", "prediction", "prepare", "stack_prepared"), "estimate"),
     **dict.fromkeys(("GPUS", "Gpu", "backend_mismatch", "get_gpu", "runs_on"), "gpus"),
     **dict.fromkeys(("is_hub_id", "resolve_model"), "model_catalog"),
     "Model": "models",

@@ -128,14 +128,15 @@ class Memory(_Frozen):
                                            "SGLang: the mean context ISL + OSL/2), at most the engine's batch ceiling")
 
 
-class _Parts(_Frozen):
-    """A split of a time into parts; each part is also read by its short stored name (``kvTransfer``)."""
+class _Stored(_Frozen):
+    """A value the planner stores: written with its camelCase aliases (``kvTransfer``), read back by
+    either spelling."""
 
     model_config = ConfigDict(frozen=True, extra="forbid", validate_by_name=True, validate_by_alias=True)
 
 
-class TtftParts(_Parts):
-    """Where the mean TTFT goes (ms); the parts add up to ``Estimate.ttft_ms``."""
+class TtftParts(_Stored):
+    """Where the mean TTFT goes (ms); the parts add up to the mean (``Figures.ttft_ms``)."""
 
     frontend_ms: Unbounded = Field(alias="frontend", description="per-request fixed cost: API server, tokenizing, routing")
     prefill_ms: Unbounded = Field(alias="prefill", description="the prefill pass the prompt is in, with the prompts sharing it")
@@ -147,8 +148,8 @@ class TtftParts(_Parts):
     burst_ms: Unbounded = Field(alias="burst", description="closed-loop clients that return together waiting behind each other's prompts")
 
 
-class ItlParts(_Parts):
-    """Where the mean inter-token latency goes (ms); the parts add up to ``Estimate.itl_ms``."""
+class ItlParts(_Stored):
+    """Where the mean inter-token latency goes (ms); the parts add up to the mean (``Figures.itl_ms``)."""
 
     decode_step_ms: Unbounded = Field(alias="decodeStep", description="one decode iteration of the running batch")
     prefill_interference_ms: Unbounded = Field(alias="prefillInterference", description="prompts prefilled in or between decode iterations, "
@@ -163,26 +164,45 @@ PART_LABELS: dict[str, str] = {
 }
 
 
-class Estimate(_Frozen):
-    """Predicted behaviour at the stated load (or at concurrency 1 when none is given).
+class Figures(_Stored):
+    """What a deployment does under a load: latency and throughput (unbounded times are infinite,
+    ``null`` in JSON). Under a Poisson rate the mean TTFT may exceed its p90: when fewer than 10% of
+    arrivals wait for a prefill server, the p90 is the TTFT without waiting."""
+
+    ttft_ms: Unbounded = Field(alias="ttftMs", description="mean time to first token (ms): a request's arrival to "
+                                                           "its first output token")
+    ttft_p90_ms: Unbounded = Field(alias="ttftP90Ms", description="90th percentile of the time to first token (ms)")
+    ttft_p99_ms: Unbounded = Field(alias="ttftP99Ms", description="99th percentile of the time to first token (ms)")
+    itl_ms: Unbounded = Field(alias="itlMs", description="mean inter-token latency (= TPOT, ms): the gap between "
+                                                         "output tokens after the first")
+    output_tok_s_per_gpu: Unbounded = Field(alias="outputTokPerSecPerGpu",
+                                            description="output tokens/s of the whole deployment per GPU")
+    tok_s_per_user: Unbounded = Field(alias="tokPerSecPerUser", description="output tokens/s one request sees")
+    requests_per_s: Unbounded = Field(alias="requestsPerSec", description="requests/s the deployment completes")
+
+
+class Prediction(Figures):
+    """The figures the planner stores with a plan, at the load it was sized for, and where the mean
+    TTFT and ITL go (absent from documents stored without them)."""
+
+    concurrency: Unbounded = Field(alias="concurrency", description="requests in flight at this operating point")
+    ttft_parts: TtftParts | None = Field(default=None, alias="ttftPartsMs", description="where the mean TTFT goes")
+    itl_parts: ItlParts | None = Field(default=None, alias="itlPartsMs", description="where the mean ITL goes")
+
+
+class Estimate(Figures):
+    """The model's full answer for one configuration at the stated load (or at concurrency 1 when
+    none is given): the figures, and what only the model knows of the deployment.
 
     ``saturated`` is true when the load exceeds what the deployment can serve: for a
     closed loop the extra clients queue (TTFT grows, finite), for a Poisson rate the queue
     grows without bound and the TTFT figures are infinite (``null`` in JSON); throughput and
-    ITL are those at the limit. Under a Poisson rate the mean TTFT may exceed its p90: when
-    fewer than 10% of arrivals wait for a prefill server, the p90 is the TTFT without waiting.
+    ITL are those at the limit.
     """
 
-    ttft_ms: float
-    ttft_p90_ms: float
-    ttft_p99_ms: float
-    itl_ms: float
-    output_tok_s_per_gpu: float
-    tok_s_per_user: float
-    requests_per_s: float
-    total_gpus: int
+    total_gpus: int = Field(description="GPUs of the whole deployment")
     decode_batch: float = Field(description="mean sequences decoding per decode engine")
     saturated: bool
-    memory: dict[str, Memory]
+    memory: dict[str, Memory] = Field(description="per engine role (engine, prefill, decode)")
     ttft_parts: TtftParts
     itl_parts: ItlParts

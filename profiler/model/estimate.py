@@ -8,7 +8,8 @@ from functools import lru_cache
 
 import numpy as np
 
-from profiler.model.config import Estimate, ItlParts, Memory, Parallel, ServingConfig, TtftParts
+from profiler.model.config import (Estimate, Figures, ItlParts, Memory, Parallel, Prediction, ServingConfig,
+                                   TtftParts)
 from profiler.model.engine import RESERVES_WHOLE_OUTPUT, default_max_num_tokens, engine_shape, held_tokens, max_batch_per_rank
 from profiler.model.errors import ModelError
 from profiler.model.gpus import backend_mismatch, get_gpu
@@ -163,22 +164,28 @@ def estimate(config: ServingConfig, *, params: dict[str, float] | None = None, m
     """
     prep = prepare(config, model)
     r = _evaluate_one(prep, params)
-    return Estimate(
-        ttft_ms=float(r["ttft_ms"]), ttft_p90_ms=float(r["ttft_p90_ms"]), ttft_p99_ms=float(r["ttft_p99_ms"]),
-        itl_ms=float(r["itl_ms"]), output_tok_s_per_gpu=float(r["output_tok_s_per_gpu"]),
-        tok_s_per_user=float(r["tok_s_per_user"]), requests_per_s=float(r["requests_per_s"]),
-        total_gpus=prep.total_gpus, decode_batch=float(r["decode_batch"]),
-        saturated=bool(r["saturated"]), memory=prep.memory, ttft_parts=ttft_parts(r), itl_parts=itl_parts(r),
-    )
+    return Estimate(**_figures(r), total_gpus=prep.total_gpus, decode_batch=float(r["decode_batch"]),
+                    saturated=bool(r["saturated"]), memory=prep.memory, ttft_parts=_ttft_parts(r), itl_parts=_itl_parts(r))
 
 
-def ttft_parts(out) -> TtftParts:
+def prediction(out, *, concurrency: float) -> Prediction:
+    """The prediction of one configuration's ``evaluate`` outputs (scalars) with ``concurrency``
+    requests in flight."""
+    return Prediction(**_figures(out), concurrency=concurrency, ttft_parts=_ttft_parts(out), itl_parts=_itl_parts(out))
+
+
+def _figures(out) -> dict[str, float]:
+    """The figures of one configuration's ``evaluate`` outputs (scalars), by field name."""
+    return {name: float(out[name]) for name in Figures.model_fields}
+
+
+def _ttft_parts(out) -> TtftParts:
     """The TTFT parts of one configuration's ``evaluate`` outputs (scalars, ms)."""
     return TtftParts(frontend_ms=float(out["ttft_fixed_ms"]), prefill_ms=float(out["ttft_prefill_ms"]),
                      kv_transfer_ms=float(out["ttft_transfer_ms"]), first_step_ms=float(out["ttft_first_step_ms"]),
                      queueing_ms=float(out["ttft_queue_ms"]), burst_ms=float(out["ttft_burst_ms"]))
 
 
-def itl_parts(out) -> ItlParts:
+def _itl_parts(out) -> ItlParts:
     """The ITL parts of one configuration's ``evaluate`` outputs (scalars, ms)."""
     return ItlParts(decode_step_ms=float(out["tpot_step_ms"]), prefill_interference_ms=float(out["tpot_interference_ms"]))

@@ -405,7 +405,7 @@ def test_benchmark_results_read_runner_and_genai_bench_shapes():
     from api.dashboard.bench_results import read_results
 
     ours = read_results({"details": json.dumps(_measured())}, {"slaplan.io/itl-ms": "15"})
-    assert len(ours.runs) == 6 and ours.sla == {"itlMs": 15.0}
+    assert len(ours.runs) == 6 and ours.sla == (None, 15.0)
     assert ours.runs[0].ttft_p99_ms is not None and ours.reports == [("genai-bench report", "https://files.example/x.xlsx")]
     native = read_results({"metrics": [{"aggregated_metrics": {
         "scenario": "D(1,1)", "num_concurrency": 2, "stats": {"ttft": {"mean": 0.1}, "tpot": {"mean": 0.01}},
@@ -515,7 +515,8 @@ def test_chart_draws_every_point_and_escapes_labels():
 
 def _stored_plan(*, ttft: float, feasible: bool, reason: str | None = None, x: float = 50.0) -> dict:
     """A plan as the results document stores it (null for an unbounded time)."""
-    from planner.types import Engine, Plan, Prediction
+    from planner.types import Engine, Plan
+    from profiler.model import Prediction
 
     predicted = Prediction(ttft_ms=ttft, ttft_p90_ms=ttft, ttft_p99_ms=ttft, itl_ms=15.0, output_tok_s_per_gpu=100.0 - x,
                            tok_s_per_user=x, requests_per_s=1.0, concurrency=8.0)

@@ -9,7 +9,8 @@ import pytest
 from planner.manifests.dynamo import render_dgd, service_name
 from planner.results import ProfilingResults, pareto_front
 from planner.status import dgdr_status, validation_failed_status
-from planner.types import Engine, Plan, PlanRequest, PlanResult, Prediction
+from planner.types import Engine, Plan, PlanRequest, PlanResult
+from profiler.model import Prediction
 from paths import SHARED
 
 CRD_DIR = SHARED / "crds"

@@ -10,7 +10,8 @@ from planner.manifests import common
 from planner.manifests.kthena import render_kthena
 from planner.manifests.kubeai import render_kubeai, resource_profile
 from planner.manifests.ome import render_ome
-from planner.types import Engine, Plan, PlanRequest, Prediction
+from planner.types import Engine, Plan, PlanRequest
+from profiler.model import Prediction
 from paths import SHARED
 
 CRD_DIR = SHARED / "crds"

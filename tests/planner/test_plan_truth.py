@@ -14,7 +14,8 @@ from planner.choice import MARGIN_STEP_PCT, cost, margin, preference, shortfall
 from planner.report import plan_document
 from planner.results import ProfilingResults, pareto_front
 from planner.sizing import Candidate
-from planner.types import Engine, Plan, PlanRequest, PlanResult, Prediction
+from planner.types import Engine, Plan, PlanRequest, PlanResult
+from profiler.model import Prediction
 from profiler.model.config import Parallel
 
 LLAMA_70B = dict(name="l70", model="meta-llama/Llama-3.1-70B-Instruct", backend="vllm", gpu="h200_sxm",

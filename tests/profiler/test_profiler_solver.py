@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 import profiler.model.serving as serving
-from profiler.model.config import Parallel, ServingConfig
-from profiler.model.estimate import estimate, evaluate, prepare
+from profiler.model.config import Figures, Parallel, Prediction, ServingConfig
+from profiler.model.estimate import estimate, evaluate, prediction, prepare
 from profiler.model.params import default_params, shipped_params
 from paths import SHARED
 
@@ -186,3 +186,23 @@ def test_estimate_reports_the_same_parts_as_the_batch():
             "ttft_burst_ms", "tpot_step_ms", "tpot_interference_ms")
     np.testing.assert_allclose(got, [float(row[k][0]) for k in keys], rtol=1e-9)
     assert sum(got[:6]) == pytest.approx(est.ttft_ms, rel=1e-9)
+
+
+def test_the_stored_prediction_holds_the_estimates_figures_and_reads_back_from_its_document():
+    """``prediction`` (what the planner stores) and ``estimate`` (the model's full answer) hold the
+    same figures and parts of one configuration; the stored document (camelCase, unbounded times ``null``)
+    reads back to the same prediction."""
+    configs = grid()
+    out = evaluate([prepare(c) for c in configs], shipped_params())
+    unbounded = 0
+    for j, config in enumerate(configs):
+        est = estimate(config)
+        pred = prediction({k: v[j] for k, v in out.items()}, concurrency=config.concurrency or 1.0)
+        figures = set(Figures.model_fields)
+        for mine, theirs in ((pred.model_dump(include=figures), est.model_dump(include=figures)),
+                             (dict(pred.ttft_parts), dict(est.ttft_parts)), (dict(pred.itl_parts), dict(est.itl_parts))):
+            assert mine == pytest.approx(theirs, rel=1e-9)  # a row alone and in a batch: the last bit may differ
+        doc = pred.model_dump(mode="json", by_alias=True)
+        assert Prediction.model_validate(doc) == pred
+        unbounded += doc["ttftMs"] is None
+    assert unbounded  # a Poisson rate beyond what the deployment serves: stored as null, read back infinite

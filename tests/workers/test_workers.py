@@ -6,6 +6,7 @@ import json
 import os
 import time
 import uuid
+from functools import partial
 
 import pytest
 from api_client import api_client
@@ -18,6 +19,7 @@ from infra.settings import load_settings
 from planner import status as dgdr_states
 from workers import lifecycle, tasks
 from procs import start_worker, stop
+from stored import stored_status
 from paths import ROOT
 
 
@@ -144,6 +146,32 @@ def test_running_the_task_twice_plans_once(sessions):
     assert tasks.process_dgdr(sessions, uid) == "done"
     with session_scope(sessions) as s:
         assert get_resource_by_uid(s, uid).resource_version == after_first.resource_version
+
+
+def test_an_online_dgdr_through_the_plan_task_is_set_up_from_the_workers_settings(sessions, database_url,
+                                                                                   monkeypatch):
+    """The plan task, in its thread or in a planning child, gives an online DGDR (one whose spec
+    turned online after it was queued) the online setup of its worker's settings, not of the
+    environment: a worker told to deploy on a cluster it does not have says so, though the
+    environment names no online target."""
+    from workers.celery_app import make_celery
+    from workers.plan_pool import _process_dgdr_here
+
+    monkeypatch.delenv("SLAPLAN_ONLINE_TARGET", raising=False)
+    settings = load_settings({}, database_url=database_url, online_target="kubernetes")
+    app = make_celery(settings)
+    for name, run in (("in-task", app.tasks[tasks.PLAN_TASK]), ("in-child", partial(_process_dgdr_here, settings))):
+        uid = _store_dgdr(sessions, name=name, spec={**DGDR["spec"], "online": True})
+        assert run(uid) == "failed"
+        profiling = next(c for c in stored_status(sessions, uid)["conditions"] if c["type"] == "Profiling")
+        assert "online_target is kubernetes but no cluster is configured" in profiling["message"]
+
+
+def test_an_online_dgdr_fails_where_no_online_profiling_is_set_up(sessions):
+    uid = _store_dgdr(sessions, spec={**DGDR["spec"], "online": True})
+    assert tasks.process_dgdr(sessions, uid) == "failed"
+    profiling = next(c for c in stored_status(sessions, uid)["conditions"] if c["type"] == "Profiling")
+    assert "online profiling is not set up in this process" in profiling["message"]
 
 
 def test_each_celery_app_runs_its_own_task_bodies(tmp_path):
