@@ -6,7 +6,9 @@ it corresponds to; negative = predicted too low), overall and by mode, backend, 
 family, for:
 - grouped cross-validation holding out whole model families (one fit per family);
 - grouped cross-validation holding out whole GPU types (one fit per GPU type);
-- every disaggregated row held out as one group (one fit on the aggregated rows);
+- every disaggregated row held out as one group (one fit on the aggregated rows), its errors also
+  split by recorded or inferred deployment and by backend, GPU, clients, ISL/OSL and source
+  (``accuracy_breakdown.py``);
 - in sample: the shipped parameters on the rows they were fitted on (for contrast only; this
   is not a measure of accuracy).
 Targets: coverage ≥ 95% (issue 2); held-out MdAPE (issue 35) TTFT ≤ 22% and TPOT ≤ 9% with model
@@ -498,6 +500,11 @@ def main(argv: list[str] | None = None) -> int:
     configurations = np.array(["|".join(inputs_key(rows[i])) for i in data.index])
     print("\n" + regret_table(preds, np.stack([data.ttft_ms, data.tpot_ms, throughput]), workloads, configurations,
                               disagg))
+    from accuracy_breakdown import breakdown_table, labels as split_labels  # beside this script
+
+    print("\n" + breakdown_table("DISAGGREGATED ROWS HELD OUT AS ONE GROUP, by deployment (recorded: worker counts "
+                                  "in the data) and split", split_labels(rows, data.index), data.inferred,
+                                  disagg & ~data.repeats, *preds["disagg"][:2], data.ttft_ms, data.tpot_ms))
     return 0
 
 
