@@ -97,7 +97,9 @@ def test_cross_validation_in_processes_matches_one_process(subset):
     assert 0 < disagg.sum() < disagg.size
     alone = run_cross_validation(data, default_params(), workers=1, max_evals=3, held_out={"disagg": disagg})
     spread = run_cross_validation(data, default_params(), workers=2, max_evals=3, held_out={"disagg": disagg})
-    assert set(alone) == set(spread) == {"family", "gpu", "disagg"}
+    # each scheme is read as measured and as the engine alone (without the harnesses' terms)
+    schemes = {"family", "gpu", "disagg"}
+    assert set(alone) == set(spread) == schemes | {f"{s}/engine" for s in schemes}
     for scheme in alone:
         assert alone[scheme].shape == (3, len(data.index))
         np.testing.assert_array_equal(alone[scheme], spread[scheme])
@@ -106,6 +108,10 @@ def test_cross_validation_in_processes_matches_one_process(subset):
         assert np.isfinite(alone[scheme]).all()
     # a group held out on its own: its rows predicted, no other
     assert np.isfinite(alone["disagg"][:, disagg]).all() and np.isnan(alone["disagg"][:, ~disagg]).all()
+    # the engine alone never pays a harness term: its first tokens come no later
+    for scheme in schemes:
+        both = np.isfinite(alone[scheme][0]) & np.isfinite(alone[f"{scheme}/engine"][0])
+        assert both.any() and (alone[f"{scheme}/engine"][0][both] <= alone[scheme][0][both] + 1e-9).all()
 
 
 def test_calibrate_workers_must_be_positive(capsys):
