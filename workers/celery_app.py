@@ -89,16 +89,24 @@ def broker_identity(app: Celery, timeout_s: float) -> str:
     if url == EMBEDDED_BROKER:
         return f"memory {_process_token()}"
     if url.startswith(REDIS_SCHEMES):
-        import redis
-
-        client = redis.Redis.from_url(url, socket_timeout=timeout_s, socket_connect_timeout=timeout_s)
-        try:
-            return "redis " + client.info("server")["run_id"]
-        finally:
-            client.close()
+        return "redis " + _probe_client(url, timeout_s).info("server")["run_id"]
     with app.connection_for_write() as connection:
         connection.ensure_connection(max_retries=1, timeout=timeout_s)
     return url
+
+
+@cache
+def _probe_client(url: str, timeout_s: float):
+    """One Redis client per broker URL for the dispatcher's probes, kept for the process: a new
+    client per round cost more CPU than the round's own work (redis-py reads its package metadata
+    for every new connection). A connection the broker dropped (a restart) is replaced at once
+    within the probe; a broker that does not answer is not waited on twice."""
+    import redis
+    from redis.backoff import NoBackoff
+    from redis.retry import Retry
+
+    return redis.Redis.from_url(url, socket_timeout=timeout_s, socket_connect_timeout=timeout_s,
+                                retry=Retry(NoBackoff(), 1, supported_errors=(redis.ConnectionError,)))
 
 
 @cache
