@@ -37,6 +37,11 @@ QUEUES = ("plan", "bench")
 EMBEDDED_BROKER = "memory://localhost/"
 BROKER_TIMEOUT_S = 2.0  # connecting to, or waiting on, the broker (s)
 REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
+# Messages an in-process worker holds per thread: its threads take the next task from their own
+# queue as soon as one ends, instead of waiting for the next poll of the queue (up to its
+# polling interval, 50 ms, per hand-off). Worker processes sharing a broker take one at a time,
+# so that a busy worker holds no work an idle one could do.
+EMBEDDED_PREFETCH = 8
 
 
 def make_celery(settings: Settings, *, plan_pool: PlanPool | None = None) -> Celery:
@@ -53,7 +58,7 @@ def make_celery(settings: Settings, *, plan_pool: PlanPool | None = None) -> Cel
         accept_content=["json"],
         task_acks_late=True,
         task_reject_on_worker_lost=True,
-        worker_prefetch_multiplier=1,
+        worker_prefetch_multiplier=1 if redis else EMBEDDED_PREFETCH,
         task_default_queue="plan",
         task_queues=[Queue(q, routing_key=q) for q in QUEUES],
         task_routes={"slaplan.plan_dgdr": {"queue": "plan"}, "slaplan.run_benchmarkjob": {"queue": "bench"}},
