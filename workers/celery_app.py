@@ -37,6 +37,11 @@ QUEUES = ("plan", "bench")
 EMBEDDED_BROKER = "memory://localhost/"
 BROKER_TIMEOUT_S = 2.0  # connecting to, or waiting on, the broker (s)
 REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
+# Messages an in-process worker holds per thread: its threads take the next task from their own
+# queue as soon as one ends, instead of waiting for the next poll of the queue (up to its
+# polling interval, 50 ms, per hand-off). Worker processes sharing a broker take one at a time,
+# so that a busy worker holds no work an idle one could do.
+EMBEDDED_PREFETCH = 8
 
 
 def make_celery(settings: Settings, *, plan_pool: PlanPool | None = None) -> Celery:
@@ -53,7 +58,7 @@ def make_celery(settings: Settings, *, plan_pool: PlanPool | None = None) -> Cel
         accept_content=["json"],
         task_acks_late=True,
         task_reject_on_worker_lost=True,
-        worker_prefetch_multiplier=1,
+        worker_prefetch_multiplier=1 if redis else EMBEDDED_PREFETCH,
         task_default_queue="plan",
         task_queues=[Queue(q, routing_key=q) for q in QUEUES],
         task_routes={"slaplan.plan_dgdr": {"queue": "plan"}, "slaplan.run_benchmarkjob": {"queue": "bench"}},
@@ -89,16 +94,24 @@ def broker_identity(app: Celery, timeout_s: float) -> str:
     if url == EMBEDDED_BROKER:
         return f"memory {_process_token()}"
     if url.startswith(REDIS_SCHEMES):
-        import redis
-
-        client = redis.Redis.from_url(url, socket_timeout=timeout_s, socket_connect_timeout=timeout_s)
-        try:
-            return "redis " + client.info("server")["run_id"]
-        finally:
-            client.close()
+        return "redis " + _probe_client(url, timeout_s).info("server")["run_id"]
     with app.connection_for_write() as connection:
         connection.ensure_connection(max_retries=1, timeout=timeout_s)
     return url
+
+
+@cache
+def _probe_client(url: str, timeout_s: float):
+    """One Redis client per broker URL for the dispatcher's probes, kept for the process: a new
+    client per round cost more CPU than the round's own work (redis-py reads its package metadata
+    for every new connection). A connection the broker dropped (a restart) is replaced at once
+    within the probe; a broker that does not answer is not waited on twice."""
+    import redis
+    from redis.backoff import NoBackoff
+    from redis.retry import Retry
+
+    return redis.Redis.from_url(url, socket_timeout=timeout_s, socket_connect_timeout=timeout_s,
+                                retry=Retry(NoBackoff(), 1, supported_errors=(redis.ConnectionError,)))
 
 
 @cache

@@ -2,7 +2,9 @@
 request's path. ``slaplan serve`` and every ``slaplan worker`` run one; they share the work
 through the database (a due request is taken by one dispatcher) and any of them alone suffices.
 
-Each round (every ``DISPATCH_EVERY_S``, or at once when woken by a create):
+Each round (every ``DISPATCH_EVERY_S``, or when woken by a create, ``COALESCE_S`` after the
+previous round began at the earliest, so that a burst of creates is published by a few rounds
+rather than one round each):
 1. expire leases that were not renewed (their workers are gone): those requests are due now;
 2. look at the broker with a short timeout. When it is down, publish nothing (requests stay due)
    and say so (``broker_problem``, which readiness reports). When it is a different broker
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -34,6 +37,9 @@ from workers.tasks import BENCH_TASK, ONLINE_TASK, PLAN_TASK
 log = logging.getLogger(__name__)
 
 DISPATCH_EVERY_S = 1.0  # a round at least this often (s)
+# Woken rounds begin at least this long after the previous one began (s): a round costs the
+# process a few ms of CPU whether it publishes one request or a hundred.
+COALESCE_S = 0.05
 BATCH = 200  # requests taken per database round trip
 REPUBLISH_AFTER = timedelta(minutes=10)  # a published task no worker took is published again
 PROBE_TIMEOUT_S = 1.0  # the longest a round waits for the broker to answer (s)
@@ -90,12 +96,14 @@ class Dispatcher:
 
     def _loop(self) -> None:
         while not self._stop.is_set():
-            self._wake.clear()
+            began = time.monotonic()
+            self._wake.clear()  # wakes from here on are for the requests this round may miss
             try:
                 self.run_once()
             except Exception:  # the database is away for a moment: the next round tries again
                 log.warning("dispatch round failed", exc_info=True)
             self._wake.wait(DISPATCH_EVERY_S)
+            self._stop.wait(max(0.0, COALESCE_S - (time.monotonic() - began)))  # creates meanwhile join it
 
     def run_once(self) -> int:
         """One round; returns how many tasks were published."""

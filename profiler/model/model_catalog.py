@@ -13,6 +13,7 @@ change only the precision.
 from __future__ import annotations
 
 import re
+from functools import cache
 from dataclasses import replace
 from typing import Any
 
@@ -256,7 +257,9 @@ def _key(name: str) -> str:
     return re.sub(r"[\s_]+", "-", repo.lower())
 
 
+@cache
 def _index() -> dict[str, Model]:
+    """Every catalog name and alias, by ``_key``; built once (callers only read it)."""
     index: dict[str, Model] = {}
     for model in MODELS:
         for name in (model.hf_id, *model.aliases):

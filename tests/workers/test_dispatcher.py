@@ -180,3 +180,32 @@ def test_every_dgdr_state_is_either_finished_or_left_to_a_worker():
 
     assert status.TERMINAL | status.UNFINISHED == {*status.STATES, ""}
     assert not status.TERMINAL & status.UNFINISHED
+
+
+def test_creates_that_wake_it_during_a_round_are_published_by_one_more_round(world, monkeypatch):
+    """A burst of creates costs one more round, not a round each: the wakes coalesce."""
+    import threading
+
+    monkeypatch.setattr(dispatch, "DISPATCH_EVERY_S", 3600.0)  # no timed rounds: only wakes start one
+    rounds: list[int] = []
+    first_round, release, second_round = threading.Event(), threading.Event(), threading.Event()
+    dispatcher = world.dispatcher()
+
+    def counted_round() -> int:
+        rounds.append(len(rounds) + 1)
+        if len(rounds) == 1:
+            first_round.set()
+            release.wait()
+        else:
+            second_round.set()
+        return 0
+
+    monkeypatch.setattr(dispatcher, "run_once", counted_round)
+    dispatcher.start()
+    first_round.wait()
+    for _ in range(50):  # creates stored while the first round runs
+        dispatcher.wake()
+    release.set()
+    second_round.wait()
+    dispatcher.stop()
+    assert rounds == [1, 2]
