@@ -38,7 +38,6 @@ import yaml
 from service_stack import DGDR_FILE, Stack, free_port, load_average, start_serve
 from service_stack import stop as stop_serve
 
-__all__ = ["DGDR_FILE", "PATH", "free_port", "start_serve", "stop_serve"]  # watch_latency.py uses these
 
 PATH = "/apis/nvidia.com/v1alpha1/namespaces/{ns}/dynamographdeploymentrequests"
 FINAL = ("Ready", "Failed")

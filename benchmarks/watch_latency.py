@@ -20,7 +20,9 @@ from pathlib import Path
 import httpx
 import yaml
 
-from service_load import DGDR_FILE, PATH, free_port, start_serve, stop_serve
+from service_load import PATH
+from service_stack import DGDR_FILE, free_port, start_serve
+from service_stack import stop as stop_serve
 
 
 def watch(url: str, arrivals: dict[str, list[float]], ready: threading.Event, stop: threading.Event) -> None:
