@@ -95,8 +95,9 @@ def _free_port(host: str) -> int:
 
 
 def emulator_command(unit: Plan, engine: Engine, model: str, port: int, *, host: str = "127.0.0.1",
-                     speed: float = 1.0) -> list[str]:
-    """``slaplan emulate`` for one ``engine`` of ``unit`` (its role sets ``--mode``), serving ``model``."""
+                     speed: float = 1.0, bootstrap_port: int | None = None) -> list[str]:
+    """``slaplan emulate`` for one ``engine`` of ``unit`` (its role sets ``--mode``), serving ``model``
+    (a prefill engine with ``bootstrap_port`` also serves SGLang's bootstrap rooms there)."""
     mode = {"aggregated": "agg"}.get(engine.role, engine.role)
     argv = [sys.executable, "-m", "api.cli", "emulate", "--model", model, "--gpu", unit.gpu,
             "--backend", unit.backend, "--precision", unit.precision, "--tp", str(engine.tp), "--pp", str(engine.pp),
@@ -104,6 +105,8 @@ def emulator_command(unit: Plan, engine: Engine, model: str, port: int, *, host:
             "--speed", f"{speed:g}", "--host", host, "--port", str(port)]
     if engine.max_num_tokens:
         argv += ["--max-num-tokens", str(engine.max_num_tokens)]
+    if bootstrap_port is not None and engine.role == "prefill":
+        argv += ["--bootstrap-port", str(bootstrap_port)]
     return argv
 
 
@@ -172,7 +175,8 @@ class LocalTarget:
                 template = self.commands[engine.role]
                 argv = (template_command(template, unit, engine, request.model, port, host=self.host,
                                          devices=devices, side_port=side_port) if template
-                        else emulator_command(unit, engine, request.model, port, host=self.host, speed=self.speed))
+                        else emulator_command(unit, engine, request.model, port, host=self.host, speed=self.speed,
+                                              bootstrap_port=side_port if self.handoff == "sglang" else None))
                 bases.append(self._start(name, argv, port))
                 side_ports.append(side_port)
             base = bases[0]

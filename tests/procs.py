@@ -106,12 +106,14 @@ def start_worker(cwd, env: dict, *, name: str = "test"):
 
 def role_command(mode: str, speed: float = 4.0) -> str:
     """An engine command template (SLAPLAN_ONLINE_PREFILL_COMMAND and the like) starting
-    ``slaplan emulate`` in ``mode`` (agg, prefill or decode), as a user's template starts a real engine."""
+    ``slaplan emulate`` in ``mode`` (agg, prefill or decode), as a user's template starts a real
+    engine; a prefill engine serves SGLang's bootstrap rooms on the side port too."""
     import shlex
 
+    bootstrap = " --bootstrap-port {side_port}" if mode == "prefill" else ""
     return (f"{shlex.join(SLAPLAN)} emulate --model {{model}} --gpu {{gpu}} --backend {{backend}} --tp {{tp}} "
             f"--pp {{pp}} --dp {{dp}} --ep {{ep}} --max-batch {{max_batch}} --mode {mode} --speed {speed:g} "
-            f"--served-model-name {{model}} --host {{host}} --port {{port}}")
+            f"--served-model-name {{model}} --host {{host}} --port {{port}}{bootstrap}")
 
 
 def start_emulator(*extra: str, model: str = MODEL, gpu: str = "a100_sxm"):

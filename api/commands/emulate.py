@@ -4,7 +4,10 @@ It serves ``/v1/chat/completions``, ``/v1/completions``, ``/v1/models`` and ``/m
 ``--host``:``--port`` until interrupted, so that benchmarks and dashboards can be rehearsed
 without GPUs. ``--speed 2`` makes it twice as fast as the model predicts, ``0.5`` twice as slow.
 Answers end at a sampled length (mean ``--mean-answer-tokens``, seeded by ``--seed``) unless the
-request sets ``ignore_eos``; ``max_tokens`` and ``min_tokens`` are honoured.
+request sets ``ignore_eos``; ``max_tokens`` and ``min_tokens`` are honoured. ``--mode prefill``
+and ``--mode decode`` play the two roles of a disaggregated unit, with vLLM's KV-transfer
+handoff and SGLang's bootstrap handoff (``--bootstrap-port``: where the prefill role also listens
+for decode engines asking for a request's KV cache).
 """
 
 from __future__ import annotations
@@ -44,6 +47,9 @@ def register(subparsers) -> None:
     parser.add_argument("--served-model-name", help="model name in requests and /v1/models (default: --model)")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=port, required=True)
+    parser.add_argument("--bootstrap-port", type=port,
+                        help="--mode prefill: also listen here as SGLang's bootstrap server, where decode engines "
+                             "wait for a request's KV cache (SGLang's --disaggregation-bootstrap-port)")
     parser.set_defaults(func=run)
 
 
@@ -90,6 +96,9 @@ def run(args: argparse.Namespace) -> int:
     from profiler.emulator.server import serve
     from profiler.model.errors import ModelError
 
+    if args.bootstrap_port is not None and args.mode != "prefill":
+        print("error: --bootstrap-port: only a prefill engine (--mode prefill) serves bootstrap rooms", file=sys.stderr)
+        return 2
     try:
         app, timing, ranks = build(args)
     except ModelError as exc:
@@ -107,5 +116,9 @@ def run(args: argparse.Namespace) -> int:
           f"at batch 1, prefill of 1024 tokens {timing.prefill_s(1024) * 1e3:.2f} ms, "
           f"{ranks} rank(s) of {timing.max_batch} sequences / {timing.kv_tokens} KV tokens; "
           f"http://{args.host}:{args.port}/v1", file=sys.stderr, flush=True)
-    serve(app, args.host, args.port)
+    try:
+        serve(app, args.host, args.port, bootstrap_port=args.bootstrap_port)
+    except OSError as exc:
+        print(f"error: --port / --bootstrap-port: {exc}", file=sys.stderr)
+        return 2
     return 0

@@ -11,7 +11,10 @@ is exactly what slaplan's byte-level tokenizer counts). Answer lengths follow
 ``min_tokens`` are honoured; otherwise an answer ends at its sampled end-of-sequence token with
 ``finish_reason`` ``"stop"``, or is cut at ``max_tokens`` with ``"length"``. An emulator playing
 the prefill or decode role of a disaggregated unit also plays vLLM's KV-connector handoff
-(``kv_transfer_params``, see ``_kv_transfer``), so the local router's ``vllm`` handoff runs without GPUs.
+(``kv_transfer_params``, see ``_kv_transfer``) and SGLang's bootstrap handoff (the prefill role
+answers ``GET /rooms/{room}``, also on ``serve``'s ``bootstrap_port``; see
+``profiler.emulator.bootstrap``), so the local router's ``vllm`` and ``sglang`` handoffs run
+without GPUs.
 """
 
 
@@ -19,12 +22,13 @@ import asyncio
 import json
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from profiler.emulator.bootstrap import Rooms, await_prefill, bootstrap_of, room_answer
 from profiler.emulator.engine import TTFT_BUCKETS_S, Engine, Sequence, count_tokens, token_text
 from profiler.emulator.length import natural_length, output_plan
 
@@ -43,6 +47,8 @@ class EmulatorSettings(BaseModel):
     mean_answer_tokens: float = Field(default=DEFAULT_ANSWER_TOKENS, ge=2, allow_inf_nan=False,
                                       description="mean natural answer length, tokens (EOS included)")
     seed: int = Field(default=0, description="seeds the answer lengths")
+    bootstrap_timeout_s: float = Field(default=60.0, gt=0, allow_inf_nan=False,
+                                       description="how long a room's KV cache is waited for (s)")
     description: str = ""
 
 
@@ -135,11 +141,21 @@ def create_app(engine: Engine, settings: EmulatorSettings):
     from fastapi import FastAPI, Request
     from fastapi.responses import JSONResponse, PlainTextResponse, StreamingResponse
 
+    rooms = Rooms()  # the prefill role's finished bootstrap rooms
+    bootstrap_client = None  # the decode role's client for the prefill engine's bootstrap server
+
     @asynccontextmanager
     async def lifespan(_app):
+        nonlocal bootstrap_client
+        import httpx
+
         engine.start()
         try:
-            yield
+            if engine.timing.skip_prefill:
+                async with httpx.AsyncClient(timeout=settings.bootstrap_timeout_s + 10) as bootstrap_client:
+                    yield
+            else:
+                yield
         finally:
             await engine.stop()
 
@@ -158,6 +174,14 @@ def create_app(engine: Engine, settings: EmulatorSettings):
             "owned_by": "slaplan-emulator", "root": settings.served_model_name,
             "max_model_len": engine.timing.kv_tokens,
         }]}
+
+    @app.get("/rooms/{room}")
+    async def room(room: int):
+        """SGLang's bootstrap server on a prefill engine: answers once ``room``'s KV cache is ready."""
+        if not engine.timing.prefill_only:
+            return _error(404, "bootstrap rooms are served by a prefill engine only", "NotFoundError")
+        status, body = await room_answer(rooms, room, settings.bootstrap_timeout_s)
+        return JSONResponse(body, status_code=status)
 
     @app.get("/metrics")
     async def metrics():
@@ -184,6 +208,9 @@ def create_app(engine: Engine, settings: EmulatorSettings):
         kv_transfer = _kv_transfer(body, engine, engine_id)
         if isinstance(kv_transfer, str):
             return _error(400, kv_transfer)
+        tag = bootstrap_of(body)
+        if isinstance(tag, str):
+            return _error(400, tag)
         prompt_tokens = count_tokens(text, settings.chars_per_token)
         if not engine.fits(prompt_tokens, max_tokens):
             return _error(400, f"This model's maximum context length is {engine.timing.kv_tokens} tokens; "
@@ -196,19 +223,26 @@ def create_app(engine: Engine, settings: EmulatorSettings):
                                  request_seed=sampling.seed)
         tokens, reason = output_plan(natural, max_tokens=max_tokens, min_tokens=sampling.min_tokens,
                                      ignore_eos=sampling.ignore_eos)
+        if tag is not None and engine.timing.skip_prefill:
+            missing = await await_prefill(bootstrap_client, tag)
+            if missing:
+                return _error(502, missing, "BootstrapError")
         seq = await engine.submit(prompt_tokens, max_tokens, tokens, reason)
+        prefilled = (lambda: rooms.finish(tag.room)) if tag is not None and engine.timing.prefill_only else None
         rid = ("chatcmpl-" if chat else "cmpl-") + uuid.uuid4().hex
         name = settings.served_model_name
         if body.get("stream"):
             options = body.get("stream_options") or {}
             usage = bool(options.get("include_usage")) if isinstance(options, dict) else False
-            return StreamingResponse(_stream(engine, seq, rid, name, chat, usage, settings.chars_per_token),
+            return StreamingResponse(_stream(engine, seq, rid, name, chat, usage, settings.chars_per_token, prefilled),
                                      media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
         try:
             count = await _collect(seq)
         except asyncio.CancelledError:
             engine.cancel(seq)
             raise
+        if prefilled:
+            prefilled()
         content = "".join(_token_text(seq, i, settings.chars_per_token) for i in range(count))
         choice: dict[str, Any] = ({"index": 0, "message": {"role": "assistant", "content": content},
                                    "logprobs": None, "finish_reason": seq.finish_reason} if chat else
@@ -262,10 +296,11 @@ def _chunk(rid: str, name: str, chat: bool, text: str | None, finish: str | None
 
 
 async def _stream(engine: Engine, seq: Sequence, rid: str, name: str, chat: bool, usage: bool,
-                  chars_per_token: float) -> AsyncIterator[str]:
+                  chars_per_token: float, finished: Callable[[], None] | None = None) -> AsyncIterator[str]:
     """One SSE event per token; the last token's event carries ``finish_reason`` (an
     end-of-sequence token's event has empty text); then the usage event (no choices) when asked
-    for, then ``[DONE]``. A client that goes away frees its slot."""
+    for, then ``[DONE]``. A client that goes away frees its slot. ``finished`` is called once
+    the last token is out."""
     count = 0
     done = False
     try:
@@ -276,6 +311,8 @@ async def _stream(engine: Engine, seq: Sequence, rid: str, name: str, chat: bool
                 finish = seq.finish_reason if count >= seq.output_tokens else None
                 yield _chunk(rid, name, chat, text, finish, count == 1)
         done = True
+        if finished:
+            finished()
         if usage:
             payload = {"id": rid, "object": "chat.completion.chunk" if chat else "text_completion",
                        "created": int(time.time()), "model": name, "choices": [], "usage": _usage(seq, count)}
@@ -323,8 +360,20 @@ def _metrics_text(engine: Engine, name: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def serve(app, host: str, port: int, *, log_level: str = "warning") -> None:
-    """Run ``app`` with uvicorn until interrupted."""
+def serve(app, host: str, port: int, *, bootstrap_port: int | None = None, log_level: str = "warning") -> None:
+    """Run ``app`` with uvicorn on ``host``:``port`` (and ``bootstrap_port``, where a decode
+    engine looks for a prefill engine's bootstrap server) until interrupted."""
+    import socket
+
     import uvicorn
 
-    uvicorn.run(app, host=host, port=port, log_level=log_level, access_log=False)
+    sockets = []
+    for number in (port, bootstrap_port):
+        if number is None:
+            continue
+        family, kind, proto, _, address = socket.getaddrinfo(host, number, type=socket.SOCK_STREAM)[0]
+        sock = socket.socket(family, kind, proto)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+        sockets.append(sock)
+    uvicorn.Server(uvicorn.Config(app, log_level=log_level, access_log=False)).run(sockets=sockets)

@@ -72,6 +72,19 @@ def test_local_failures_say_why(units):
     assert roles.supports(disagg) is None and "SLAPLAN_ONLINE_ENGINE_COMMAND" in roles.supports(agg)
 
 
+def test_an_emulated_prefill_engine_serves_bootstrap_rooms_when_asked(units):
+    """SGLang's handoff needs the prefill engine's bootstrap server: only the prefill role of a
+    disaggregated unit is given the port."""
+    from infra.deploy_targets import emulator_command
+
+    prefill, decode = units["disagg tp1+tp2"].engines
+    argvs = [emulator_command(units["disagg tp1+tp2"], e, REQUEST.model, 8000, bootstrap_port=8001)
+             for e in (prefill, decode)]
+    plain = emulator_command(units["disagg tp1+tp2"], prefill, REQUEST.model, 8000)
+    assert argvs[0][-2:] == ["--bootstrap-port", "8001"]
+    assert "--bootstrap-port" not in argvs[1] and "--bootstrap-port" not in plain
+
+
 def test_the_engines_of_a_unit_get_their_own_gpus(units):
     from infra.deploy_targets import device_lists, template_command
 
@@ -83,10 +96,11 @@ def test_the_engines_of_a_unit_get_their_own_gpus(units):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("handoff", ["plain", "vllm"])
+@pytest.mark.parametrize("handoff", ["plain", "vllm", "sglang"])
 def test_prefill_and_decode_command_templates_behind_the_router(units, handoff):
     """A disaggregated unit from the user's prefill and decode commands (emulators playing the
-    roles, vLLM's KV-transfer handoff too): the streamed answer comes through the router whole."""
+    roles, with vLLM's KV-transfer and SGLang's bootstrap handoffs too): the streamed answer
+    comes through the router whole."""
     target = LocalTarget(prefill_command=role_command("prefill"), decode_command=role_command("decode"),
                          handoff=handoff)
     with deployed(target, units["disagg tp1+tp2"], REQUEST, "t-roles") as endpoint:
@@ -97,10 +111,11 @@ def test_prefill_and_decode_command_templates_behind_the_router(units, handoff):
 
 
 @pytest.mark.slow
-def test_a_local_disaggregated_unit_prefills_then_decodes(units):
+@pytest.mark.parametrize("handoff", ["plain", "sglang"])
+def test_a_local_disaggregated_unit_prefills_then_decodes(units, handoff):
     """Two emulators (prefill tp1, decode tp2) behind the local router: a streamed answer comes
     through whole, and the prefill engine saw the prompt but generated one token."""
-    with deployed(LocalTarget(speed=4.0), units["disagg tp1+tp2"], REQUEST, "t-disagg") as endpoint:
+    with deployed(LocalTarget(speed=4.0, handoff=handoff), units["disagg tp1+tp2"], REQUEST, "t-disagg") as endpoint:
         body = {"model": REQUEST.model, "messages": [{"role": "user", "content": "x" * 200}], "max_tokens": 12,
                 "ignore_eos": True, "stream": True, "stream_options": {"include_usage": True}}
         with httpx.stream("POST", f"{endpoint.base_url}/v1/chat/completions", json=body, timeout=30) as answer:

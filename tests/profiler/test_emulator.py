@@ -265,6 +265,62 @@ def test_prefill_and_decode_roles_play_the_kv_transfer_handoff():
     assert refused.status_code == 400 and "kv_transfer_params" in refused.json()["error"]["message"]
 
 
+def test_a_bootstrap_room_answers_once_its_prefill_is_done():
+    """SGLang's handoff: a decode engine waiting for a room is let go when the prefill finishes
+    it; a finished room is remembered for a decode that asks later, up to ``kept`` rooms."""
+    from profiler.emulator.bootstrap import Rooms
+
+    async def go():
+        rooms = Rooms(kept=2)
+        waiting = asyncio.create_task(rooms.wait(7, timeout_s=60))
+        await asyncio.sleep(0)
+        pending = not waiting.done()
+        rooms.finish(7)
+        released = await waiting
+        rooms.finish(8)
+        rooms.finish(9)
+        return pending, released, await rooms.wait(9, timeout_s=60), await rooms.wait(7, timeout_s=0.01)
+
+    assert asyncio.run(go()) == (True, True, True, False)
+
+
+def test_prefill_and_decode_roles_play_the_sglang_bootstrap_handoff():
+    """The prefill role marks a tagged request's room ready once it has prefilled it and answers
+    for it on ``/rooms/{room}``; the decode role refuses a malformed tag naming the field, and an
+    unreachable bootstrap server naming the port."""
+    from fastapi.testclient import TestClient
+
+    from procs import free_port
+    from profiler.emulator.server import EmulatorSettings, create_app
+
+    settings = EmulatorSettings(served_model_name=MODEL, bootstrap_timeout_s=0.05)
+    tag = {"bootstrap_host": "127.0.0.1", "bootstrap_port": free_port(), "bootstrap_room": 2**63 + 5}
+    body = {"prompt": "abcd", "max_tokens": 8}
+    with TestClient(create_app(Engine(_timing(prefill_only=True)), settings)) as prefill:
+        before = prefill.get(f"/rooms/{tag['bootstrap_room']}")
+        answer = prefill.post("/v1/completions", json={**body, **tag})
+        after = prefill.get(f"/rooms/{tag['bootstrap_room']}")
+    assert before.status_code == 404 and answer.json()["usage"]["completion_tokens"] == 1
+    assert after.status_code == 200 and after.json() == {"room": 2**63 + 5, "ready": True}
+    with TestClient(create_app(Engine(_timing(skip_prefill=True)), settings)) as decode:
+        malformed = decode.post("/v1/completions", json={**body, **tag, "bootstrap_room": "x"})
+        portless = decode.post("/v1/completions", json={**body, **tag, "bootstrap_port": None})
+        unreachable = decode.post("/v1/completions", json={**body, **tag})
+        rooms_here = decode.get("/rooms/1")
+    assert malformed.status_code == 400 and malformed.json()["error"]["message"].startswith("bootstrap_room:")
+    assert portless.status_code == 400 and portless.json()["error"]["message"].startswith("bootstrap_port:")
+    assert unreachable.status_code == 502 and "bootstrap_port" in unreachable.json()["error"]["message"]
+    assert rooms_here.status_code == 404
+
+
+def test_only_a_prefill_engine_takes_a_bootstrap_port(capsys):
+    from api.cli import main
+
+    code = main(["emulate", "--model", MODEL, "--gpu", "a100_sxm", "--port", "1", "--mode", "decode",
+                 "--bootstrap-port", "2"])
+    assert code == 2 and "--bootstrap-port" in capsys.readouterr().err
+
+
 # --------------------------------------------------------------------------- the scheduler alone
 
 
