@@ -55,8 +55,8 @@ def _dynamo_scaling(plan: Plan, o: Options) -> str | None:
     if o.dynamo_version == "v1beta1":
         return "scalingAdapter on each scaled worker, for an HPA, KEDA or Dynamo's planner"
     if any(hpa_scales(e) for e in plan.engines):
-        return ("autoscaling on each scaled single-node worker, an HPA on requests in flight "
-                "(operators serving v1alpha1 only, outside Grove)")
+        return ("autoscaling on each scaled single-node worker: an HPA on requests in flight, made by "
+                "operators that serve v1alpha1 only, outside Grove")
     return None
 
 
