@@ -23,7 +23,7 @@ import copy
 import functools
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -44,6 +44,9 @@ _PLAIN_KEYWORDS = (
 )
 
 _INT_RANGES = {"int32": (-(2**31), 2**31 - 1), "int64": (-(2**63), 2**63 - 1)}
+
+
+CrdDirs = Path | Sequence[Path]  # one folder of CRD files, or several searched together
 
 
 class CRDNotFound(LookupError):
@@ -109,19 +112,38 @@ def split_api_version(api_version: str) -> tuple[str, str]:
     return group, version
 
 
-def find_crds(api_version: str, kind: str, crd_dir: Path | None = None) -> list[Path]:
-    """CRD files in ``crd_dir`` defining ``kind`` in the group and version of ``api_version``."""
-    crd_dir = Path(crd_dir) if crd_dir is not None else default_crd_dir()
+def _folders(crd_dir: CrdDirs | None) -> tuple[Path, ...]:
+    """The folders ``crd_dir`` names (``default_crd_dir()`` when None)."""
+    if crd_dir is None:
+        return (default_crd_dir(),)
+    if isinstance(crd_dir, (str, Path)):
+        return (Path(crd_dir),)
+    return tuple(Path(d) for d in crd_dir)
+
+
+def find_crds(api_version: str, kind: str, crd_dir: CrdDirs | None = None) -> list[Path]:
+    """CRD files in ``crd_dir`` (a folder or several) defining ``kind`` in the group and version
+    of ``api_version``."""
     group, version = split_api_version(api_version)
     found = []
-    for path in _crd_index(str(crd_dir.resolve())).get((group, kind), ()):
-        crd = _load_crd_cached(path)
-        if any(v.get("name") == version for v in crd["spec"].get("versions", [])):
-            found.append(Path(path))
+    for folder in _folders(crd_dir):
+        for path in _crd_index(str(folder.resolve())).get((group, kind), ()):
+            crd = _load_crd_cached(path)
+            if any(v.get("name") == version for v in crd["spec"].get("versions", [])):
+                found.append(Path(path))
     return found
 
 
-def published_version(api_version: str, kind: str, crd_dir: Path | None = None) -> dict | None:
+def plural(api_version: str, kind: str, crd_dir: CrdDirs | None = None) -> str:
+    """The resource name (``spec.names.plural``) of ``kind`` at ``api_version``; raises
+    ``CRDNotFound`` when no CRD in ``crd_dir`` defines it."""
+    files = find_crds(api_version, kind, crd_dir)
+    if not files:
+        raise CRDNotFound(f"no CRD for {kind} {api_version}")
+    return _load_crd_cached(str(files[-1]))["spec"]["names"]["plural"]
+
+
+def published_version(api_version: str, kind: str, crd_dir: CrdDirs | None = None) -> dict | None:
     """The ``spec.versions[]`` entry (``schema.openAPIV3Schema``, ``additionalPrinterColumns``, …)
     for ``kind`` at ``api_version`` in the last CRD file by name that defines it (the newer release
     of a project whose files are named by date), or None when none does."""
@@ -426,11 +448,11 @@ def validate_against(obj: dict, crd_path: str | Path) -> list[str]:
     return errors
 
 
-def validate(obj: dict, crd_dir: Path | None = None) -> list[str]:
+def validate(obj: dict, crd_dir: CrdDirs | None = None) -> list[str]:
     """Human-readable errors of a custom resource against its CRD(s); empty when valid.
 
     The CRD is chosen by the object's ``apiVersion`` and ``kind`` among the files of
-    ``crd_dir`` (default: ``default_crd_dir()``). When several files define that version (e.g.
+    ``crd_dir`` (a folder or several; default: ``default_crd_dir()``). When several files define that version (e.g.
     two releases of a project), the object is checked against each and every error is prefixed
     with the file's name. Raises ``CRDNotFound`` when no file defines it.
     """
@@ -441,8 +463,8 @@ def validate(obj: dict, crd_dir: Path | None = None) -> list[str]:
         return ["<root>: apiVersion and kind are required"]
     files = find_crds(api_version, kind, crd_dir)
     if not files:
-        where = crd_dir if crd_dir is not None else default_crd_dir()
-        raise CRDNotFound(f"no CRD for {kind} {api_version} in {Path(where).name}/")
+        where = ", ".join(f"{folder.name}/" for folder in _folders(crd_dir))
+        raise CRDNotFound(f"no CRD for {kind} {api_version} in {where}")
     errors = []
     for path in files:
         errors += [f"{path.name}: {e}" for e in validate_against(obj, path)]

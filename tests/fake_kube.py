@@ -4,7 +4,7 @@ It speaks enough of the API for the official ``kubernetes`` client: discovery (`
 ``/apis/{group}/{version}``), server-side apply (``PATCH`` with ``application/apply-patch+yaml``
 and a ``fieldManager``; ``force``; ``dryRun=All``), GET, list, DELETE and the status
 subresource (merge patch). Every applied object is validated against the real CRD schemas
-(``infra.crds.validate`` on ``../shared/crds``) and refused with ``422 Invalid`` and its causes,
+(``infra.crds.validate`` on ``../shared/crds`` and ``tests/data/crds``) and refused with ``422 Invalid`` and its causes,
 as the API server refuses it, so a wrong manifest fails the test that applies it.
 
 Simplifications: one field manager's apply owns labels, annotations and spec as a whole (no
@@ -33,9 +33,8 @@ from typing import Any
 
 import yaml
 from procs import free_port
-from paths import ROOT
+from paths import CRD_DIRS, SHARED
 
-SHARED = ROOT.parent / "shared"
 CRD_DIR = SHARED / "crds"
 SKIP_REASON = "../shared/crds (the real CRD schemas the fake API server enforces) is not beside the repository"
 
@@ -45,6 +44,7 @@ DEPLOYABLE = (
     ("nvidia.com", "v1beta1", "DynamoGraphDeployment"),
     ("ome.io", "v1beta1", "InferenceService"),
     ("workload.serving.volcano.sh", "v1alpha1", "ModelServing"),
+    ("workload.serving.volcano.sh", "v1alpha1", "AutoscalingPolicy"),
     ("kubeai.org", "v1", "Model"),
 )
 
@@ -61,8 +61,8 @@ class FakeKube:
     """The fake API server: its state, the ASGI app over it, and a uvicorn thread serving it."""
 
     def __init__(self, served=DEPLOYABLE, *, token: str | None = "fake-token",
-                 forbidden_namespaces: tuple[str, ...] = (), crd_dir: Path = CRD_DIR):
-        from infra.crds import find_crds
+                 forbidden_namespaces: tuple[str, ...] = (), crd_dir: Path | tuple[Path, ...] = CRD_DIRS):
+        from infra.crds import find_crds, plural
 
         self.crd_dir = crd_dir
         self.token = token
@@ -72,8 +72,7 @@ class FakeKube:
         for group, version, kind in served:
             if not find_crds(f"{group}/{version}", kind, crd_dir):
                 raise ValueError(f"no CRD for {kind} {group}/{version} in {crd_dir}")
-            # The plural of each of these kinds is its lowercase name plus "s".
-            self.served.setdefault((group, version), {})[kind] = kind.lower() + "s"
+            self.served.setdefault((group, version), {})[kind] = plural(f"{group}/{version}", kind, crd_dir)
         self.objects: dict[tuple[str, str, str, str], dict[str, Any]] = {}  # (group, plural, ns, name)
         self.requests: list[tuple[str, str]] = []  # (method, path) of every call
         self._lock = threading.Lock()
@@ -85,8 +84,8 @@ class FakeKube:
     # ----------------------------------------------------------------- test controls
 
     def key(self, api_version: str, kind: str, namespace: str, name: str) -> tuple[str, str, str, str]:
-        group, _, _version = api_version.rpartition("/")
-        return group, kind.lower() + "s", namespace, name
+        group, _, version = api_version.rpartition("/")
+        return group, self.served[(group, version)][kind], namespace, name
 
     def get(self, api_version: str, kind: str, namespace: str, name: str) -> dict | None:
         with self._lock:

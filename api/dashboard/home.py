@@ -31,6 +31,7 @@ class Row(NamedTuple):
     model: str
     gpu: str
     sla: str
+    plan: str  # the chosen plan's engines (a DGDR's), e.g. "1×TP8 + 1×TP4"
     gpus: Any
     href: str
 
@@ -50,12 +51,12 @@ def rows(dgdrs: list[Resource], jobs: list[Resource]) -> list[Row]:
         s = dgdr_summary(r)
         state = state_of(r)
         out.append(Row("dgdr", r, state, state in DGDR_UNFINISHED, s["model"] or "", s["gpu"] or "",
-                       sla_text(s["ttft_ms"], s["itl_ms"]), s["gpus"], dgdr_href(r)))
+                       sla_text(s["ttft_ms"], s["itl_ms"]), s["plan"] or "", s["gpus"], dgdr_href(r)))
     for r in jobs:
         s = bench_summary(r)
         state = state_of(r)
         out.append(Row("benchmarkjob", r, state, state in BENCH_UNFINISHED, s["model"] or s["target"], s["gpu"] or "",
-                       "", s["gpus"], bench_href(r)))
+                       "", "", s["gpus"], bench_href(r)))
     out.sort(key=lambda row: row.resource.created_at, reverse=True)
     return out
 
@@ -97,7 +98,7 @@ def _row_html(row: Row, now: datetime) -> str:
         f'<td><a href="{row.href}">{h(r.name)}</a><div class="sub">{h(r.namespace)}</div></td>'
         f"<td>{h(KINDS[row.kind])}</td><td>{state_badge(row.state)}</td>"
         f'<td class="wrap">{h(row.model)}</td><td>{h(row.gpu)}</td><td>{h(row.sla)}</td>'
-        f'<td class="n">{gpus}</td><td>{timestamp(r.created_at, ago_from=now)}</td></tr>'
+        f'<td class="plan">{h(row.plan)}</td><td class="n">{gpus}</td><td>{timestamp(r.created_at, ago_from=now)}</td></tr>'
     )
 
 
@@ -129,7 +130,7 @@ def render_home(dgdrs: list[Resource], jobs: list[Resource], f: Filters, now: da
         table = f"""<div class="table-wrap"><table class="list" data-sortable>
 <caption class="visually-hidden">Requests, newest first</caption>
 <thead><tr><th scope="col">Name</th><th scope="col">Kind</th><th scope="col">State</th><th scope="col">Model</th>
-<th scope="col">GPU</th><th scope="col">SLA</th><th scope="col" class="n">GPUs</th><th scope="col">Age</th></tr></thead>
+<th scope="col">GPU</th><th scope="col">SLA</th><th scope="col">Plan</th><th scope="col" class="n">GPUs</th><th scope="col">Age</th></tr></thead>
 <tbody>{body_rows}</tbody></table></div>{more}"""
     elif all_rows:
         table = '<p class="empty">Nothing matches these filters. <a href="/">Show everything</a>.</p>'

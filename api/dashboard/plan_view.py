@@ -24,11 +24,21 @@ from profiler.model import PART_LABELS, ItlParts, Prediction, TtftParts
 
 
 def shape(plan: Plan | CandidateRow) -> str:
-    """``2P3D`` for disaggregated plans, ``3× aggregated`` otherwise."""
+    """``2P3D`` for disaggregated plans, ``1×TP8 + 1×TP4`` for a mix of aggregated engine shapes,
+    ``3× aggregated`` otherwise."""
     by_role = {e.role: e for e in plan.engines}
     if plan.mode == "disagg":
         return f"{_replicas(by_role.get('prefill'))}P{_replicas(by_role.get('decode'))}D"
+    if len(plan.engines) > 1:
+        return plan_label(plan)
     return f"{sum(e.replicas for e in plan.engines)}× aggregated"
+
+
+def plan_label(plan: Plan | CandidateRow) -> str:
+    """Every engine of ``plan`` with its replicas and parallelism: ``1×TP8 + 1×TP4`` (a mix),
+    ``2×TP8``, ``P1×TP4 + D2×TP8`` (disaggregated)."""
+    return " + ".join(("" if e.role == "aggregated" else e.role[0].upper())
+                      + f"{e.replicas}×{parallelism(e).replace(' ', '')}" for e in plan.engines)
 
 
 def _replicas(engine: Engine | EngineCells | None) -> int | str:
@@ -95,7 +105,8 @@ def chosen_section(doc: ResultsParts) -> str:
         f'<td class="n">{h(e.max_batch)}</td><td class="n">{num(e.max_num_tokens, 0)}</td></tr>'
         for e in chosen.engines
     )
-    mode = "Disaggregated prefill/decode" if chosen.mode == "disagg" else "Aggregated"
+    mode = ("Disaggregated prefill/decode" if chosen.mode == "disagg"
+            else "Mix of aggregated engine shapes" if len(chosen.engines) > 1 else "Aggregated")
     facts = dl([
         ("Mode", h(f"{mode} ({shape(chosen)})")),
         ("Backend", h(chosen.backend)),

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from api.dashboard.plan_view import plan_label
 from api.objects import dig
 from infra.resources import Resource
 from planner.results import ResultsParts
@@ -72,6 +73,7 @@ def dgdr_summary(resource: Resource) -> dict[str, Any]:
         "concurrency": _first(_is_number, sla and sla.concurrency, dig(spec, "workload", "concurrency")),
         "request_rate": _first(_is_number, sla and sla.request_rate, dig(spec, "workload", "requestRate")),
         "gpus": parts.chosen.total_gpus if parts.chosen is not None else None,
+        "plan": plan_label(parts.chosen) if parts.chosen is not None else None,
         "online": asks_online(resource.version, spec),
         "results": doc,
     }

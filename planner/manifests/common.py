@@ -186,6 +186,11 @@ def engines_in_order(plan: Plan) -> list[Engine]:
     return [prefill, decode]
 
 
+def scales(engine: Engine) -> bool:
+    """Whether ``engine``'s replicas have a range to scale in (a budget filled with no load stated)."""
+    return engine.min_replicas is not None and engine.min_replicas < engine.replicas
+
+
 def one_shape(plan: Plan, target: str, why: str) -> None:
     """Raise ``UnsupportedPlan`` (saying ``why`` ``target`` cannot) for a mix of engine shapes."""
     if plan.parts:

@@ -23,9 +23,15 @@ Autoscaling: a worker whose replicas have a range (a budget filled with no load 
 unit to the budget's units) gets ``scalingAdapter: {}`` in ``v1beta1``: the operator then creates a
 DynamoGraphDeploymentScalingAdapter that owns its replicas, for an HPA, KEDA or Dynamo's planner to
 scale, and the annotation ``slaplan.io/replica-range`` records each such component's
-``[min, max]`` for that autoscaler. ``v1alpha1`` keeps replicas fixed: its per-service
-``autoscaling`` is ignored by current operators, and ``scalingAdapter`` is unknown to the
-releases before it, which this version also serves.
+``[min, max]`` for that autoscaler. In ``v1alpha1`` a single-node worker with a range gets
+``autoscaling {enabled, minReplicas, maxReplicas, metrics}``: the operators that serve
+v1alpha1 only (2025 releases) turn it into a HorizontalPodAutoscaler of the worker's Deployment,
+but only in component mode (not under Grove) and not for multi-node (LeaderWorkerSet) workers,
+so a DGD whose workers are all single-node and one of them scaled also gets
+``nvidia.com/enable-grove: "false"``; multi-node workers keep fixed replicas. The HPA aims at
+``dynamo_component_inflight_requests`` (requests in flight at a worker, a Pods metric that a
+custom-metrics adapter must serve) averaging the worker's running-sequence limit. Operators that
+also serve v1beta1 ignore ``autoscaling`` (deprecated there): use v1beta1 with them.
 
 The DGD carries the labels ``dgdr.nvidia.com/name``, ``dgdr.nvidia.com/namespace`` and
 ``nvidia.com/managed-by: slaplan`` (plus the shared ``app.kubernetes.io/*`` ones and the
@@ -49,15 +55,18 @@ from planner.manifests.common import (
     image_for,
     labels,
     model_args,
+    scales,
     worker_command,
 )
 from planner.types import Backend, Engine, Plan, PlanRequest, Role
 
-__all__ = ["DGD_KIND", "HF_TOKEN_SECRET", "REPLICA_RANGE_ANNOTATION", "dgd_labels", "render_dgd", "replica_ranges",
-           "scales", "service_name"]
+__all__ = ["DGD_KIND", "GROVE_ANNOTATION", "HF_TOKEN_SECRET", "REPLICA_RANGE_ANNOTATION", "dgd_labels", "hpa_scales",
+           "render_dgd", "replica_ranges", "service_name"]
 
 DGD_KIND = "DynamoGraphDeployment"
 REPLICA_RANGE_ANNOTATION = "slaplan.io/replica-range"
+GROVE_ANNOTATION = "nvidia.com/enable-grove"  # "false": component mode (Deployments, LeaderWorkerSets)
+INFLIGHT_METRIC = "dynamo_component_inflight_requests"  # a worker's requests in flight (gauge)
 HF_TOKEN_SECRET = "hf-token-secret"  # upstream convention: a Secret holding HF_TOKEN
 
 _SERVICE_NAMES: dict[Backend, dict[Role, str]] = {
@@ -126,6 +135,8 @@ def _worker_v1alpha1(plan: Plan, engine: Engine, image: str) -> dict[str, Any]:
     if engine.role != "aggregated":
         svc["subComponentType"] = engine.role
     svc["replicas"] = engine.replicas
+    if hpa_scales(engine):
+        svc["autoscaling"] = _hpa(engine)
     svc["resources"] = {"limits": {"gpu": str(per_pod)}}
     if nodes > 1:
         svc["multinode"] = {"nodeCount": nodes}
@@ -138,6 +149,28 @@ def _worker_v1alpha1(plan: Plan, engine: Engine, image: str) -> dict[str, Any]:
         }
     }
     return svc
+
+
+def hpa_scales(engine: Engine) -> bool:
+    """Whether a v1alpha1 operator can scale ``engine``'s worker with an HPA: it has a range and
+    runs on one node (the operator makes no HPA for multi-node workers)."""
+    return scales(engine) and engine.nodes == 1
+
+
+def _hpa(engine: Engine) -> dict[str, Any]:
+    """A v1alpha1 service's ``autoscaling``: the range, and the requests in flight per worker
+    (averaged over its pods) at the planned load."""
+    target = {"type": "AverageValue", "averageValue": str(engine.max_batch)}
+    return {"enabled": True, "minReplicas": engine.min_replicas, "maxReplicas": engine.replicas,
+            "metrics": [{"type": "Pods", "pods": {"metric": {"name": INFLIGHT_METRIC}, "target": target}}]}
+
+
+def _grove_off(plan: Plan, api_version: str) -> dict[str, str]:
+    """The annotation putting a v1alpha1 DGD in component mode, where its HPAs exist: when a worker
+    scales and none spans nodes (those would need LeaderWorkerSets there)."""
+    if api_version != "v1alpha1" or any(e.nodes > 1 for e in plan.engines):
+        return {}
+    return {GROVE_ANNOTATION: "false"} if any(hpa_scales(e) for e in plan.engines) else {}
 
 
 def _spec_v1alpha1(plan: Plan, engines: list[Engine], image: str) -> dict[str, Any]:
@@ -180,11 +213,6 @@ def _worker_v1beta1(plan: Plan, engine: Engine, image: str) -> dict[str, Any]:
         comp["scalingAdapter"] = {}
     comp["podTemplate"] = {"spec": {"containers": [container]}}
     return comp
-
-
-def scales(engine: Engine) -> bool:
-    """Whether ``engine``'s replicas have a range to scale in (a budget filled with no load stated)."""
-    return engine.min_replicas is not None and engine.min_replicas < engine.replicas
 
 
 def replica_ranges(plan: Plan) -> dict[str, str]:
@@ -230,7 +258,7 @@ def render_dgd(
             "name": deployment_name(request),
             "namespace": deployment_namespace(request),
             "labels": dgd_labels(request),
-            "annotations": annotations(plan, request,
+            "annotations": annotations(plan, request, **_grove_off(plan, api_version),
                                        **(replica_ranges(plan) if api_version == "v1beta1" else {})),
         },
         "spec": build(plan, engines, image),

@@ -16,6 +16,7 @@ Two API groups exist: the seed's ``workload.volcano.sh`` (gang settings under
 from __future__ import annotations
 
 from planner.manifests import common
+from planner.manifests.kthena_scaling import render_policy, server_flags
 from planner.types import Engine, Plan, PlanRequest
 
 KIND = "ModelServing"
@@ -31,11 +32,13 @@ def _shm() -> dict:
     return {"name": SHM_VOLUME, "emptyDir": {"medium": "Memory"}}
 
 
-def _container(plan: Plan, request: PlanRequest, engine: Engine, *, rank: str | None) -> dict:
-    """One engine container; ``rank`` is None (single node), "0" (entry) or a worker's index."""
+def _container(plan: Plan, request: PlanRequest, engine: Engine, *, rank: str | None, flags: list[str]) -> dict:
+    """One engine container; ``rank`` is None (single node), "0" (entry) or a worker's index;
+    ``flags`` are added to the server's (those the autoscaler needs)."""
     args = common.model_args(plan.backend, plan.model, plan.model, runtime="standalone")
     args += common.server_args(plan.backend)
     args += common.engine_args(plan, engine, runtime="standalone")
+    args += flags
     command, args, env = common.standalone_launch(plan, engine, args)
     if rank is not None:
         entry = rank == "0"
@@ -61,10 +64,10 @@ def _container(plan: Plan, request: PlanRequest, engine: Engine, *, rank: str | 
     return container
 
 
-def _pod(plan: Plan, request: PlanRequest, engine: Engine, role: str, *, rank: str | None) -> dict:
+def _pod(plan: Plan, request: PlanRequest, engine: Engine, role: str, *, rank: str | None, flags: list[str]) -> dict:
     return {
         "metadata": {"labels": common.labels(request, **{"slaplan.io/role": role})},
-        "spec": {"containers": [_container(plan, request, engine, rank=rank)], "volumes": [_shm()]},
+        "spec": {"containers": [_container(plan, request, engine, rank=rank, flags=flags)], "volumes": [_shm()]},
     }
 
 
@@ -77,16 +80,16 @@ def role_name(plan: Plan, engine: Engine, index: int) -> str:
     return name if len(name) <= MAX_ROLE_NAME else f"{ROLE_NAMES[engine.role]}-{index}"
 
 
-def _role(plan: Plan, request: PlanRequest, engine: Engine, name: str) -> dict:
+def _role(plan: Plan, request: PlanRequest, engine: Engine, name: str, flags: list[str]) -> dict:
     multinode = engine.nodes > 1
     role = {
         "name": name,
         "replicas": engine.replicas,
-        "entryTemplate": _pod(plan, request, engine, name, rank="0" if multinode else None),
+        "entryTemplate": _pod(plan, request, engine, name, rank="0" if multinode else None, flags=flags),
         "workerReplicas": engine.nodes - 1,
     }
     if multinode:
-        role["workerTemplate"] = _pod(plan, request, engine, name, rank="$(WORKER_INDEX)")
+        role["workerTemplate"] = _pod(plan, request, engine, name, rank="$(WORKER_INDEX)", flags=flags)
     return role
 
 
@@ -94,7 +97,8 @@ def render_kthena(plan: Plan, request: PlanRequest, *, api_group: str = LEGACY_G
                   recovery_policy: str = "RoleRecreate", gang_all_replicas: bool = False,
                   network_topology: dict | None = None,
                   scheduler_name: str = "volcano") -> list[dict]:
-    """The ModelServing for ``plan``.
+    """The ModelServing for ``plan``, and in the current group an AutoscalingPolicy for the roles
+    whose replicas have a range (``planner.manifests.kthena_scaling``).
 
     Gang scheduling asks for one replica of every role (the least that can serve) or, with
     ``gang_all_replicas``, every planned replica at once. ``network_topology`` (a
@@ -104,7 +108,9 @@ def render_kthena(plan: Plan, request: PlanRequest, *, api_group: str = LEGACY_G
     if api_group not in (LEGACY_GROUP, CURRENT_GROUP):
         raise ValueError(f"unknown Kthena API group {api_group!r}")
     engines = common.engines_in_order(plan)
-    roles = [_role(plan, request, e, role_name(plan, e, i)) for i, e in enumerate(engines)]
+    named = [(role_name(plan, e, i), e) for i, e in enumerate(engines)]
+    scaling = api_group == CURRENT_GROUP  # the seed's group has no autoscaling API: replicas stay fixed
+    roles = [_role(plan, request, e, name, server_flags(plan, e) if scaling else []) for name, e in named]
     min_roles = {r["name"]: (r["replicas"] if gang_all_replicas else 1) for r in roles}
     template: dict = {"roles": roles}
     if api_group == LEGACY_GROUP:
@@ -123,4 +129,5 @@ def render_kthena(plan: Plan, request: PlanRequest, *, api_group: str = LEGACY_G
     }
     name = common.deployment_name(request)
     meta = common.metadata(name, common.deployment_namespace(request), plan, request)
-    return [{"apiVersion": f"{api_group}/v1alpha1", "kind": KIND, "metadata": meta, "spec": spec}]
+    serving = {"apiVersion": f"{api_group}/v1alpha1", "kind": KIND, "metadata": meta, "spec": spec}
+    return [serving, *(render_policy(plan, request, serving, named) if scaling else [])]

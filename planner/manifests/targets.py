@@ -4,7 +4,7 @@
 |---|---|---|
 | ``dynamo`` | ``nvidia.com/v1alpha1`` or ``v1beta1`` | DynamoGraphDeployment |
 | ``ome`` | ``ome.io/v1beta1`` | InferenceService |
-| ``kthena`` | ``workload.serving.volcano.sh/v1alpha1`` (current) or ``workload.volcano.sh/v1alpha1`` (seed) | ModelServing |
+| ``kthena`` | ``workload.serving.volcano.sh/v1alpha1`` (current) or ``workload.volcano.sh/v1alpha1`` (seed) | ModelServing (+ AutoscalingPolicy for a replica range, current group) |
 | ``kubeai`` | ``kubeai.org/v1`` | Model |
 
 Every target renders the plan stored with the request (``planner.results.ProfilingResults``):
@@ -19,9 +19,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from planner.manifests.common import UnsupportedPlan
-from planner.manifests.dynamo import DGD_KIND, render_dgd
+from planner.manifests.common import UnsupportedPlan, scales
+from planner.manifests.dynamo import DGD_KIND, hpa_scales, render_dgd
 from planner.manifests.kthena import CURRENT_GROUP, KIND as KTHENA_KIND, LEGACY_GROUP, render_kthena
+from planner.manifests.kthena_scaling import ENGINE_GAUGES
 from planner.manifests.kubeai import API_VERSION as KUBEAI_API_VERSION, render_kubeai
 from planner.manifests.ome import API_VERSION as OME_API_VERSION, render_ome
 from planner.results import ProfilingResults
@@ -47,21 +48,34 @@ class Target:
     versions: tuple[str, ...]  # API versions, preferred first
     kind: str
     render: Callable[[Plan, PlanRequest, Options], list[dict[str, Any]]]
-    scaling: Callable[[Options], str | None]  # how it emits a replica range; None: replicas fixed
+    scaling: Callable[[Plan, Options], str | None]  # how it emits the plan's replica range; None: fixed
+
+
+def _dynamo_scaling(plan: Plan, o: Options) -> str | None:
+    if o.dynamo_version == "v1beta1":
+        return "scalingAdapter on each scaled worker, for an HPA, KEDA or Dynamo's planner"
+    if any(hpa_scales(e) for e in plan.engines):
+        return ("autoscaling on each scaled single-node worker: an HPA on requests in flight, made by "
+                "operators that serve v1alpha1 only, outside Grove")
+    return None
+
+
+def _kthena_scaling(plan: Plan, o: Options) -> str | None:
+    if o.kthena_group == CURRENT_GROUP and plan.backend in ENGINE_GAUGES:
+        return "an AutoscalingPolicy on the scaled roles, on running and queued requests per engine"
+    return None
 
 
 REGISTRY: dict[str, Target] = {
     "dynamo": Target("NVIDIA Dynamo — DynamoGraphDeployment", ("nvidia.com",), ("v1alpha1", "v1beta1"), DGD_KIND,
-                     lambda p, r, o: [render_dgd(p, r, api_version=o.dynamo_version)],
-                     lambda o: ("scalingAdapter on each scaled worker, for an HPA, KEDA or Dynamo's planner"
-                                if o.dynamo_version == "v1beta1" else None)),
+                     lambda p, r, o: [render_dgd(p, r, api_version=o.dynamo_version)], _dynamo_scaling),
     "ome": Target("OME — InferenceService", (OME_API_VERSION.split("/")[0],), (OME_API_VERSION.split("/")[1],),
-                  "InferenceService", lambda p, r, o: render_ome(p, r), lambda o: None),
+                  "InferenceService", lambda p, r, o: render_ome(p, r), lambda p, o: None),
     "kthena": Target("Volcano Kthena — ModelServing", (CURRENT_GROUP, LEGACY_GROUP), ("v1alpha1",), KTHENA_KIND,
-                     lambda p, r, o: render_kthena(p, r, api_group=o.kthena_group), lambda o: None),
+                     lambda p, r, o: render_kthena(p, r, api_group=o.kthena_group), _kthena_scaling),
     "kubeai": Target("KubeAI — Model", (KUBEAI_API_VERSION.split("/")[0],), (KUBEAI_API_VERSION.split("/")[1],),
                      "Model", lambda p, r, o: render_kubeai(p, r),
-                     lambda o: "minReplicas/maxReplicas, KubeAI's autoscaler aiming at targetRequests"),
+                     lambda p, o: "minReplicas/maxReplicas, KubeAI's autoscaler aiming at targetRequests"),
 }
 TARGETS = tuple(REGISTRY)
 # target → (API groups, versions in order of preference, kind): what a cluster must serve
@@ -72,13 +86,13 @@ TARGET_KINDS: dict[str, tuple[tuple[str, ...], tuple[str, ...], str]] = {
 def scaling_text(plan: Plan, *, dynamo_version: str = "v1alpha1", kthena_group: str = LEGACY_GROUP) -> str | None:
     """Which replica range ``plan``'s manifests emit, target by target (None when its replicas are
     fixed): ``aggregated 1–2 engines: kubeai (minReplicas/maxReplicas, …); fixed at the planned
-    count for dynamo v1alpha1, ome, kthena``."""
-    ranged = [e for e in plan.engines if e.min_replicas is not None and e.min_replicas < e.replicas]
+    count for ome, kthena workload.volcano.sh``."""
+    ranged = [e for e in plan.engines if scales(e)]
     if not ranged:
         return None
     options = Options(dynamo_version, kthena_group)
-    label = {"dynamo": f"dynamo {dynamo_version}"}
-    how = {name: t.scaling(options) for name, t in REGISTRY.items()}
+    label = {"dynamo": f"dynamo {dynamo_version}", "kthena": f"kthena {kthena_group}"}
+    how = {name: t.scaling(plan, options) for name, t in REGISTRY.items()}
     emitted = [f"{label.get(n, n)} ({h})" for n, h in how.items() if h]
     fixed = [label.get(n, n) for n, h in how.items() if not h]
     engines = ", ".join(f"{e.role}{' ' + e.tag if plan.parts else ''} {e.min_replicas}–{e.replicas}" for e in ranged)

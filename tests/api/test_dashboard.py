@@ -549,3 +549,38 @@ def test_chart_markers_follow_the_tables_feasibility_and_skip_unbounded_points()
     table = candidates_section(doc)
     assert "unbounded" in table and 'data-feasible="0"' in table
     assert 'id="closest"' in chosen_section(doc) and "TTFT 200.0 ms" in chosen_section(doc)
+
+
+def test_a_mix_of_shapes_is_labelled_as_the_mix_on_the_page_and_in_the_list():
+    from datetime import UTC, datetime
+
+    from api.dashboard.dgdr_page import render_dgdr
+    from api.dashboard.home import Filters, render_home
+    from infra.resources import Resource
+    from planner import plan
+    from planner.manifests.dynamo import render_dgd
+    from planner.status import dgdr_status
+    from planner.types import PlanRequest
+
+    request = PlanRequest(name="mix", model="meta-llama/Llama-3.1-70B-Instruct", gpu="h200_sxm", ttft_ms=500,
+                          itl_ms=20, isl_tokens=3000, osl_tokens=500, total_gpus=12)
+    result = plan(request)
+    chosen = result.chosen
+    assert chosen.parts  # 12 H200: one TP8 and one TP4 engine
+    label = " + ".join(f"{e.replicas}×TP{e.tp}" for e in chosen.engines)
+    status = dgdr_status(result, render_dgd(chosen, request), observed_generation=1, state="Ready",
+                         now="2025-01-31T14:05:09Z")
+    made = datetime(2025, 1, 31, 14, 0, 0, tzinfo=UTC)
+    dgdr = Resource(group="nvidia.com", version="v1alpha1", kind="DynamoGraphDeploymentRequest",
+                    plural="dynamographdeploymentrequests", name="mix", spec=_dgdr("mix")["spec"], status=status,
+                    namespace="default", uid="u", generation=1, resource_version=1, labels={}, annotations={},
+                    created_at=made, updated_at=made)
+    now = datetime(2025, 1, 31, 15, 0, 0, tzinfo=UTC)
+    page = render_dgdr(dgdr, now)
+    assert f"The planner chose {label} on 12 " in page
+    assert f"Mix of aggregated engine shapes ({label})" in page
+    row = page[page.index('aria-label="chosen plan"'):]
+    row = row[:row.index("</tr>")]
+    assert f">{label}</td>" in row and "aggregated</td>" not in row.replace(">agg</td>", "")  # the mix, not a shape
+    listed = render_home([dgdr], [], Filters(), now)
+    assert f'<td class="plan">{label}</td>' in listed

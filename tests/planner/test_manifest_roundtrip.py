@@ -28,7 +28,7 @@ from planner.sizing import Candidate
 from planner.types import Plan, PlanRequest, PlanResult
 from profiler.model.config import Parallel, ServingConfig
 from profiler.model.estimate import estimate
-from paths import SHARED
+from paths import CRD_DIRS, SHARED
 
 CRD_DIR = SHARED / "crds"
 TOLERANCE = 0.01  # relative: the re-estimate of what is deployed against the plan's prediction
@@ -262,10 +262,10 @@ def test_rendered_objects_validate_against_crds(planned, case: str, variant: str
         return
     result, results = planned[case]
     for obj in _render(results, result.request, variant).objects:
-        if not find_crds(obj["apiVersion"], obj["kind"], CRD_DIR):
+        if not find_crds(obj["apiVersion"], obj["kind"], CRD_DIRS):
             assert obj["apiVersion"] == f"{LEGACY_GROUP}/v1alpha1"  # the seed's group: no published CRD
             continue
-        assert validate(obj, CRD_DIR) == []
+        assert validate(obj, CRD_DIRS) == []
 
 
 def test_reader_sees_a_dropped_setting(planned):

@@ -11,7 +11,7 @@ from planner.results import ProfilingResults, pareto_front
 from planner.status import dgdr_status, validation_failed_status
 from planner.types import Engine, Plan, PlanRequest, PlanResult
 from profiler.model import Prediction
-from paths import SHARED
+from paths import CRD_DIRS, SHARED
 
 CRD_DIR = SHARED / "crds"
 BACKENDS = ("vllm", "sglang", "trtllm")
@@ -23,7 +23,7 @@ def _validate(obj: dict) -> list[str]:
         pytest.skip(f"CRD schemas not found beside the repository ({CRD_DIR})")
     from infra.crds import validate
 
-    return validate(obj, CRD_DIR)
+    return validate(obj, CRD_DIRS)
 
 
 def _pred(**kw) -> Prediction:
@@ -233,6 +233,42 @@ def test_v1beta1_components():
     assert container["name"] == "main" and container["resources"]["limits"]["nvidia.com/gpu"] == "2"
     agg = render_dgd(_dense_agg("trtllm"), _request("trtllm"), api_version="v1beta1")
     assert [c["type"] for c in agg["spec"]["components"]] == ["frontend", "worker"]
+
+
+def _with_range(plan: Plan, low: int = 1) -> Plan:
+    """``plan`` with each engine's replicas ranging from ``low`` to its planned count (at least 2)."""
+    engines = tuple(e.model_copy(update={"replicas": max(2, e.replicas), "min_replicas": low}) for e in plan.engines)
+    return plan.model_copy(update={"engines": engines})
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_v1alpha1_single_node_workers_with_a_range_get_an_hpa(backend):
+    plan = _with_range(_dense_disagg(backend))
+    dgd = render_dgd(plan, _request(backend), api_version="v1alpha1")
+    workers = {n: s for n, s in dgd["spec"]["services"].items() if s["componentType"] == "worker"}
+    for engine in plan.engines:
+        svc = workers[service_name(backend, engine.role)]
+        scaling = svc["autoscaling"]
+        assert scaling["enabled"] and (scaling["minReplicas"], scaling["maxReplicas"]) == (1, engine.replicas)
+        assert svc["replicas"] == engine.replicas  # starts at the planned count
+        (metric,) = scaling["metrics"]
+        assert metric["pods"]["metric"]["name"] == "dynamo_component_inflight_requests"
+        assert metric["pods"]["target"] == {"type": "AverageValue", "averageValue": str(engine.max_batch)}
+    assert dgd["metadata"]["annotations"]["nvidia.com/enable-grove"] == "false"  # HPAs exist in component mode
+    assert _validate(dgd) == []
+    beta = render_dgd(plan, _request(backend), api_version="v1beta1")
+    assert "nvidia.com/enable-grove" not in beta["metadata"]["annotations"]
+    assert not any("autoscaling" in c for c in beta["spec"]["components"])
+
+
+def test_v1alpha1_multinode_workers_keep_fixed_replicas():
+    plan = _with_range(_multinode("vllm"))
+    dgd = render_dgd(plan, _request(), api_version="v1alpha1")
+    assert not any("autoscaling" in s for s in dgd["spec"]["services"].values())
+    assert "nvidia.com/enable-grove" not in dgd["metadata"]["annotations"]  # Grove stays for multi-node engines
+    fixed = render_dgd(_dense_agg("vllm"), _request(), api_version="v1alpha1")
+    assert not any("autoscaling" in s for s in fixed["spec"]["services"].values())
+    assert "nvidia.com/enable-grove" not in fixed["metadata"]["annotations"]
 
 
 def test_metadata_labels_and_overrides():

@@ -12,7 +12,7 @@ from planner.manifests.kubeai import render_kubeai, resource_profile
 from planner.manifests.ome import render_ome
 from planner.types import Engine, Plan, PlanRequest
 from profiler.model import Prediction
-from paths import SHARED
+from paths import CRD_DIRS, SHARED
 
 CRD_DIR = SHARED / "crds"
 needs_crds = pytest.mark.skipif(
@@ -65,7 +65,7 @@ PLANS = [
 def _validate(obj: dict) -> list[str]:
     from infra.crds import validate
 
-    return validate(obj, CRD_DIR)
+    return validate(obj, CRD_DIRS)
 
 
 def _gpus(container: dict) -> int:
@@ -243,6 +243,65 @@ def test_kthena_validates(pid, plan):
     for obj in render_kthena(plan, _request(), api_group="workload.serving.volcano.sh",
                              network_topology=topo, gang_all_replicas=True):
         assert _validate(obj) == []
+
+
+def _ranged(engine: Engine, low: int = 1) -> Engine:
+    """``engine`` with a replica range from ``low`` to its planned replicas."""
+    return engine.model_copy(update={"min_replicas": low})
+
+
+# (id, plan) with a replica range: one role, both roles of xPyD, a multi-node engine.
+RANGED = [
+    ("vllm-agg", _plan("agg", "vllm", _ranged(DENSE_AGG))),
+    ("sglang-agg", _plan("agg", "sglang", _ranged(DENSE_AGG))),
+    ("vllm-disagg-both", _plan("disagg", "vllm", _ranged(DENSE_P), _ranged(DENSE_D))),
+    ("sglang-disagg-decode-multinode", _plan("disagg", "sglang", MOE_P, _ranged(MOE_D), model=MOE)),
+]
+
+
+@needs_crds
+@pytest.mark.parametrize("pid,plan", RANGED, ids=[p for p, _ in RANGED])
+def test_kthena_policy_scales_the_ranged_roles_and_validates(pid, plan):
+    serving, policy = render_kthena(plan, _request(), api_group="workload.serving.volcano.sh")
+    assert policy["kind"] == "AutoscalingPolicy" and policy["apiVersion"] == serving["apiVersion"]
+    target = policy["spec"]["disaggregatedTarget"]
+    assert target["targetRef"] == {"apiVersion": serving["apiVersion"], "kind": "ModelServing",
+                                   "name": serving["metadata"]["name"]}
+    named = dict(zip((r["name"] for r in serving["spec"]["template"]["roles"]), common.engines_in_order(plan)))
+    assert set(target["roles"]) == {n for n, e in named.items() if common.scales(e)}
+    for name, role in target["roles"].items():
+        engine = named[name]
+        assert (role["minReplicas"], role["maxReplicas"]) == (engine.min_replicas, engine.replicas)
+        assert {m["name"]: m["targetValue"] for m in role["metrics"]} == {"running": engine.max_batch, "waiting": 1}
+        assert set(role["metricSources"]) == {"running", "waiting"}  # the webhook wants a source per metric
+    for name, engine in named.items():  # SGLang publishes its gauges only when asked, on scaled roles
+        role = next(r for r in serving["spec"]["template"]["roles"] if r["name"] == name)
+        args = role["entryTemplate"]["spec"]["containers"][0]["args"]
+        assert ("--enable-metrics" in args) == (plan.backend == "sglang" and common.scales(engine))
+    assert _validate(serving) == [] and _validate(policy) == []
+
+
+@needs_crds
+def test_kthena_policy_is_checked_against_its_real_schema():
+    _serving, policy = render_kthena(RANGED[0][1], _request(), api_group="workload.serving.volcano.sh")
+    role = policy["spec"]["disaggregatedTarget"]["roles"]["server"]
+    del policy["spec"]["disaggregatedTarget"]["targetRef"]
+    role["maxReplicas"] = 0
+    role["metricSources"]["running"]["pod"]["uri"] = "metrics"
+    errors = "\n".join(_validate(policy))
+    assert "disaggregatedTarget.targetRef: required field missing" in errors
+    assert "roles.server.maxReplicas" in errors and "metricSources.running.pod.uri" in errors
+
+
+def test_kthena_keeps_fixed_replicas_where_it_cannot_scale():
+    ranged = _plan("agg", "trtllm", _ranged(DENSE_AGG))  # trtllm-serve publishes no request gauges
+    assert [o["kind"] for o in render_kthena(ranged, _request(), api_group="workload.serving.volcano.sh")] == [
+        "ModelServing"]
+    vllm = RANGED[0][1]
+    (legacy,) = render_kthena(vllm, _request())  # the seed's group has no autoscaling API
+    assert legacy["spec"]["template"]["roles"][0]["replicas"] == DENSE_AGG.replicas
+    fixed = _plan("agg", "vllm", DENSE_AGG)
+    assert len(render_kthena(fixed, _request(), api_group="workload.serving.volcano.sh")) == 1
 
 
 # ---------------------------------------------------------------- KubeAI

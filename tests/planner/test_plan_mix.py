@@ -12,14 +12,15 @@ from pathlib import Path
 import pytest
 
 from planner import plan
-from planner.manifests.dynamo import REPLICA_RANGE_ANNOTATION, render_dgd
+from planner.manifests.dynamo import GROVE_ANNOTATION, REPLICA_RANGE_ANNOTATION, render_dgd
+from planner.manifests.kthena import CURRENT_GROUP, LEGACY_GROUP, render_kthena
 from planner.manifests.targets import scaling_text
 from planner.choice import margin
 from planner.mix import Unit, best_mix
 from planner.types import PlanRequest
 from profiler.model.config import Parallel, ServingConfig
 from profiler.model.estimate import estimate
-from paths import SHARED
+from paths import CRD_DIRS, SHARED
 
 CRD_DIR = SHARED / "crds"
 
@@ -123,10 +124,26 @@ def test_a_filled_budget_emits_its_replica_range_where_a_target_scales():
     alpha = render_dgd(chosen, req, api_version="v1alpha1")  # served by releases without the adapter too
     assert not any("scalingAdapter" in svc for svc in alpha["spec"]["services"].values())
     assert REPLICA_RANGE_ANNOTATION not in alpha["metadata"]["annotations"]
+    # v1alpha1-only operators make an HPA of a single-node worker's autoscaling, outside Grove
+    hpas = {name: svc["autoscaling"] for name, svc in alpha["spec"]["services"].items() if "autoscaling" in svc}
+    assert sorted([a["minReplicas"], a["maxReplicas"]] for a in hpas.values()) == sorted(
+        [e.min_replicas, e.replicas] for e in scaled if e.nodes == 1)
+    assert all(a["enabled"] and a["metrics"][0]["type"] == "Pods" for a in hpas.values())
+    assert alpha["metadata"]["annotations"].get(GROVE_ANNOTATION) == ("false" if hpas else None)
     assert validate(beta, CRD_DIR) == [] and validate(alpha, CRD_DIR) == []
-    text = scaling_text(chosen, dynamo_version="v1beta1")
-    assert "dynamo v1beta1 (" in text and "kubeai (" in text and "fixed at the planned count for ome, kthena" in text
-    assert "fixed at the planned count for dynamo v1alpha1" in scaling_text(chosen)
+    serving, policy = render_kthena(chosen, req, api_group=CURRENT_GROUP)
+    roles = policy["spec"]["disaggregatedTarget"]["roles"]
+    planned = {r["name"]: r["replicas"] for r in serving["spec"]["template"]["roles"]}
+    assert {name: (r["minReplicas"], r["maxReplicas"]) for name, r in roles.items()} == {
+        name: (1, planned[name]) for name in roles} and len(roles) == len(scaled)
+    assert policy["spec"]["disaggregatedTarget"]["targetRef"]["name"] == serving["metadata"]["name"]
+    assert validate(serving, CRD_DIRS) == [] and validate(policy, CRD_DIRS) == []
+    assert len(render_kthena(chosen, req, api_group=LEGACY_GROUP)) == 1  # the seed's group cannot scale
+    text = scaling_text(chosen, dynamo_version="v1beta1", kthena_group=CURRENT_GROUP)
+    assert "dynamo v1beta1 (" in text and "kubeai (" in text and "kthena workload.serving.volcano.sh (" in text
+    assert text.endswith("fixed at the planned count for ome")
+    assert "dynamo v1alpha1 (" in scaling_text(chosen)
+    assert "fixed at the planned count for ome, kthena workload.volcano.sh" in scaling_text(chosen)
 
 
 def test_a_stated_load_emits_no_range():
