@@ -8,7 +8,7 @@ request (``--compare``, run in its own environment). Run from the repository roo
 
     .venv/bin/python benchmarks/cli_startup.py [--runs 15] [--with-database] [--compare "CMD ARG…"]
 
-slaplan runs from this checkout (``from api.cli import main``, as the installed script does) in
+slaplan runs from this checkout (``api.cli.program``, as the installed script does) in
 a fresh data directory (``XDG_DATA_HOME``): no database, as on a new machine; ``--with-database``
 adds a row that reads an empty, migrated one (``--db``). Bytecode caches are written by a warm-up
 run (as an installed package has them), even when PYTHONDONTWRITEBYTECODE is set. A heavy command
@@ -31,7 +31,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "llama-70b-h200.dgdr.yaml"
-SLAPLAN = [sys.executable, "-c", "import sys; from api.cli import main; sys.exit(main())"]
+SLAPLAN = [sys.executable, "-c", "from api.cli import program; program()"]
 
 
 def timed(argv: list[str], env: dict[str, str]) -> tuple[float, float]:

@@ -106,7 +106,8 @@ class ResultsParts(BaseModel):
     another shape (any client may write a status) reads as absent and does not hide the rest.
     The fields are those of ``ProfilingResults`` that pages show, none required."""
 
-    model_config = ConfigDict(frozen=True, extra="ignore", validate_by_name=True, validate_by_alias=True)
+    model_config = ConfigDict(frozen=True, extra="ignore", validate_by_name=True, validate_by_alias=True,
+                              defer_build=True)  # built on first use: the CLI never reads a stored document
 
     feasible: Part[bool] = None
     model: Part[str] = None

@@ -37,8 +37,8 @@ class InputError(ValueError):
     """An argument that cannot be read as manifests or requests."""
 
 
-def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("apply", help="apply planned manifests to a Kubernetes cluster (server-side apply)",
+def register(sub: argparse._SubParsersAction, summary: str) -> None:
+    p = sub.add_parser("apply", help=summary,
                        description="Server-side apply what `slaplan plan` wrote (or plan a DGDR and apply it).")
     p.add_argument("inputs", nargs="+", metavar="PLAN_OR_MANIFEST",
                    help="manifest file, NAME.plan.json, output directory or DGDR file ('-' for stdin)")

@@ -14,9 +14,9 @@ import json
 import sys
 
 
-def register(subparsers) -> None:
+def register(subparsers, summary: str) -> None:
     parser = subparsers.add_parser(
-        "bench", help="run one BenchmarkJob (ome.io/v1beta1) locally with genai-bench and print its results",
+        "bench", help=summary,
         description="Run a BenchmarkJob with genai-bench against its endpoint, without the service.")
     parser.add_argument("job", metavar="JOB.yaml", help="a BenchmarkJob manifest (YAML or JSON)")
     parser.add_argument("--tokenizer", metavar="DIR", help="a local tokenizer directory (default: the model's, "

@@ -41,9 +41,9 @@ KERNELS_NAME = "vidur_linear_ops_measured.csv"
 GROUPS = ("mode", "backend", "gpu", "family")
 
 
-def register(subparsers) -> None:
+def register(subparsers, summary: str) -> None:
     parser = subparsers.add_parser(
-        "calibrate", help="refit the performance model's parameters from measured data (writes params.json)",
+        "calibrate", help=summary,
         description="One of: refit the shipped parameters from measured serving data (--data, the default); "
                     "fit one deployment from genai-bench results (--from-benchmarks); --list-calibrations; --forget.")
     modes = parser.add_mutually_exclusive_group()

@@ -18,9 +18,9 @@ import sys
 from api.commands.arguments import port
 
 
-def register(subparsers) -> None:
+def register(subparsers, summary: str) -> None:
     parser = subparsers.add_parser(
-        "emulate", help="serve an OpenAI-compatible API whose token timing follows the performance model",
+        "emulate", help=summary,
         description="Engine emulator: continuous batching, a batch limit and a queue, timed by the "
                     "performance model for one engine configuration.")
     parser.add_argument("--model", required=True, help="Hugging Face id or catalog name, or a path to a config.json")

@@ -20,6 +20,8 @@ import math
 import os
 import sys
 
+from api.commands.cells import cell, parts_text
+
 PRED_COLUMNS = ("pred_ttft_ms", "pred_tpot_ms", "pred_output_tok_s_per_gpu", "pred_error")
 
 # ServingConfig field -> the flag that sets it, for error messages.
@@ -35,11 +37,11 @@ _FLAGS = {
 _DIMS = {"tp": "tp", "pp": "pp", "dp": "dp", "moe_ep": "ep"}
 
 
-def register(subparsers) -> None:
+def register(subparsers, summary: str) -> None:
     from api.commands.arguments import positive
 
     parser = subparsers.add_parser(
-        "estimate", help="predict TTFT, ITL and throughput of one configuration, or of every row of a CSV",
+        "estimate", help=summary,
         description="Offline performance model. Either --csv IN --out OUT (batch), or one configuration "
                     "given by --model, --gpu, --tp and friends.")
     batch = parser.add_argument_group("batch")
@@ -321,22 +323,6 @@ def _json(est) -> dict:
 def _shape(par) -> str:
     parts = [f"TP{par.tp}"] + [f"{k}{v}" for k, v in (("PP", par.pp), ("DP", par.dp), ("EP", par.moe_ep)) if v > 1]
     return "·".join(parts)
-
-
-def parts_text(parts) -> str:
-    """``name ms + name ms ...`` of the parts (``TtftParts`` or ``ItlParts``) that round to more than nothing."""
-    from profiler.model.config import PART_LABELS
-
-    items = dict(parts).items()
-    shown = [f"{PART_LABELS[name]} {ms:.1f}" for name, ms in items if math.isfinite(ms) and round(ms, 1) > 0]
-    text = " + ".join(shown) + " ms" if shown else "0 ms"
-    return " + ".join([text] + [f"{PART_LABELS[name]} unbounded" for name, ms in items if not math.isfinite(ms)])
-
-
-def cell(x: float, digits: int, width: int) -> str:
-    """A table cell: ``x`` right-aligned in ``width`` characters, or ``unbounded`` for a time that grows
-    without bound (give ``width`` ≥ 10 so that it never touches the cell before it)."""
-    return f"{x:>{width}.{digits}f}" if math.isfinite(x) else f"{'unbounded':>{width}}"
 
 
 def _saturated(config, est) -> str:

@@ -13,10 +13,8 @@ import sys
 from api.commands.database import add_db_argument
 
 
-def register(subparsers) -> None:
-    parser = subparsers.add_parser(
-        "migrate", help="migrate the database (--db, SLAPLAN_DATABASE_URL or the per-user file) to the newest schema"
-    )
+def register(subparsers, summary: str) -> None:
+    parser = subparsers.add_parser("migrate", help=summary)
     target = parser.add_mutually_exclusive_group()
     target.add_argument("--revision", type=revision_type("head"), default="head",
                         help="target revision when upgrading (default: head)")

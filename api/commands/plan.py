@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, NoReturn
 
 from api.commands.arguments import TARGETS
 from api.commands.database import add_db_argument
-from api.commands.estimate import cell, parts_text
+from api.commands.cells import cell, parts_text
 
 if TYPE_CHECKING:
     from api.commands.calibration_use import Calibrations
@@ -46,8 +46,8 @@ class InputError(ValueError):
     """An input file that cannot be read as manifests (the message does not name the file)."""
 
 
-def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("plan", help="plan DynamoGraphDeploymentRequests offline",
+def register(sub: argparse._SubParsersAction, summary: str) -> None:
+    p = sub.add_parser("plan", help=summary,
                        description="Find the cheapest deployment that meets each DGDR's SLA.")
     p.add_argument("files", nargs="+", metavar="FILE",
                    help=f"DGDR YAML or JSON files, UTF-8, at most {MAX_MANIFEST_BYTES // 2**20} MiB each "
@@ -63,7 +63,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--top", type=int, default=5, help="candidates to show per request, at least 1 (default: 5)")
     p.add_argument("--quiet", action="store_true", help="print only errors and the summary line")
     add_db_argument(p)
-    p.set_defaults(func=run, parser=p)
+    p.set_defaults(func=run, parser=p, ends_at_once=True)
     p.error = partial(_usage_error, p)
 
 
@@ -388,9 +388,12 @@ def _one_blas_thread() -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from api.commands.start_up import loaded
+
     _one_blas_thread()
     models: dict = {}
     requests, errors = _validate(args.files, models)
+    loaded()
     errors = _option_errors(args) + errors
     if not errors and (problem := _out_dir(args.out)):
         errors.append(problem)

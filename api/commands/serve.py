@@ -15,10 +15,8 @@ GRACEFUL_SHUTDOWN_S = 5  # open watches are cut after this on shutdown
 LOG_LEVELS = ("critical", "error", "warning", "info", "debug", "trace")  # uvicorn's
 
 
-def register(subparsers) -> None:
-    parser = subparsers.add_parser(
-        "serve", help="serve the API (and, with no SLAPLAN_BROKER_URL, a worker in the same process)"
-    )
+def register(subparsers, summary: str) -> None:
+    parser = subparsers.add_parser("serve", help=summary)
     parser.add_argument(
         "--host", default="127.0.0.1",
         help="address to listen on (default: 127.0.0.1, this machine only); on any other, writes need "

@@ -16,8 +16,8 @@ from api.commands.database import add_db_argument
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL", "FATAL")  # Celery's
 
 
-def register(subparsers) -> None:
-    parser = subparsers.add_parser("worker", help="run a worker for the plan and bench queues (needs SLAPLAN_BROKER_URL)")
+def register(subparsers, summary: str) -> None:
+    parser = subparsers.add_parser("worker", help=summary)
     parser.add_argument("--queues", type=queue_list, default="plan,bench",
                         help="comma-separated queues to consume (default: plan,bench)")
     parser.add_argument("--concurrency", type=positive, default=None,
