@@ -39,13 +39,13 @@ def test_contenders_are_the_runs_noise_cannot_tell_from_the_best():
 
 def test_a_search_counts_its_runs_against_the_floor_and_where_they_went():
     w = _landscape()
-    outcome = replay.search(w, 1000, 100, margin=0.1, slack=0.5, budget=1.0, noise=0.05)
+    outcome = replay.search(w, 1000, 100, stop=0.05, min_units=2, budget=1.0, noise=0.05)
     assert outcome.best and outcome.regret == 0.0 and outcome.space == 9
     assert outcome.minimum <= outcome.runs and outcome.searching == 0  # a perfect model starts within the SLA
     assert outcome.confirming == outcome.runs - 1  # its first run is the best: the rest confirm it
     # a model that thinks every TTFT is 3× shorter spends runs over the SLA first
     tight = w.measured[("c", 4)].ttft_ms * 1.05
-    off = replay.search(_landscape(predicted_scale=1 / 3), tight, 100, margin=0.1, slack=0.5, budget=1.0)
+    off = replay.search(_landscape(predicted_scale=1 / 3), tight, 100, stop=0.05, min_units=2, budget=1.0)
     assert off.searching >= 1 and off.runs > off.searching
 
 
