@@ -64,7 +64,7 @@ class Workload:
 
     name: str
     gpu: str
-    osl_tokens: int = 1
+    osl_tokens: int  # output tokens per request
     predicted: dict = field(default_factory=dict)
     measured: dict = field(default_factory=dict)
     gpus: dict = field(default_factory=dict)
