@@ -146,7 +146,9 @@ def candidate(unit: Plan) -> Candidate:
 
 Run = tuple[str, int]  # (unit key, closed-loop clients): one benchmark run
 RUN_NOISE = 0.05  # stop when no open run is expected to gain this share of the best measured goodput
-ERROR_SPREAD = {"ttft_ms": 0.46, "itl_ms": 0.10}  # prior log-sd of the model's error between one workload's runs
+# prior log-sd of the model's error (measured / predicted) between the runs of one workload: the shipped
+# model's on the B200, B300 and H100 workloads of benchmarks/online_replay.py
+ERROR_SPREAD = {"ttft_ms": 0.46, "itl_ms": 0.10}
 MIN_UNITS = 2  # units measured before the search may stop: one unit's error says nothing of the spread between units
 
 
@@ -196,7 +198,8 @@ def _phi(x: float) -> float:
 def _within(point: SweepPoint, req: PlanRequest, sd: dict[str, float]) -> float:
     """Probability that a run predicted at ``point`` meets the SLA, its TTFT and ITL log-normal around
     the prediction with log-sd ``sd`` (the end-to-end latency, when targeted, with ITL's)."""
-    p = _phi(math.log(req.ttft_ms / point.ttft_ms) / sd["ttft_ms"]) * _phi(math.log(req.itl_ms / point.itl_ms) / sd["itl_ms"])
+    p = (_phi(math.log(req.ttft_ms / point.ttft_ms) / sd["ttft_ms"])
+         * _phi(math.log(req.itl_ms / point.itl_ms) / sd["itl_ms"]))
     if req.e2e_ms is not None:
         p *= _phi(math.log(req.e2e_ms / (point.ttft_ms + (req.osl_tokens - 1) * point.itl_ms)) / sd["itl_ms"])
     return p
@@ -217,12 +220,12 @@ def next_run(predicted: dict[Run, SweepPoint], measured: dict[Run, SweepPoint], 
     """The run to measure next, or None when none is left worth measuring.
 
     ``predicted``: the model's prediction of every run the search may measure (rescaled here by
-    ``measured``, what the runs measured so far gave); ``gpus``: GPUs of each unit. A unit's latencies grow with its clients and
-    so does its throughput, so a run is ruled out when the same unit measured over the SLA with no
-    more clients, or within it with more. Of the rest, the next is the one with the highest expected
-    gain: the probability it meets the SLA (``spread`` of the model's error) times the expected
-    excess of its goodput per GPU (``closed_loop_tok_s`` of its latencies) over the best measured
-    within the SLA. The search stops once ``min_units`` units were measured and no gain reaches
+    ``measured``, what the runs measured so far gave); ``gpus``: GPUs of each unit. A unit's
+    latencies grow with its clients and so does its throughput, so a run is ruled out when the same
+    unit measured over the SLA with no more clients, or within it with more. Of the rest, the next
+    is the one with the highest expected gain: the probability it meets the SLA (``spread`` of the
+    model's error) times the expected excess of its goodput per GPU (``closed_loop_tok_s`` of its
+    latencies) over the best measured within the SLA. The search stops once ``min_units`` units were measured and no gain reaches
     ``noise`` times the best; it never stops while nothing measured meets the SLA."""
     within = [m.output_tok_s / gpus[k[0]] for k, m in measured.items() if _miss(m, req) <= 1.0]
     best = max(within, default=0.0)

@@ -76,7 +76,8 @@ def _sweep(*points: tuple[int, float, float], osl: int = 11) -> list[search.Swee
 def test_closed_loop_throughput_is_clients_over_the_request_time():
     point = search.SweepPoint(concurrency=4, ttft_ms=100, itl_ms=10, output_tok_s=0)
     assert search.closed_loop_tok_s(point, 11) == 4 * 11 / 0.2  # 4 clients, 11 tokens per 200 ms request
-    assert search.closed_loop_tok_s(point.model_copy(update={"concurrency": 8}), 11) == 2 * search.closed_loop_tok_s(point, 11)
+    doubled = point.model_copy(update={"concurrency": 8})
+    assert search.closed_loop_tok_s(doubled, 11) == 2 * search.closed_loop_tok_s(point, 11)
 
 
 def test_next_unit_is_the_run_rule_over_whole_sweeps():
