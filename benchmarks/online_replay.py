@@ -8,17 +8,21 @@ SLAs are drawn from the data: every pair of the workload's measured TTFT and TPO
 50th and 75th percentiles (SLAs no run meets are skipped). The exhaustive replay measures every
 run; the true best is the highest measured goodput per GPU among the runs within the SLA.
 
-The search (``planner.online.next_run`` and ``rescale``): the performance model predicts every
-run; the run it calls best within the SLA is measured first; after each measurement the
-predictions are rescaled by the median measured/predicted ratio of TTFT, TPOT and throughput, and
-the next run is the best one still predicted within ``--slack`` of the SLA and above the best
-measured goodput less ``--margin``; the pick is the best measured run within the SLA, so no pick
-misses it in reality (a search that measured nothing within it has no pick: regret 1). ``--budget`` caps the
-runs of one search at that share of the workload's runs (at least one).
+The search (``planner.online.next_run``): the performance model predicts every run's TTFT and
+TPOT; after each measurement the predictions are rescaled by the median measured/predicted ratio
+of each (the unit's own runs when it has some), the goodput of a run follows from its latencies
+(Little's law for closed-loop clients), and the next run is the one with the highest expected gain:
+the chance it meets the SLA (log-normal around the prediction, with the spread of the measured
+errors pooled with a prior) times the expected excess of its goodput over the best measured. The
+search stops once ``--min-units`` units were measured and no expected gain reaches ``--stop`` of the
+best; the pick is the best measured run within the SLA, so no pick misses it in reality (a search
+that measured nothing within it has no pick: regret 1). ``--budget`` caps the runs of one search at
+that share of the workload's runs (at least one).
 
-Held out: every workload on ``--hold`` (default gb200) is kept out of the tuning of ``--margin``,
-``--slack`` and ``--budget``, and its predictions come from parameters fitted without that GPU
-type (one fit, about a minute); the other workloads use the shipped parameters. Reported apart.
+Held out: every workload on ``--hold`` (default gb200) is kept out of the tuning of ``--stop``,
+``--min-units``, ``--budget`` and the prior spread, and its predictions come from parameters fitted
+without that GPU type (one fit, about a minute); the other workloads use the shipped parameters.
+Reported apart.
 
 Also reported, by workload size: the runs per search as a count and a share, against the fewest runs
 any rule needs to certify its pick (``contenders``: the runs a ``--noise`` measurement noise cannot
@@ -28,7 +32,7 @@ Last, calibration on held-out concurrencies (``--calibration``): each configurat
 three or more concurrencies is calibrated (``profiler.model.measured.fit_deployment``) on its lowest and
 highest, and the TTFT and TPOT errors of the model before and after are compared on the others.
 
-    python benchmarks/online_replay.py [--data CSV] [--hold gb200] [--margin 0.1] [--slack 0.5]
+    python benchmarks/online_replay.py [--data CSV] [--hold gb200] [--stop 0.05] [--min-units 2]
                                        [--budget 1.0] [--noise 0.05] [--calibration]
 """
 
@@ -60,6 +64,7 @@ class Workload:
 
     name: str
     gpu: str
+    osl_tokens: int  # output tokens per request
     predicted: dict = field(default_factory=dict)
     measured: dict = field(default_factory=dict)
     gpus: dict = field(default_factory=dict)
@@ -104,7 +109,8 @@ def workloads(rows: list[dict], data, predictions: dict[str, dict[str, "object"]
                   pred["output_tok_s_per_gpu"][j], gpus[j])
         if data.repeats[j] or not all(np.isfinite(v) and v > 0 for v in values):
             continue
-        w = out.setdefault(workload_key(row), Workload(name=workload_key(row), gpu=data.labels["gpu"][j]))
+        w = out.setdefault(workload_key(row), Workload(name=workload_key(row), gpu=data.labels["gpu"][j],
+                                                       osl_tokens=int(round(float(row["osl"])))))
         key = (configuration(row), int(round(float(row["concurrency"]))))
         if key in w.measured:
             continue
@@ -139,13 +145,13 @@ def contenders(w: Workload, ttft_ms: float, itl_ms: float, noise: float) -> int:
     return max(1, sum(goodput[k] >= best * (1 - noise) for k in near))
 
 
-def search(w: Workload, ttft_ms: float, itl_ms: float, margin: float, slack: float, budget: float,
+def search(w: Workload, ttft_ms: float, itl_ms: float, stop: float, min_units: int, budget: float,
            noise: float = 0.0) -> Outcome | None:
     """Replay the run-by-run search on ``w`` under the SLA; None when no run meets it."""
     from planner import online
     from planner.types import PlanRequest
 
-    req = PlanRequest(name="replay", model="m", gpu="g", ttft_ms=ttft_ms, itl_ms=itl_ms)
+    req = PlanRequest(name="replay", model="m", gpu="g", ttft_ms=ttft_ms, itl_ms=itl_ms, osl_tokens=w.osl_tokens)
     goodput = {k: m.output_tok_s / w.gpus[k[0]] for k, m in w.measured.items()}
     meets = {k for k, m in w.measured.items() if m.ttft_ms <= ttft_ms and m.itl_ms <= itl_ms}
     if not meets:
@@ -153,7 +159,7 @@ def search(w: Workload, ttft_ms: float, itl_ms: float, margin: float, slack: flo
     cap = max(1, math.floor(budget * len(w.measured)))
     seen: dict = {}
     while len(seen) < cap:
-        key = online.next_run(online.rescale(w.predicted, seen), seen, w.gpus, req, margin=margin, slack=slack)
+        key = online.next_run(w.predicted, seen, w.gpus, req, noise=stop, min_units=min_units)
         if key is None:
             break
         seen[key] = w.measured[key]
@@ -185,9 +191,9 @@ def summary(outcomes: list[Outcome]) -> dict[str, float]:
             "start_within": sum(o.searching == 0 and o.regret < 1.0 for o in outcomes)}
 
 
-def replay(ws: list[Workload], margin: float, slack: float, budget: float, noise: float = 0.0) -> list[Outcome]:
+def replay(ws: list[Workload], stop: float, min_units: int, budget: float, noise: float = 0.0) -> list[Outcome]:
     """Every workload of ``ws`` under each of its SLAs."""
-    return [o for w in ws for sla in slas(w) if (o := search(w, *sla, margin, slack, budget, noise)) is not None]
+    return [o for w in ws for sla in slas(w) if (o := search(w, *sla, stop, min_units, budget, noise)) is not None]
 
 
 SIZES = ((10, 19), (20, 39), (40, None))  # exhaustive runs of a workload, for the table by size
@@ -273,8 +279,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", help="calibration CSV (default: ../shared/data next to the repository)")
     parser.add_argument("--hold", default="gb200", help="GPU type kept out of tuning and of the model's fit")
-    parser.add_argument("--margin", type=float, default=online.RUN_MARGIN, help="goodput margin (share)")
-    parser.add_argument("--slack", type=float, default=online.SLA_SLACK, help="SLA slack (share)")
+    parser.add_argument("--stop", type=float, default=online.RUN_NOISE,
+                        help="stop when no run's expected gain reaches this share of the best measured goodput")
+    parser.add_argument("--min-units", type=int, default=online.MIN_UNITS, help="units measured before a search may stop")
     parser.add_argument("--budget", type=float, default=1.0, help="runs of one search at most, share of the workload's")
     parser.add_argument("--max-evals", type=int, default=100, help="model evaluations of the held-out fit")
     parser.add_argument("--noise", type=float, default=NOISE,
@@ -291,13 +298,13 @@ def main(argv: list[str] | None = None) -> int:
     data = prepare_rows(rows)
     ws = workloads(rows, data, predictions_for(data, args.hold, args.max_evals))
     print(f"{len(ws)} workloads with ≥ {MIN_CONFIGURATIONS} configurations and ≥ {MIN_RUNS} measured runs; "
-          f"margin {args.margin:g}, slack {args.slack:g}, budget {args.budget:g} of a workload's runs")
+          f"stop {args.stop:g}, at least {args.min_units} units, budget {args.budget:g} of a workload's runs")
     print("| workloads | GPU types | searches (workload × SLA) | runs / exhaustive | true best | mean regret "
           "| no pick (regret 1) |")
     print("|---|---|---:|---:|---:|---:|---:|")
     sized, spent = [], []
     for label, part in (("tuning", [w for w in ws if w.gpu != args.hold]), (f"held out ({args.hold})", [w for w in ws if w.gpu == args.hold])):
-        outcomes = replay(part, args.margin, args.slack, args.budget, args.noise)
+        outcomes = replay(part, args.stop, args.min_units, args.budget, args.noise)
         s = summary(outcomes)
         types = ", ".join(sorted({w.gpu for w in part}))
         print(f"| {label}: {len(part)} | {types} | {s['searches']} | {s['runs']} / {s['space']} = {s['runs_pct']:.1f}% "

@@ -13,10 +13,12 @@ meet the SLA. A unit with no point within the SLA scores minus its smallest miss
 
 Next unit: the performance model, calibrated on the best unit measured so far, predicts each
 unit's sweep; ``next_run``, the run-by-run rule ``benchmarks/online_replay.py`` replays on
-measured landscapes, rescales the predictions by what was measured and names the next run; its
-unit is measured next (the whole sweep: the unit is deployed anyway). The search is done when no
-unmeasured run is predicted within the SLA (loosened by ``SLA_SLACK``) and within ``RUN_MARGIN``
-of the best measured goodput per GPU.
+measured landscapes, rescales the predictions by what was measured and names the run with the
+highest expected gain (the chance it meets the SLA, from the spread of the model's error, times
+its goodput's expected excess over the best measured); its unit is measured next (the whole
+sweep: the unit is deployed anyway). The search is done once two units were measured and no
+unmeasured run is expected to gain ``RUN_NOISE`` (5 %, the measurement noise) of the best
+measured goodput per GPU.
 """
 
 from __future__ import annotations
@@ -120,8 +122,7 @@ def predict(unit_plans: dict[str, Plan], req: PlanRequest, concurrency: Sequence
 def next_unit(predicted: dict[str, Sequence[SweepPoint]], measured: dict[str, Sequence[SweepPoint]],
               gpus: dict[str, int], req: PlanRequest, busy: Iterable[str] = ()) -> str | None:
     """The unit to measure next, or None when none is left worth measuring: ``next_run`` (the one
-    stop rule, also replayed on measured data) over the units' sweep runs, rescaled by what was
-    measured. A measured unit counts as swept whole (its sweep is one deployment), so only runs of
+    stop rule, also replayed on measured data) over the units' sweep runs. A measured unit counts as swept whole (its sweep is one deployment), so only runs of
     units neither measured nor ``busy`` (being measured) are open.
 
     ``predicted``: each candidate unit's predicted sweep (measured ones too: their ratios rescale
@@ -130,7 +131,7 @@ def next_unit(predicted: dict[str, Sequence[SweepPoint]], measured: dict[str, Se
     skip = set(measured) | set(busy)
     runs = {(k, p.concurrency): p for k, pts in predicted.items() for p in pts
             if (k, p.concurrency) in seen or k not in skip}
-    run = next_run(rescale(runs, seen), seen, gpus, req)
+    run = next_run(runs, seen, gpus, req)
     return None if run is None else run[0]
 
 
@@ -144,14 +145,24 @@ def candidate(unit: Plan) -> Candidate:
 # --------------------------------------------------------------------------- one run at a time
 
 Run = tuple[str, int]  # (unit key, closed-loop clients): one benchmark run
-RUN_MARGIN = 0.10  # measure a run predicted within this share of the best measured goodput (online_replay.py)
-SLA_SLACK = 0.5  # ... and predicted within the SLA with this much to spare the other way (online_replay.py)
+RUN_NOISE = 0.05  # stop when no open run is expected to gain this share of the best measured goodput
+# prior log-sd of the model's error (measured / predicted) between the runs of one workload: the shipped
+# model's on the B200, B300 and H100 workloads of benchmarks/online_replay.py
+ERROR_SPREAD = {"ttft_ms": 0.46, "itl_ms": 0.10}
+MIN_UNITS = 2  # units measured before the search may stop: one unit's error says nothing of the spread between units
+
+
+def closed_loop_tok_s(point: SweepPoint, osl_tokens: int) -> float:
+    """Output tokens/s of ``point.concurrency`` closed-loop clients, each waiting TTFT + (OSL − 1) × ITL
+    (ms) per request of ``osl_tokens`` output tokens (Little's law): the throughput a run's latencies imply."""
+    return point.concurrency * osl_tokens * 1000.0 / (point.ttft_ms + (osl_tokens - 1) * point.itl_ms)
 
 
 def rescale(predicted: dict[Run, SweepPoint], measured: dict[Run, SweepPoint]) -> dict[Run, SweepPoint]:
-    """``predicted`` with TTFT, ITL and throughput each multiplied by the median ratio of measured to
-    predicted: over the unit's own measured runs when it has some (its other loads), else over every
-    run measured (the calibration a few runs identify: one scale per quantity)."""
+    """``predicted`` with TTFT and ITL each multiplied by the median ratio of measured to predicted:
+    over the unit's own measured runs when it has some (its other loads), else over every run measured
+    (the calibration a few runs identify: one scale per quantity). Throughput follows from the latencies
+    (``closed_loop_tok_s``)."""
     both = [k for k in measured if k in predicted]
     if not both:
         return dict(predicted)
@@ -159,7 +170,7 @@ def rescale(predicted: dict[Run, SweepPoint], measured: dict[Run, SweepPoint]) -
     def factors(keys: list[Run]) -> dict[str, float]:
         return {name: math.exp(statistics.median(math.log(getattr(measured[k], name) / getattr(predicted[k], name))
                                                  for k in keys))
-                for name in ("ttft_ms", "itl_ms", "output_tok_s")}
+                for name in ERROR_SPREAD}
 
     overall = factors(both)
     own = {unit: factors([k for k in both if k[0] == unit]) for unit in {k[0] for k in both}}
@@ -167,30 +178,70 @@ def rescale(predicted: dict[Run, SweepPoint], measured: dict[Run, SweepPoint]) -
             for k, p in predicted.items()}
 
 
+def spread(predicted: dict[Run, SweepPoint], measured: dict[Run, SweepPoint],
+           prior: dict[str, float] = ERROR_SPREAD) -> dict[str, float]:
+    """The log-sd of the model's error per quantity (TTFT, ITL): the spread of the measured runs' log
+    ratios (measured / predicted) around their median, pooled with ``prior`` counted as one run."""
+    out = {}
+    for name, sd in prior.items():
+        logs = [math.log(getattr(m, name) / getattr(predicted[k], name)) for k, m in measured.items() if k in predicted]
+        mid = statistics.median(logs) if logs else 0.0
+        out[name] = math.sqrt((sd * sd + sum((x - mid) ** 2 for x in logs)) / max(1, len(logs)))
+    return out
+
+
+def _phi(x: float) -> float:
+    """The standard normal distribution function."""
+    return 0.5 * (1.0 + math.erf(x / math.sqrt(2.0)))
+
+
+def _within(point: SweepPoint, req: PlanRequest, sd: dict[str, float]) -> float:
+    """Probability that a run predicted at ``point`` meets the SLA, its TTFT and ITL log-normal around
+    the prediction with log-sd ``sd`` (the end-to-end latency, when targeted, with ITL's)."""
+    p = (_phi(math.log(req.ttft_ms / point.ttft_ms) / sd["ttft_ms"])
+         * _phi(math.log(req.itl_ms / point.itl_ms) / sd["itl_ms"]))
+    if req.e2e_ms is not None:
+        p *= _phi(math.log(req.e2e_ms / (point.ttft_ms + (req.osl_tokens - 1) * point.itl_ms)) / sd["itl_ms"])
+    return p
+
+
+def _gain(goodput: float, best: float, sd: float) -> float:
+    """Expected excess over ``best`` of a log-normal goodput with median ``goodput`` and log-sd ``sd``
+    (the whole goodput when nothing within the SLA was measured yet)."""
+    if best <= 0:
+        return goodput
+    d = math.log(goodput / best) / sd
+    return goodput * _phi(d + sd) - best * _phi(d)
+
+
 def next_run(predicted: dict[Run, SweepPoint], measured: dict[Run, SweepPoint], gpus: dict[str, int],
-             req: PlanRequest, *, margin: float = RUN_MARGIN, slack: float = SLA_SLACK) -> Run | None:
+             req: PlanRequest, *, noise: float = RUN_NOISE, min_units: int = MIN_UNITS,
+             prior: dict[str, float] = ERROR_SPREAD) -> Run | None:
     """The run to measure next, or None when none is left worth measuring.
 
-    ``predicted``: every run the search may measure (already rescaled); ``measured``: what the runs
-    measured so far gave; ``gpus``: GPUs of each unit. A unit's latencies grow with its clients and
-    so does its throughput, so a run is ruled out when the same unit measured over the SLA with no
-    more clients, or within it with more. Of the rest, those predicted within the SLA loosened by
-    ``slack`` and above the best measured goodput per GPU less ``margin``, the highest predicted
-    goodput is next. While nothing measured meets the SLA, the run predicted closest to it is."""
+    ``predicted``: the model's prediction of every run the search may measure (rescaled here by
+    ``measured``, what the runs measured so far gave); ``gpus``: GPUs of each unit. A unit's
+    latencies grow with its clients and so does its throughput, so a run is ruled out when the same
+    unit measured over the SLA with no more clients, or within it with more. Of the rest, the next
+    is the one with the highest expected gain: the probability it meets the SLA (``spread`` of the
+    model's error) times the expected excess of its goodput per GPU (``closed_loop_tok_s`` of its
+    latencies) over the best measured within the SLA. The search stops once ``min_units`` units were measured and no gain reaches
+    ``noise`` times the best; it never stops while nothing measured meets the SLA."""
     within = [m.output_tok_s / gpus[k[0]] for k, m in measured.items() if _miss(m, req) <= 1.0]
-    best = max(within, default=None)
-    open_runs = []
-    for key, p in predicted.items():
+    best = max(within, default=0.0)
+    sd = spread(predicted, measured, prior)
+    scored = []
+    for key, p in rescale(predicted, measured).items():
         unit, clients = key
         if key in measured or any(u == unit and ((c <= clients and _miss(m, req) > 1.0)
                                                  or (c >= clients and _miss(m, req) <= 1.0))
                                   for (u, c), m in measured.items()):
             continue
-        open_runs.append((key, p))
-    hopeful = [(p.output_tok_s / gpus[k[0]], k) for k, p in open_runs
-               if _miss(p, req) <= 1.0 + slack and (best is None or p.output_tok_s / gpus[k[0]] > best * (1.0 - margin))]
-    if hopeful:
-        return max(hopeful)[1]
-    if best is None and open_runs:
-        return min(open_runs, key=lambda kp: (_miss(kp[1], req), kp[0]))[0]
-    return None
+        goodput = closed_loop_tok_s(p, req.osl_tokens) / gpus[unit]
+        scored.append((_within(p, req, sd) * _gain(goodput, best, sd["itl_ms"]), key))
+    if not scored:
+        return None
+    value, key = max(scored)
+    if best > 0 and len({k[0] for k in measured}) >= min_units and value < noise * best:
+        return None
+    return key

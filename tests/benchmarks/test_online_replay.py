@@ -5,20 +5,21 @@ from __future__ import annotations
 
 from benchmark_scripts import load
 
-from planner.online import SweepPoint
+from planner.online import SweepPoint, closed_loop_tok_s
 
 replay = load("online_replay")
 
 
 def _landscape(predicted_scale: float = 1.0):
     """Three one-GPU configurations at 1, 4 and 16 clients: latencies and throughput grow with
-    clients; ``c`` is fastest. Predictions are the measurements times ``predicted_scale``."""
-    w = replay.Workload(name="w", gpu="g")
+    clients; ``c`` is fastest. Predictions are the measurements' TTFT times ``predicted_scale``."""
+    w = replay.Workload(name="w", gpu="g", osl_tokens=100)
     for name, speed in (("a", 1.0), ("b", 1.5), ("c", 2.0)):
         w.gpus[name] = 1
         for clients in (1, 4, 16):
             point = SweepPoint(concurrency=clients, ttft_ms=100 * clients ** 0.5 / speed, itl_ms=10 + clients / speed,
-                               output_tok_s=50 * speed * clients ** 0.8)
+                               output_tok_s=0)
+            point = point.model_copy(update={"output_tok_s": closed_loop_tok_s(point, w.osl_tokens)})
             w.measured[(name, clients)] = point
             w.predicted[(name, clients)] = point.model_copy(update={"ttft_ms": point.ttft_ms * predicted_scale})
     return w
@@ -39,13 +40,13 @@ def test_contenders_are_the_runs_noise_cannot_tell_from_the_best():
 
 def test_a_search_counts_its_runs_against_the_floor_and_where_they_went():
     w = _landscape()
-    outcome = replay.search(w, 1000, 100, margin=0.1, slack=0.5, budget=1.0, noise=0.05)
+    outcome = replay.search(w, 1000, 100, stop=0.05, min_units=2, budget=1.0, noise=0.05)
     assert outcome.best and outcome.regret == 0.0 and outcome.space == 9
     assert outcome.minimum <= outcome.runs and outcome.searching == 0  # a perfect model starts within the SLA
     assert outcome.confirming == outcome.runs - 1  # its first run is the best: the rest confirm it
     # a model that thinks every TTFT is 3× shorter spends runs over the SLA first
     tight = w.measured[("c", 4)].ttft_ms * 1.05
-    off = replay.search(_landscape(predicted_scale=1 / 3), tight, 100, margin=0.1, slack=0.5, budget=1.0)
+    off = replay.search(_landscape(predicted_scale=1 / 3), tight, 100, stop=0.05, min_units=2, budget=1.0)
     assert off.searching >= 1 and off.runs > off.searching
 
 

@@ -45,10 +45,11 @@ def setup_for(url: str, **kw) -> online.Online:
     return online.Online(database_url=url, target=Everywhere(), target_name="model", runner=None, **kw)
 
 
-def sweep_best(truth) -> str:
+def sweep_scores(truth) -> dict[str, float]:
+    """Every unit's score, as an exhaustive sweep of the truth would measure it."""
     units = search.units(plan(REQUEST).candidates)
     predicted = search.predict(units, REQUEST, SWEEP, truth)
-    return max(units, key=lambda k: search.score(predicted[k], units[k].total_gpus, REQUEST))
+    return {k: search.score(predicted[k], units[k].total_gpus, REQUEST) for k in units}
 
 
 # --------------------------------------------------------------------------- pure rules
@@ -66,31 +67,60 @@ def test_score_is_goodput_per_gpu_within_the_sla_else_the_smallest_miss():
     assert search.score([fast, busy], 2, with_e2e) == 50.0
 
 
-def _sweep(*points: tuple[int, float, float, float]) -> list[search.SweepPoint]:
-    return [search.SweepPoint(concurrency=c, ttft_ms=t, itl_ms=i, output_tok_s=o) for c, t, i, o in points]
+def _sweep(*points: tuple[int, float, float], osl: int = 11) -> list[search.SweepPoint]:
+    """Points at (clients, TTFT ms, ITL ms), their throughput the closed-loop clients' (Little's law)."""
+    out = [search.SweepPoint(concurrency=c, ttft_ms=t, itl_ms=i, output_tok_s=0) for c, t, i in points]
+    return [p.model_copy(update={"output_tok_s": search.closed_loop_tok_s(p, osl)}) for p in out]
+
+
+def test_closed_loop_throughput_is_clients_over_the_request_time():
+    point = search.SweepPoint(concurrency=4, ttft_ms=100, itl_ms=10, output_tok_s=0)
+    assert search.closed_loop_tok_s(point, 11) == 4 * 11 / 0.2  # 4 clients, 11 tokens per 200 ms request
+    doubled = point.model_copy(update={"concurrency": 8})
+    assert search.closed_loop_tok_s(doubled, 11) == 2 * search.closed_loop_tok_s(point, 11)
 
 
 def test_next_unit_is_the_run_rule_over_whole_sweeps():
-    req = PlanRequest(name="s", model="m", gpu="g", ttft_ms=100, itl_ms=10)
+    req = PlanRequest(name="s", model="m", gpu="g", ttft_ms=100, itl_ms=10, osl_tokens=11)
     gpus = {"a": 1, "b": 1, "c": 2}
-    predicted = {"a": _sweep((1, 50, 5, 100), (4, 80, 8, 400)),
-                 "b": _sweep((1, 50, 5, 90), (4, 80, 8, 380)),
-                 "c": _sweep((1, 50, 5, 100), (4, 80, 8, 300))}  # 150 per GPU at best
+    predicted = {"a": _sweep((1, 50, 5), (4, 80, 8)),
+                 "b": _sweep((1, 50, 5.2), (4, 80, 8.3)),  # a little slower than a
+                 "c": _sweep((1, 50, 5), (4, 80, 8))}  # as fast as a on twice the GPUs
     assert search.next_unit(predicted, {}, gpus, req) == "a"
     assert search.next_unit(predicted, {}, gpus, req, busy={"a"}) == "b"
-    # a measured as predicted: b is within RUN_MARGIN of a's 400 tok/s/GPU, c is not
+    # a measured as predicted: one unit cannot tell how far the others are off, so b (the next
+    # best) is measured; then c, at half the goodput per GPU, cannot gain RUN_NOISE of the best
     assert search.next_unit(predicted, {"a": predicted["a"]}, gpus, req) == "b"
     assert search.next_unit(predicted, {"a": predicted["a"], "b": predicted["b"]}, gpus, req) is None
     # a measured twice as fast as predicted: every prediction is rescaled by the same ratio
-    fast = _sweep((1, 50, 5, 200), (4, 80, 8, 800))
+    fast = _sweep((1, 25, 2.5), (4, 40, 4))
     assert search.next_unit(predicted, {"a": fast}, gpus, req) == "b"
     # a measured over the SLA at every load: the others are predicted within it
-    slow = _sweep((1, 500, 5, 100), (4, 800, 8, 400))
+    slow = _sweep((1, 500, 5), (4, 800, 8))
     assert search.next_unit(predicted, {"a": slow}, gpus, req) in {"b", "c"}
     # a missing concurrency does not reopen a measured unit
     assert search.next_unit({"a": predicted["a"]}, {"a": predicted["a"][:1]}, gpus, req) is None
     assert search.next_unit(predicted, {}, gpus, req) == search.next_run(
         {(k, p.concurrency): p for k, pts in predicted.items() for p in pts}, {}, gpus, req)[0]
+
+
+def test_next_run_weighs_the_chance_of_meeting_the_sla_by_the_spread_of_the_model_error():
+    req = PlanRequest(name="s", model="m", gpu="g", ttft_ms=100, itl_ms=10, osl_tokens=11)
+    gpus = {"a": 1, "b": 1, "c": 1}
+    runs = {(k, p.concurrency): p for k, pts in {"a": _sweep((4, 80, 8)), "b": _sweep((4, 80, 8.2)),
+                                                 "c": _sweep((8, 90, 10.5))}.items() for p in pts}
+    measured = {k: runs[k] for k in (("a", 4), ("b", 4))}
+    # c would double a's goodput but is predicted 5 % over the ITL target: with the model's usual
+    # error it is worth measuring, with a model known to be exact it is not
+    assert search.next_run(runs, measured, gpus, req) == ("c", 8)
+    exact = {name: 1e-3 for name in search.ERROR_SPREAD}
+    assert search.next_run(runs, measured, gpus, req, prior=exact) is None
+    # measured errors that scatter widen the spread the prior starts from
+    scattered = {("a", 4): runs[("a", 4)].model_copy(update={"itl_ms": 6.0}), ("b", 4): runs[("b", 4)]}
+    assert search.spread(runs, scattered)["itl_ms"] > search.spread(runs, measured)["itl_ms"]
+    # nothing measured within the SLA yet: the search goes on however little any run is expected to give
+    over = {k: m.model_copy(update={"ttft_ms": 300.0}) for k, m in measured.items()}
+    assert search.next_run(runs, over, gpus, req, noise=1e9) == ("c", 8)
 
 
 class MemoryLedger:
@@ -161,14 +191,16 @@ def test_the_search_loop_runs_on_any_ledger_with_a_clock_it_is_handed():
 
 
 @pytest.mark.slow
-def test_search_finds_what_an_exhaustive_sweep_picks_measuring_only_what_its_margin_allows(tmp_path):
+def test_search_finds_what_an_exhaustive_sweep_picks_measuring_only_what_its_noise_allows(tmp_path):
     truth = truth_params()
     calls: list[str] = []
     result, fit, _ = online.profile_online(REQUEST, uid="u1", generation=1, setup=setup_for(f"sqlite:///{tmp_path / 's.db'}"),
                                         measure=model_measure(truth, calls))
     space = result.online.trials
     units = search.units(plan(REQUEST).candidates)
-    assert result.online.best == sweep_best(truth)
+    # the sweep's pick, or a unit it cannot tell from it by more than the measurement noise
+    scores = sweep_scores(truth)
+    assert scores[result.online.best] >= max(scores.values()) * (1 - search.RUN_NOISE)
     assert len(calls) == len(set(calls)) and len(calls) < len(units) and result.online.stopped.startswith("converged")
     # (How few units the search needs across many deployments: benchmarks/online_search.py and
     # benchmarks/online_replay.py, which replays the same rule on measured landscapes.)
