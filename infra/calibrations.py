@@ -36,7 +36,7 @@ class Calibration(BaseModel):
         """One line for a plan's assumptions and the CLI."""
         f = self.fit
         return (f"calibrated on {f.points} measured point(s) of {self.source} ({self.calibrated_at:%Y-%m-%d %H:%M} UTC): "
-                f"times ×{f.scale:.3g}, TTFT MdAPE {f.before.ttft_mdape_pct:.1f}% → {f.after.ttft_mdape_pct:.1f}%, "
+                f"{f.times}, TTFT MdAPE {f.before.ttft_mdape_pct:.1f}% → {f.after.ttft_mdape_pct:.1f}%, "
                 f"TPOT {f.before.tpot_mdape_pct:.1f}% → {f.after.tpot_mdape_pct:.1f}%")
 
 

@@ -205,7 +205,7 @@ def plan_measured(request: PlanRequest, unit_plans: dict[str, Plan], *, ledger: 
     f = calibration
     note = (f"online: {len(_counted(trials))} candidate(s) measured with genai-bench on the {target} "
             f"target ({stopped}); the model was calibrated on {search.unit_key(best_unit)} "
-            f"(times ×{f.scale:.3g}, TTFT MdAPE {f.before.ttft_mdape_pct:.1f}% → {f.after.ttft_mdape_pct:.1f}%, "
+            f"({f.times}, TTFT MdAPE {f.before.ttft_mdape_pct:.1f}% → {f.after.ttft_mdape_pct:.1f}%, "
             f"TPOT {f.before.tpot_mdape_pct:.1f}% → {f.after.tpot_mdape_pct:.1f}%) and sized the best "
             f"measured candidate (others measured within the SLA only if it cannot meet it)")
     swept = {k: unit_plans[k] for k in _sweeps(trials)}

@@ -291,6 +291,6 @@ def report(stored) -> str:
         f"  {'metric':8}{'before':>10}{'after':>10}   (median absolute % error)",
         f"  {'TTFT':8}{f.before.ttft_mdape_pct:>9.1f}%{f.after.ttft_mdape_pct:>9.1f}%",
         f"  {'TPOT':8}{f.before.tpot_mdape_pct:>9.1f}%{f.after.tpot_mdape_pct:>9.1f}%",
-        f"  times ×{f.scale:.3g} against the parameters it started from; refined: {', '.join(f.fitted) or 'nothing'}",
+        f"  {f.times} against the parameters it started from; refined: {', '.join(f.fitted) or 'nothing'}",
         f"stored: later plans of {stored.model} on {stored.gpu} with {stored.backend} use it",
     ])

@@ -14,12 +14,18 @@ toward the scaled values by a prior worth ``PRIOR_STRENGTH`` log-units per facto
 (``LOAD_PRIOR_STRENGTH`` for the burst term). Both minimise the soft-L1 norm of log(predicted /
 measured) of the mean TTFT and TPOT.
 
-Never worse than where it started: with points at two or more concurrencies (else two or more
-points), each concurrency is held out in turn, the steps are fitted on the others and the held-out
-points predicted; the refinement is kept only if it predicts them better than the scale alone, and
-the scale only if it predicts them no worse than the starting parameters. Each kept parameter's
-uncertainty is one standard error from the fit's Jacobian and residuals, as a factor (1.1: ±10%).
-Errors are median absolute percentage errors (MdAPE) before and after, on the points fitted.
+Never worse than where it started, decided per metric: the points are held out a group at a time
+(each concurrency between the lowest and the highest; with two concurrencies, each; with one, each
+point), the steps fitted on the rest and the held-out points predicted. The scale is kept on the
+side of the model that sets TTFT (prefill: prompt GEMMs and attention, per-chunk and per-request
+costs) only if, on every group held out, it leaves at most ``SUPPORT`` (half) of the starting
+parameters' TTFT error, and likewise on the side that sets TPOT (decode: weight streaming, KV reads,
+per-step costs; ``profiler.model.sides``); collectives take the mean of the two. A refined parameter
+is kept only if the refinement predicts the metric it moves most better than what it started from on
+every group held out. What is not supported stays at its starting value. Uncertainty: one standard
+error of the scale and of each refined parameter, from the fit's Jacobian and residuals, as a factor
+(1.1: ±10%). Errors are median absolute percentage errors (MdAPE) before and after, on the points
+fitted; ``held_out`` has the mean absolute log errors of each metric on the groups held out.
 """
 
 from __future__ import annotations
@@ -31,13 +37,14 @@ from typing import Protocol
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from profiler.model.calibrate import Prepared, ape, family, fit
+from profiler.model.calibrate import Prepared, _subset, ape, family, fit
 from profiler.model.config import ServingConfig
 from profiler.model.errors import ModelError
 from profiler.model.estimate import evaluate, prepare, stack_prepared
 from profiler.model.gpus import get_gpu
 from profiler.model.model_catalog import resolve_model
 from profiler.model.params import PARAMS, shipped_params
+from profiler.model.sides import SIDE_NAMES, scaled, scaled_sides
 
 PRIOR_STRENGTH = 0.1  # weaker than before the identifiability check: only what the points identify is fitted
 # The burst term's prior is weaker: how far closed-loop clients stay in step depends on the
@@ -49,6 +56,11 @@ SOFT_L1_SCALE = 0.2  # log-error beyond which residuals count linearly (as in pr
 # Change of a predicted log time per unit change of a log parameter, beyond what the scale and the
 # parameters already chosen explain (RMS over the points), below which the points do not see it.
 IDENTIFIED = 0.02
+# The scale is kept on one metric's side only if, fitted without each group of points in turn, it
+# leaves at most this share of the start's error of that metric on the group: it moves every time
+# alike, so a difference it explains only in part is not a uniform one. (A refinement, already
+# limited to what the points identify, must leave no held-out group worse.)
+SUPPORT = 0.5
 STEP = 1e-3  # log-parameter step of the finite differences
 # Point field -> the genai-bench result's statistic (``aggregated_metrics.stats.<name>.mean``) it is read from.
 RESULT_FIELDS = {"isl_tokens": "num_input_tokens", "osl_tokens": "num_output_tokens", "ttft_ms": "ttft",
@@ -81,8 +93,12 @@ class DeploymentFit(_Frozen):
     and how well the model matched the points before and after."""
 
     params: dict[str, float]
-    scale: float = Field(description="time scale kept from the first step: >1 slower than ``params`` at the start "
-                                     "(1: the points did not show the scale helps)")
+    scale: float = Field(description="time scale found first, >1 slower than ``params`` at the start; kept on the "
+                                     "sides in ``sides`` (1: kept on neither)")
+    sides: dict[str, float] = Field(default_factory=dict,
+                                    description="time factor kept on each side of the model (prefill: sets TTFT; "
+                                                "decode: sets TPOT; ``profiler.model.sides``): 1 where the points "
+                                                "did not show the scale helps that metric")
     fitted: tuple[str, ...] = Field(description="names of the parameters refined after scaling")
     points: int
     before: Errors
@@ -91,8 +107,18 @@ class DeploymentFit(_Frozen):
                                           description="one standard error of the scale and of each refined "
                                                       "parameter, as a factor (1.1: ±10%)")
     held_out: dict[str, float] = Field(default_factory=dict,
-                                       description="mean absolute log error of TTFT and TPOT on held-out "
-                                                   "concurrencies: start, scale, refined (what chose the steps)")
+                                       description="mean absolute log error of TTFT and TPOT on the groups "
+                                                   "held out (``ttft_start``, ``tpot_scaled``, …): the start, "
+                                                   "the scale, what the refinement started from (``kept``) and "
+                                                   "the refinement: what chose the steps")
+
+    @property
+    def times(self) -> str:
+        """The scale kept, in words: "times ×1.3", or the side it was kept on ("prefill (TTFT) ×1.3")."""
+        kept = [side for side, factor in self.sides.items() if factor != 1.0]
+        if not self.sides or len(kept) != 1:
+            return f"times ×{self.scale:.3g}"
+        return f"{kept[0]} ({SIDE_METRIC[kept[0]].upper()}) ×{self.sides[kept[0]]:.3g}, the other side as it started"
 
 
 class _Percentiles(Protocol):
@@ -132,35 +158,6 @@ def fitted_names(backend: str, mode: str = "agg", concurrencies: int = 1) -> tup
     names = ("eff_gemm", "eff_hbm", "eff_kv", "eff_attn", f"step_ms_{backend}", f"ttft_ms_{backend}",
              "layer_us", "prefill_layer_us", "seq_us")
     return names + ((load_name(backend, mode),) if concurrencies > 1 else ())
-
-
-def scaled(params: dict[str, float], scale: float) -> dict[str, float]:
-    """``params`` with every time ``scale`` × longer: efficiencies divided, fixed costs multiplied."""
-    out = dict(params)
-    for name, value in params.items():
-        if name.startswith("eff_") or name.endswith("_eff"):
-            out[name] = value / scale
-        elif name.endswith(("_us", "_ms")) or "_ms_" in name:
-            out[name] = value * scale
-    return out
-
-
-def _soft_l1(log_errors: np.ndarray) -> float:
-    z = (log_errors / SOFT_L1_SCALE) ** 2
-    return float(np.sum(2.0 * (np.sqrt(1.0 + z) - 1.0)))
-
-
-def fit_scale(data: Prepared, params: dict[str, float]) -> float:
-    """The time scale that best matches ``data``'s points (soft-L1 of the log errors)."""
-    def loss(log_s: float) -> float:
-        out = evaluate(data.batch, scaled(params, float(np.exp(log_s))))
-        logs = np.concatenate([np.log(out["ttft_ms"] / data.ttft_ms), np.log(out["itl_ms"] / data.tpot_ms)])
-        return _soft_l1(np.where(np.isfinite(logs), logs, 5.0))
-
-    from scipy.optimize import minimize_scalar  # only when fitting: slow to import
-
-    lo, hi = np.log(SCALE_BOUNDS)
-    return float(np.exp(minimize_scalar(loss, bounds=(lo, hi), method="bounded", options={"xatol": 1e-4}).x))
 
 
 def points_from_iterations(iterations: Sequence[Iteration | Point]) -> list[Point]:
@@ -225,14 +222,14 @@ def fit_deployment(deployment: ServingConfig, measured: Sequence[Iteration | Poi
     (``profiler.bench.results.IterationMetrics``: mean input/output tokens, concurrency, mean
     TTFT and TPOT in ms) or ``Point``s; iterations with no successful request are skipped.
     ``params``: where to start and what the prior pulls toward (default: the shipped
-    parameters). ``names``: parameters to fit (default: ``fitted_names`` of the
+    parameters). ``names``: parameters to refine (default: ``fitted_names`` of the
     deployment's backend and mode: with points at several concurrencies, its burst term too).
 
     Returns a ``DeploymentFit``: ``params`` (the full dict, for ``estimate``/``plan(params=…)``),
-    ``scale`` (the uniform time factor kept), ``fitted`` (refined after), ``points``, the TTFT/TPOT
-    MdAPE ``before`` and ``after`` (%), ``uncertainty`` and ``held_out`` (see the module). Raises
-    ``ValueError`` ("measured: …") without usable points and ``ModelError`` naming the field
-    when the deployment cannot be evaluated (unknown model or GPU, does not fit).
+    ``sides`` and ``scale`` (the time factors kept), ``fitted`` (refined after), ``points``, the
+    TTFT/TPOT MdAPE ``before`` and ``after`` (%), ``uncertainty`` and ``held_out`` (see the
+    module). Raises ``ValueError`` ("measured: …") without usable points and ``ModelError`` naming
+    the field when the deployment cannot be evaluated (unknown model or GPU, does not fit).
     """
     points = points_from_iterations(measured)
     if not points:
@@ -244,31 +241,92 @@ def fit_deployment(deployment: ServingConfig, measured: Sequence[Iteration | Poi
     if unknown:
         raise ValueError(f"names: unknown parameter(s) {', '.join(unknown)}")
     data = _prepared(deployment, points)
+    groups = _groups(points)
     burst = load_name(deployment.backend, deployment.mode)
 
-    def steps(fit_data: Prepared) -> tuple[float, dict[str, float], tuple[str, ...], dict[str, float]]:
-        scale = fit_scale(fit_data, start)
-        base = scaled(start, scale)
+    def refine(fit_data: Prepared, fit_base: dict[str, float]) -> tuple[tuple[str, ...], dict[str, float]]:
         # Refine only what scaling left inside its physical bounds (a fit would clip the rest back)
         # and what these points can tell apart from the scale and from each other.
-        inside = tuple(n for n in chosen if PARAMS[n][1] < base[n] < PARAMS[n][2])
-        free = identifiable(fit_data, base, inside)
+        inside = tuple(n for n in chosen if PARAMS[n][1] < fit_base[n] < PARAMS[n][2])
+        free = identifiable(fit_data, fit_base, inside)
         strength = {n: LOAD_PRIOR_STRENGTH if n == burst else prior_strength for n in free}
-        refined = fit(fit_data, base, free, max_evals=max_evals, prior_strength=strength) if free else base
-        return scale, base, free, refined
+        return free, fit(fit_data, fit_base, free, max_evals=max_evals, prior_strength=strength) if free else fit_base
 
-    scale, base, free, refined = steps(data)
-    held = _held_out_errors(deployment, points, start, steps)
-    if held and held["scale"] > held["start"]:
-        scale, kept, free = 1.0, start, ()
-    elif held and free and held["refined"] >= held["scale"]:
-        kept, free = base, ()
-    else:
-        kept = refined
-    return DeploymentFit(params=kept, scale=round(scale, 6), fitted=free, points=len(points),
-                         before=model_errors(data, start), after=model_errors(data, kept),
-                         uncertainty=_uncertainty(data, kept, free) if scale != 1.0 else {},
-                         held_out={k: round(v, 5) for k, v in held.items()})
+    scale = fit_scale(data, start)
+    rest_scales = [fit_scale(_subset(data, ~mask), start) for mask in groups]
+    start_err = _errors_by_group(data, groups, [start] * len(rest_scales))
+    scaled_err = _errors_by_group(data, groups, [scaled(start, s) for s in rest_scales])
+    on = _sides_kept(_supported(scaled_err, start_err, SUPPORT))
+    base = scaled_sides(start, dict.fromkeys(on, scale))
+    held = {"start": start_err, "scaled": scaled_err}
+    free, refined = refine(data, base)
+    if free and rest_scales:
+        bases = [scaled_sides(start, dict.fromkeys(on, s)) for s in rest_scales]
+        held["kept"] = _errors_by_group(data, groups, bases)
+        held["refined"] = _errors_by_group(data, groups, [refine(_subset(data, ~mask), b)[1]
+                                                          for mask, b in zip(groups, bases)])
+        governs = _governed(data, base, free)
+        ok = dict(zip(METRICS, _supported(held["refined"], held["kept"], 1.0)))
+        free = tuple(n for n in free if ok[governs[n]])
+    kept = base | {n: refined[n] for n in free}
+    return DeploymentFit(params=kept, scale=round(scale, 6) if on else 1.0,
+                         sides={side: round(scale, 6) if side in on else 1.0 for side in SIDE_NAMES},
+                         fitted=free, points=len(points), before=model_errors(data, start),
+                         after=model_errors(data, kept), uncertainty=_uncertainty(data, kept, free),
+                         held_out={f"{m}_{kind}": round(float(err[:, i].mean()), 5) for kind, err in held.items()
+                                   if len(err) for i, m in enumerate(METRICS)})
+
+
+METRICS = ("ttft", "tpot")
+SIDE_METRIC = {"prefill": "ttft", "decode": "tpot"}  # the metric each side mostly sets
+
+
+def fit_scale(data: Prepared, params: dict[str, float]) -> float:
+    """The time scale that best matches ``data``'s points (soft-L1 of the log errors)."""
+    def loss(log_s: float) -> float:
+        return _soft_l1(_log_times(data, scaled(params, float(np.exp(log_s)))))
+
+    from scipy.optimize import minimize_scalar  # only when fitting: slow to import
+
+    lo, hi = np.log(SCALE_BOUNDS)
+    return float(np.exp(minimize_scalar(loss, bounds=(lo, hi), method="bounded", options={"xatol": 1e-4}).x))
+
+
+def _soft_l1(log_errors: np.ndarray) -> float:
+    z = (log_errors / SOFT_L1_SCALE) ** 2
+    return float(np.sum(2.0 * (np.sqrt(1.0 + z) - 1.0)))
+
+
+def _groups(points: list[Point]) -> list[np.ndarray]:
+    """Masks of the points held out in turn: one per concurrency strictly between the lowest and
+    the highest (the fit is judged where it interpolates: without an end, what grows with load
+    would be extrapolated from fewer loads than identified it), both with two concurrencies, one
+    per point with one; none with one point."""
+    loads = np.array([pt.concurrency for pt in points])
+    distinct = np.unique(loads)
+    if len(distinct) == 1:
+        return list(np.eye(len(points), dtype=bool)) if len(points) > 1 else []
+    return [loads == c for c in (distinct[1:-1] if len(distinct) > 2 else distinct)]
+
+
+def _errors_by_group(data: Prepared, groups: list[np.ndarray], params: list[dict[str, float]]) -> np.ndarray:
+    """Mean absolute log error of TTFT and of TPOT (columns) on each group's points (rows), each
+    predicted by its own parameters (``params``, one per group; none: no rows)."""
+    return np.array([np.abs(_log_times(_subset(data, mask), p)).reshape(2, -1).mean(axis=1)
+                     for mask, p in zip(groups, params)]).reshape(-1, len(METRICS))
+
+
+def _supported(new: np.ndarray, old: np.ndarray, share: float) -> np.ndarray:
+    """Per metric, whether a change is supported: on every group held out (rows of
+    ``_errors_by_group``), fitted without it, it leaves less than the error it started from and at
+    most ``share`` of it. Every metric when there is no group to hold out."""
+    return ((new < old) & (new <= share * old)).all(axis=0)
+
+
+def _sides_kept(supported: np.ndarray) -> tuple[str, ...]:
+    """The sides whose metric (``SIDE_METRIC``) is ``supported`` (per ``METRICS``)."""
+    ok = dict(zip(METRICS, supported))
+    return tuple(side for side in SIDE_NAMES if ok[SIDE_METRIC[side]])
 
 
 def _log_times(data: Prepared, params: dict[str, float]) -> np.ndarray:
@@ -276,6 +334,13 @@ def _log_times(data: Prepared, params: dict[str, float]) -> np.ndarray:
     out = evaluate(data.batch, params)
     logs = np.concatenate([np.log(out["ttft_ms"] / data.ttft_ms), np.log(out["itl_ms"] / data.tpot_ms)])
     return np.where(np.isfinite(logs), logs, 5.0)
+
+
+def _governed(data: Prepared, params: dict[str, float], names: tuple[str, ...]) -> dict[str, str]:
+    """The metric each of ``names`` moves most at ``data``'s points (RMS of d log time / d log parameter)."""
+    ttft, tpot = np.split(_sensitivity(data, params, names), 2)
+    return {n: "ttft" if np.sqrt(np.mean(a ** 2)) >= np.sqrt(np.mean(b ** 2)) else "tpot"
+            for n, a, b in zip(names, ttft.T, tpot.T)}
 
 
 def _sensitivity(data: Prepared, params: dict[str, float], names: tuple[str, ...]) -> np.ndarray:
@@ -325,23 +390,3 @@ def _uncertainty(data: Prepared, params: dict[str, float], names: tuple[str, ...
     cov = sigma2 * np.linalg.pinv(jac.T @ jac)
     se = np.sqrt(np.clip(np.diag(cov), 0.0, None))
     return {name: round(float(np.exp(e)), 4) for name, e in zip(("scale", *names), se)}
-
-
-def _held_out_errors(deployment: ServingConfig, points: list[Point], start: dict[str, float], steps) -> dict[str, float]:
-    """Mean absolute log error of TTFT and TPOT on each concurrency held out in turn (each point,
-    with one concurrency), with the parameters ``steps`` fits on the rest: ``start``, ``scale``
-    (scaled only) and ``refined``. Empty with a single point or group."""
-    loads = sorted({pt.concurrency for pt in points})
-    groups = [[p for p in points if p.concurrency == c] for c in loads] if len(loads) > 1 else [[p] for p in points]
-    if len(groups) < 2:
-        return {}
-    sums = {"start": 0.0, "scale": 0.0, "refined": 0.0}
-    count = 0
-    for held in groups:
-        rest = [p for p in points if p not in held]
-        _, base, _, refined = steps(_prepared(deployment, rest))
-        test = _prepared(deployment, held)
-        for name, p in (("start", start), ("scale", base), ("refined", refined)):
-            sums[name] += float(np.sum(np.abs(_log_times(test, p))))
-        count += 2 * len(held)
-    return {k: v / count for k, v in sums.items()}

@@ -86,7 +86,7 @@ def measured(tmp_path_factory) -> Path:
 
 
 def test_calibration_learns_a_slower_deployment_and_later_plans_use_it(measured, tmp_path):
-    # Fit on concurrency 1 and 4; concurrency 3 is held out.
+    # Fit on concurrency 1 and 4; concurrency 2 is held out.
     fit_dir = tmp_path / "fit"
     shutil.copytree(measured, fit_dir, ignore=shutil.ignore_patterns(f"*_num_concurrency_{HELD_OUT}_*"))
     db = tmp_path / "s.db"
@@ -96,19 +96,23 @@ def test_calibration_learns_a_slower_deployment_and_later_plans_use_it(measured,
     [cal] = stored(db)
     assert (cal.model, cal.gpu, cal.backend) == calibration_key(MODEL, GPU, "vllm")
     assert cal.fit.points == 2 and str(fit_dir) in cal.source and cal.deployment["engine"]["tp"] == 1
-    # the error on the fitted points drops substantially, and the slowdown is found
-    assert cal.fit.before.tpot_mdape_pct > 15 and cal.fit.after.tpot_mdape_pct < cal.fit.before.tpot_mdape_pct / 3
-    assert cal.fit.after.ttft_mdape_pct < 0.6 * cal.fit.before.ttft_mdape_pct
-    assert 1.2 < cal.fit.scale < 1.8
-    # the held-out concurrency is predicted within tolerance, and better than before
+    # the slowdown is found; it is kept on the side of each metric whose points agree it is uniform
+    # (at least one here: every time of the emulator is 1.4x the model's), and where it is kept that
+    # metric's error on the fitted points drops
+    assert cal.fit.before.tpot_mdape_pct > 15 and 1.2 < cal.fit.scale < 1.8
+    kept = {metric for side, metric in (("prefill", "ttft"), ("decode", "tpot")) if cal.fit.sides[side] > 1.0}
+    assert kept
+    for metric in kept:
+        assert getattr(cal.fit.after, f"{metric}_mdape_pct") < getattr(cal.fit.before, f"{metric}_mdape_pct")
+    # the held-out concurrency is predicted no worse than by the shipped model, and better in what was kept
     results, _ = read_results(measured)
     [held] = [r for r in results if r.concurrency == HELD_OUT]
     at = DEPLOYMENT.model_copy(update=dict(isl_tokens=round(held.mean_input_tokens),
                                            osl_tokens=round(held.mean_output_tokens), concurrency=HELD_OUT))
     calibrated, shipped = estimate(at, params=cal.params), estimate(at)
-    assert calibrated.itl_ms == pytest.approx(held.tpot.mean_ms, rel=0.1)
-    assert calibrated.ttft_ms == pytest.approx(held.ttft.mean_ms, rel=0.2)
-    assert abs(calibrated.ttft_ms - held.ttft.mean_ms) < abs(shipped.ttft_ms - held.ttft.mean_ms)
+    for metric, measured_ms, attr in (("ttft", held.ttft.mean_ms, "ttft_ms"), ("tpot", held.tpot.mean_ms, "itl_ms")):
+        error = lambda e: abs(getattr(e, attr) / measured_ms - 1)  # noqa: E731
+        assert error(calibrated) < error(shipped) if metric in kept else error(calibrated) <= error(shipped), metric
 
     # a later plan of the same model, GPU and backend uses it and says so
     (tmp_path / "small.yaml").write_text(DGDR)
@@ -121,10 +125,12 @@ def test_calibration_learns_a_slower_deployment_and_later_plans_use_it(measured,
     assert any(n.startswith("calibrated on 2 measured point(s)") for n in notes)
     assert not any("calibrated" in n for n in plans["shipped"]["results"]["assumptions"])
     assert not (tmp_path / "none.db").exists()  # reading never creates the default database
-    # one L40S at concurrency 1: the calibrated plan predicts what was measured there, the shipped one less
+    # one L40S at concurrency 1: the shipped plan predicts less than was measured there, the calibrated
+    # one no less (the calibration it reads was stored)
     [one] = [r for r in results if r.concurrency == 1]
-    assert plans["calibrated"]["predicted"]["itl_ms"] == pytest.approx(one.tpot.mean_ms, rel=0.1)
     assert plans["shipped"]["predicted"]["itl_ms"] < 0.85 * one.tpot.mean_ms
+    assert plans["calibrated"]["predicted"]["itl_ms"] >= plans["shipped"]["predicted"]["itl_ms"]
+    assert plans["calibrated"]["predicted"]["ttft_ms"] > plans["shipped"]["predicted"]["ttft_ms"]
 
 
 def test_a_benchmarkjob_manifest_leads_to_its_results(measured, tmp_path):

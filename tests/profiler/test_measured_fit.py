@@ -3,6 +3,9 @@ with a known difference, so the truth is known."""
 
 from __future__ import annotations
 
+import math
+import random
+
 import pytest
 
 from profiler.bench.results import IterationMetrics, Percentiles
@@ -56,21 +59,36 @@ def test_an_uneven_difference_is_refined_and_unfitted_parameters_stay():
     assert abs(calibrated.tpot_ms / held.tpot_ms - 1) < abs(shipped.tpot_ms / held.tpot_ms - 1) / 3
 
 
+NOISE = 0.02  # a benchmark mean's spread between runs, as a share (log units)
+
+
+def _noisy(point: Point, rng) -> Point:
+    """``point`` as a benchmark would measure it: each mean off by a log-normal ``NOISE``."""
+    return point.model_copy(update={"ttft_ms": point.ttft_ms * math.exp(rng.gauss(0, NOISE)),
+                                    "tpot_ms": point.tpot_ms * math.exp(rng.gauss(0, NOISE))})
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("burst_times", [4.0, 0.1])
 def test_how_latency_grows_with_load_is_learned_between_the_concurrencies_fitted(burst_times):
-    # clients more (or less) in step than the shipped burst term says, on a 1.3× slower deployment
+    # A 1.3x slower deployment whose clients stay more (or less) in step than the shipped burst term
+    # says, measured with noise at four concurrencies: TTFT grows with load unlike the model's, which
+    # the points show, so the burst term is refined; at loads held out, no metric is predicted worse
+    # than the start by more than the noise, and one the start is off by more is predicted better.
+    rng = random.Random(7)
     base = shipped_params()
     truth = dict(base, agg_burst_vllm=base["agg_burst_vllm"] * burst_times)
-    points = [predicted(c, 200, 40, params=truth, times=1.3) for c in (1, 8, 32)]
-    fit = fit_deployment(DEPLOYMENT, points)
+    fit = fit_deployment(DEPLOYMENT, [_noisy(predicted(c, 200, 40, params=truth, times=1.3), rng) for c in (1, 4, 8, 32)])
     assert "agg_burst_vllm" in fit.fitted and "disagg_burst" not in fit.fitted
-    # the burst moved the way the truth lies
-    assert (fit.params["agg_burst_vllm"] / base["agg_burst_vllm"] - 1) * (burst_times - 1) > 0
-    without = fit_deployment(DEPLOYMENT, points, names=fitted_names("vllm"))
-    held = predicted(16, 200, 40, params=truth, times=1.3)
-    error = lambda params: abs(predicted(16, 200, 40, params=params).ttft_ms / held.ttft_ms - 1)  # noqa: E731
-    assert error(fit.params) < 0.04 and error(fit.params) < error(without.params) / 3
+    assert (fit.params["agg_burst_vllm"] / base["agg_burst_vllm"] - 1) * (burst_times - 1) > 0  # the way the truth lies
+    for c in (2, 16):
+        held = predicted(c, 200, 40, params=truth, times=1.3)
+        for metric in ("ttft_ms", "tpot_ms"):
+            error = lambda params: abs(math.log(getattr(predicted(c, 200, 40, params=params), metric)  # noqa: E731
+                                                / getattr(held, metric)))
+            assert error(fit.params) <= error(base) + 2 * NOISE, (c, metric)
+            if error(base) > 3 * NOISE:  # a difference the noise cannot make
+                assert error(fit.params) < error(base), (c, metric)
 
 
 def test_one_concurrency_leaves_the_burst_term_alone():
@@ -139,7 +157,7 @@ def test_two_points_move_only_what_they_identify_and_never_predict_other_loads_w
                         or "_ms_" in k else v for k, v in nvidia.items()}}
     noisy = lambda c: predicted(c, 500, 100, params=truth, times=math.exp(rng.gauss(0, 0.03)))  # noqa: E731
     fit = fit_deployment(DEPLOYMENT, [noisy(2), noisy(32)])
-    assert len(fit.fitted) <= 2 and set(fit.uncertainty) == ({"scale", *fit.fitted} if fit.scale != 1.0 else set())
+    assert len(fit.fitted) <= 2 and set(fit.uncertainty) == {"scale", *fit.fitted}
     assert all(f >= 1.0 for f in fit.uncertainty.values())
     for c in (1, 4, 8, 16, 64):
         held = predicted(c, 500, 100, params=truth)
