@@ -12,7 +12,8 @@ from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Query, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
+from pydantic_core import from_json, to_json
 from sqlalchemy.orm import Session
 
 from api import errors
@@ -158,10 +159,20 @@ def _list(request: Request, session: Session, kind: ServedKind, version: str, na
         return watch_response(request.app.state.sessions, watch, present)
     settings: Settings = request.app.state.settings
     page, metadata = _page(session, kind, namespace, query, _keep(requirements, fields), settings.list_page_items)
-    objects = [_present(kind, version, r) for r in page.items]
     if as_table:
+        objects = [kind.convert(from_json(item.text), version) for item in page.items]
         return plain(table(columns, objects, version=as_table, include_object=query.include_object, metadata=metadata))
-    return plain({"apiVersion": f"{kind.group}/{version}", "kind": kind.list_kind, "metadata": metadata, "items": objects})
+    head = to_json({"apiVersion": f"{kind.group}/{version}", "kind": kind.list_kind, "metadata": metadata})
+    items = b",".join(_object_json(kind, version, item) for item in page.items)
+    return Response(head[:-1] + b',"items":[' + items + b"]}", media_type="application/json")
+
+
+def _object_json(kind: ServedKind, version: str, stored: repo.StoredObject) -> bytes:
+    """The stored object at ``version``, JSON: its stored text as it is when it is at that version
+    (a list's body is these joined; nothing is decoded), else decoded, converted and encoded."""
+    if stored.version == version:
+        return stored.text.encode()
+    return to_json(kind.convert(from_json(stored.text), version))
 
 
 def plain(obj: dict[str, Any]) -> Any:
@@ -193,7 +204,7 @@ def _keep(requirements, fields) -> repo.Keep | None:
 
 
 def _page(session: Session, kind: ServedKind, namespace: str | None, query: ListQuery, keep, cap: int):
-    """The page a list asks for (at most ``cap`` objects) and the list metadata to send with it
+    """The page a list asks for (at most ``cap`` objects, as stored JSON) and the list metadata to send with it
     (resourceVersion; continue when more follow, and remainingItemCount when no selector was
     given, as kube-apiserver answers); see ``api.paging``."""
     latest = events.latest_version(session)
@@ -322,11 +333,10 @@ def create_object(
         status=kind.initial_status(1, datetime.now(UTC)),
         managed_fields=managed_fields.created(manager, operation, f"{group}/{version}", obj),
     )
-    try:
-        stored = repo.create_resource(session, new)
+    try:  # the stored request is the message: due for publishing now (infra.outbox)
+        stored = repo.create_resource(session, new, publish_due_at=datetime.now(UTC))
     except repo.AlreadyExists:
         raise errors.already_exists(plural, name, group) from None
-    outbox.mark_due(session, stored.uid, stored.created_at)  # the stored request is the message
     session.commit()
     enqueue(kind, stored.uid)
     return JsonResponse(_present(kind, version, stored), status_code=201)
@@ -345,13 +355,16 @@ def get(
 ) -> dict[str, Any]:
     kind = _kind(group, version, plural)
     include_object = check_include_object(includeObject)
-    obj = _present(kind, version, _load(session, kind, namespace, name))
     as_table = table_version(request.headers.get("accept"))
+    stored = repo.get_stored(session, _key(kind, namespace, name))
+    if stored is None:
+        raise errors.not_found(kind.plural, name, kind.group)
     if as_table:
+        obj = kind.convert(from_json(stored.text), version)
         resource_version = {"resourceVersion": obj["metadata"]["resourceVersion"]}
         return plain(table(published(kind, version).columns, [obj], version=as_table, include_object=include_object,
                            metadata=resource_version))
-    return plain(obj)
+    return Response(_object_json(kind, version, stored), media_type="application/json")
 
 
 @router.get(NS + "/{name}/status", summary="Get (status subresource)")
