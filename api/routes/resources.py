@@ -8,6 +8,7 @@ way to change ``status``; the main resource ignores status in bodies.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
@@ -40,7 +41,7 @@ MERGE_TYPES = ("application/merge-patch+json", "application/strategic-merge-patc
 APPLY_TYPE = "application/apply-patch+yaml"  # server-side apply
 
 
-def _refuse_dry_run(request: Request) -> None:
+async def _refuse_dry_run(request: Request) -> None:
     """Writes are not rehearsed: ``kubectl … --dry-run=server`` sends ``dryRun=All`` and expects
     nothing to change, so a dry run is refused (400 naming ``dryRun``) rather than carried out."""
     if "dryRun" in request.query_params:
@@ -82,38 +83,48 @@ VERSION_DIGITS = r"[0-9]{1,19}"
 VERSION_SCHEMA = {"pattern": f"^({VERSION_DIGITS})?$", "description": "a resource version: decimal, below 2^63"}
 
 
+@dataclass(frozen=True)
 class ListQuery:
-    """The query of a list call (and of a watch: ``?watch=true``)."""
+    """The query of a list call (and of a watch: ``?watch=true``), checked (see ``list_query``)."""
 
-    def __init__(
-        self,
-        labelSelector: str | None = None,  # noqa: N803 (Kubernetes' parameter names)
-        fieldSelector: str | None = None,  # noqa: N803
-        watch: bool = False,
-        resourceVersion: str | None = Query(default=None, json_schema_extra=VERSION_SCHEMA),  # noqa: N803
-        timeoutSeconds: int | None = Query(default=None, ge=0, le=MAX_TIMEOUT_S),  # noqa: N803
-        allowWatchBookmarks: bool = False,  # noqa: N803
-        sendInitialEvents: bool | None = None,  # noqa: N803
-        limit: int | None = Query(default=None, ge=0, description="most items in this page (0: the server's cap)"),
-        continue_: str | None = Query(default=None, alias="continue", description="the token of the previous page"),
-        resourceVersionMatch: Literal["", "NotOlderThan", "Exact"] | None = None,  # noqa: N803, ARG002
-        includeObject: str | None = Query(default=None, description="Table rows: None, Metadata or Object"),  # noqa: N803
-    ):
-        self.label_selector = labelSelector
-        self.field_selector = fieldSelector
-        self.watch = watch
-        self.resource_version = _query_version(resourceVersion)
-        self.timeout_s = timeoutSeconds
-        self.bookmarks = allowWatchBookmarks
-        self.send_initial = sendInitialEvents
-        self.limit = limit
-        self.continue_ = continue_ or None
-        self.include_object = check_include_object(includeObject)
-        if self.continue_ and self.resource_version is not None:
-            raise _bad_field("resourceVersion", "specifying resourceVersion is not allowed when using continue")
+    label_selector: str | None
+    field_selector: str | None
+    watch: bool
+    resource_version: int | None
+    timeout_s: int | None
+    bookmarks: bool
+    send_initial: bool | None
+    limit: int | None
+    continue_: str | None
+    include_object: str
 
 
-ListQueryDep = Annotated[ListQuery, Depends()]
+async def list_query(
+    labelSelector: str | None = None,  # noqa: N803 (Kubernetes' parameter names)
+    fieldSelector: str | None = None,  # noqa: N803
+    watch: bool = False,
+    resourceVersion: str | None = Query(default=None, json_schema_extra=VERSION_SCHEMA),  # noqa: N803
+    timeoutSeconds: int | None = Query(default=None, ge=0, le=MAX_TIMEOUT_S),  # noqa: N803
+    allowWatchBookmarks: bool = False,  # noqa: N803
+    sendInitialEvents: bool | None = None,  # noqa: N803
+    limit: int | None = Query(default=None, ge=0, description="most items in this page (0: the server's cap)"),
+    continue_: str | None = Query(default=None, alias="continue", description="the token of the previous page"),
+    resourceVersionMatch: Literal["", "NotOlderThan", "Exact"] | None = None,  # noqa: N803, ARG001
+    includeObject: str | None = Query(default=None, description="Table rows: None, Metadata or Object"),  # noqa: N803
+) -> ListQuery:
+    """The query parameters of a list call, read by kube-apiserver's names; 400 naming the one that
+    is wrong. A coroutine, as the dependencies of ``api.deps`` are."""
+    version = _query_version(resourceVersion)
+    if continue_ and version is not None:
+        raise _bad_field("resourceVersion", "specifying resourceVersion is not allowed when using continue")
+    return ListQuery(
+        label_selector=labelSelector, field_selector=fieldSelector, watch=watch, resource_version=version,
+        timeout_s=timeoutSeconds, bookmarks=allowWatchBookmarks, send_initial=sendInitialEvents, limit=limit,
+        continue_=continue_ or None, include_object=check_include_object(includeObject),
+    )
+
+
+ListQueryDep = Annotated[ListQuery, Depends(list_query)]
 
 _DIGITS = re.compile(VERSION_DIGITS)  # int() would also take " 1", "1_0" and "１"
 MAX_VERSION = 2**63 - 1  # resource versions are 64-bit SQL integers
