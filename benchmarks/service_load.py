@@ -1,8 +1,8 @@
 """Load on `slaplan serve`: the targets of the service's "Numbers", embedded or on PostgreSQL + Redis.
 
 Starts the service (service_stack.py: `--stack embedded`, SQLite with the embedded worker; or
-`--stack postgres`, a fresh PostgreSQL database, a private redis-server and `--workers` worker
-processes) in a temporary directory, then:
+`--stack postgres`, a fresh PostgreSQL database, a private redis-server, `--workers` worker
+processes and `--processes` API processes) in a temporary directory, then:
 
 1. mixed open-loop load: ``--create-rate`` creates/s (50) and ``--get-rate`` gets/s (200) of
    DGDRs created earlier, for ``--seconds`` (60), while the created DGDRs are planned. Open loop:
@@ -268,6 +268,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--stack", choices=("embedded", "postgres"), default="embedded")
     parser.add_argument("--workers", type=int, default=2, help="worker processes (postgres stack)")
+    parser.add_argument("--processes", type=int, default=1, help="API processes, serve --processes (postgres stack)")
     parser.add_argument("--create-rate", type=float, default=50.0, help="creates per second")
     parser.add_argument("--get-rate", type=float, default=200.0, help="gets per second")
     parser.add_argument("--seconds", type=float, default=60.0, help="length of the mixed load")
@@ -283,8 +284,9 @@ def main(argv: list[str] | None = None) -> int:
     template = yaml.safe_load(args.dgdr.read_text())
 
     with tempfile.TemporaryDirectory(prefix="slaplan-load-") as tmp:
-        stack = Stack(Path(tmp), postgres=args.stack == "postgres", workers=args.workers)
-        print(f"slaplan serve, {args.stack} (load {load_average()})", flush=True)
+        serve_args = ("--processes", str(args.processes)) if args.processes > 1 else ()
+        stack = Stack(Path(tmp), postgres=args.stack == "postgres", workers=args.workers, serve_args=serve_args)
+        print(f"slaplan serve, {args.stack}, {args.processes} API process(es) (load {load_average()})", flush=True)
         try:
             if "mixed" not in args.skip:
                 asyncio.run(mixed_load(stack, template, "load", args))

@@ -4,6 +4,10 @@ Every write bumps ``resource_version``; writes given an ``expected_version`` suc
 the stored object still has it (optimistic concurrency), else they raise ``Conflict``.
 Resource versions come from one counter for the whole table and grow in commit order
 (``infra.events``); every write also records the change, which is what watches stream.
+
+Every write also stores the object as JSON text (``to_object``'s, at the version it was stored
+with) in its row: gets and lists send that text as it is, without decoding and encoding the
+object again (``StoredObject``).
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+from pydantic_core import to_json
 from sqlalchemy import delete, func, select, tuple_, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
@@ -113,6 +118,16 @@ class Resource(_Frozen):
         return f"{self.group}/{self.version}"
 
 
+class StoredObject(_Frozen):
+    """A stored resource as the Kubernetes object the API sends: ``text`` is ``to_object``'s
+    JSON (UTF-8, compact), written with the resource; ``version`` the API version it is at."""
+
+    namespace: str
+    name: str
+    version: str
+    text: str
+
+
 def _now() -> datetime:
     return datetime.now(UTC)
 
@@ -147,6 +162,10 @@ def _stored_entries(entries: tuple[ManagedFieldsEntry, ...]) -> list[dict[str, A
     return [e.model_dump(by_alias=True) for e in entries]
 
 
+def _json_text(obj: dict[str, Any]) -> str:
+    return to_json(obj).decode()
+
+
 def _select_key(key: ResourceKey):
     return select(ResourceRow).where(
         ResourceRow.group == key.group,
@@ -156,17 +175,26 @@ def _select_key(key: ResourceKey):
     )
 
 
-def create_resource(session: Session, new: ResourceCreate) -> Resource:
-    """Insert a new resource; ``AlreadyExists`` (after rolling the session back) if its key is taken."""
+def create_resource(session: Session, new: ResourceCreate, *, publish_due_at: datetime | None = None) -> Resource:
+    """Insert a new resource (its task due for publishing at ``publish_due_at``, see
+    ``infra.outbox``; None: nothing to publish); ``AlreadyExists`` (after rolling the session
+    back) if its key is taken."""
     now = _now()
-    row = ResourceRow(
+    created = Resource(
         **new.model_dump(exclude={"managed_fields"}),
-        managed_fields=_stored_entries(new.managed_fields),
+        managed_fields=new.managed_fields,
         uid=str(uuid.uuid4()),
         generation=1,
         resource_version=events.next_version(session),
         created_at=now,
         updated_at=now,
+    )
+    obj = to_object(created)
+    row = ResourceRow(
+        **created.model_dump(exclude={"managed_fields"}),
+        managed_fields=_stored_entries(new.managed_fields),
+        object_json=_json_text(obj),
+        publish_due_at=publish_due_at,
     )
     session.add(row)
     try:
@@ -174,8 +202,7 @@ def create_resource(session: Session, new: ResourceCreate) -> Resource:
     except IntegrityError as exc:
         session.rollback()
         raise AlreadyExists(f'{new.plural} "{new.name}" already exists') from exc
-    created = _to_domain(row)
-    _record(session, "ADDED", created)
+    _record(session, "ADDED", created, obj)
     return created
 
 
@@ -211,12 +238,25 @@ Keep = Callable[[str, str, dict[str, str]], bool]
 
 
 class Page(_Frozen):
-    """One page of a list: the resources, whether selected ones follow, and how many (counted only
+    """One page of a list: the objects, whether selected ones follow, and how many (counted only
     for lists without ``keep``, as kube-apiserver counts them only for lists without selectors)."""
 
-    items: list[Resource]
+    items: list[StoredObject]
     more: bool
     remaining: int | None
+
+
+# What a page reads of each row: the stored text, and what rebuilds it for a row stored without.
+_PAGE_COLUMNS = (ResourceRow.id, ResourceRow.namespace, ResourceRow.name, ResourceRow.version, ResourceRow.object_json)
+
+
+def _stored(session: Session, row) -> StoredObject:
+    """The object of a row read with ``_PAGE_COLUMNS``; rendered from the full row when it was
+    stored before the text was kept (it is kept from its next write on)."""
+    text = row.object_json
+    if text is None:
+        text = _json_text(to_object(_to_domain(session.get(ResourceRow, row.id))))
+    return StoredObject(namespace=row.namespace, name=row.name, version=row.version, text=text)
 
 
 def list_page(
@@ -229,10 +269,11 @@ def list_page(
     after: tuple[str, str] | None = None,
     limit: int,
 ) -> Page:
-    """At most ``limit`` resources of one kind (in one namespace or all) that ``keep`` selects, in
-    (namespace, name) order, starting after the key ``after``. Without ``keep`` the page and the
-    count of the rest are read by the database alone; with it, keys and labels are scanned, in
-    order, until one more selected resource than the page holds is found."""
+    """At most ``limit`` objects of one kind (in one namespace or all) that ``keep`` selects, in
+    (namespace, name) order, starting after the key ``after``, as their stored JSON. Without
+    ``keep`` the page and the count of the rest are read by the database alone; with it, keys
+    and labels are scanned, in order, until one more selected resource than the page holds is
+    found."""
     where = [ResourceRow.group == group, ResourceRow.plural == plural]
     if namespace is not None:
         where.append(ResourceRow.namespace == namespace)
@@ -242,11 +283,11 @@ def list_page(
         where.append(tuple_(ResourceRow.namespace, ResourceRow.name) > tuple_(*after))
     order = (ResourceRow.namespace, ResourceRow.name)
     if keep is None:
-        rows = session.scalars(select(ResourceRow).where(*where).order_by(*order).limit(limit)).all()
+        rows = session.execute(select(*_PAGE_COLUMNS).where(*where).order_by(*order).limit(limit)).all()
         remaining = 0
         if len(rows) == limit:
             remaining = session.scalar(select(func.count()).select_from(ResourceRow).where(*where)) - limit
-        return Page(items=[_to_domain(r) for r in rows], more=remaining > 0, remaining=remaining)
+        return Page(items=[_stored(session, r) for r in rows], more=remaining > 0, remaining=remaining)
     keys = session.execute(
         select(ResourceRow.id, ResourceRow.namespace, ResourceRow.name, ResourceRow.labels)
         .where(*where).order_by(*order).execution_options(yield_per=1000)
@@ -258,8 +299,16 @@ def list_page(
             if len(ids) > limit:
                 break
     keys.close()
-    rows = session.scalars(select(ResourceRow).where(ResourceRow.id.in_(ids[:limit])).order_by(*order)).all() if ids else []
-    return Page(items=[_to_domain(r) for r in rows], more=len(ids) > limit, remaining=None)
+    rows = session.execute(select(*_PAGE_COLUMNS).where(ResourceRow.id.in_(ids[:limit])).order_by(*order)).all() if ids else []
+    return Page(items=[_stored(session, r) for r in rows], more=len(ids) > limit, remaining=None)
+
+
+def get_stored(session: Session, key: ResourceKey) -> StoredObject | None:
+    """The stored object of ``key`` as its JSON text (None when absent)."""
+    row = session.execute(select(*_PAGE_COLUMNS).where(
+        ResourceRow.group == key.group, ResourceRow.plural == key.plural,
+        ResourceRow.namespace == key.namespace, ResourceRow.name == key.name)).one_or_none()
+    return _stored(session, row) if row else None
 
 
 def delete_resource(session: Session, key: ResourceKey) -> Resource:
@@ -275,15 +324,18 @@ def delete_resource(session: Session, key: ResourceKey) -> Resource:
     return gone
 
 
-def _record(session: Session, kind: events.EventType, resource: Resource, prior_labels: dict | None = None) -> None:
+def _record(session: Session, kind: events.EventType, resource: Resource, obj: dict[str, Any] | None = None,
+            prior_labels: dict | None = None) -> None:
+    """Record the change for watches; ``obj``: the resource's ``to_object``, when already made."""
     events.record(
-        session, kind, to_object(resource), group=resource.group, plural=resource.plural,
+        session, kind, obj or to_object(resource), group=resource.group, plural=resource.plural,
         prior_labels=prior_labels, at=resource.updated_at,
     )
 
 
-def _write(session: Session, key: ResourceKey | None, uid: str | None, expected_version: int | None, **values) -> Resource:
-    """Conditional update of one row, by key or uid; returns the new state."""
+def _write(session: Session, key: ResourceKey | None, uid: str | None, expected_version: int | None, **changes) -> Resource:
+    """Conditional update of one row, by key or uid: ``changes`` are ``Resource`` fields (spec,
+    labels, annotations, managed_fields, status); returns the new state."""
     version = events.next_version(session)
     query = _select_key(key) if key is not None else select(ResourceRow).where(ResourceRow.uid == uid)
     row = session.scalars(query).one_or_none()
@@ -293,22 +345,26 @@ def _write(session: Session, key: ResourceKey | None, uid: str | None, expected_
         raise Conflict(
             f'the object "{row.name}" has been modified; please apply your changes to the latest version and try again'
         )
-    current, prior_labels = row.resource_version, dict(row.labels or {})
-    values["resource_version"] = version
-    values["updated_at"] = _now()
-    if "spec" in values and values["spec"] != row.spec:
-        values["generation"] = row.generation + 1
+    current = _to_domain(row)
+    changes["resource_version"] = version
+    changes["updated_at"] = _now()
+    if "spec" in changes and changes["spec"] != current.spec:
+        changes["generation"] = current.generation + 1
+    updated = current.model_copy(update=changes)
+    obj = to_object(updated)
+    values = {**changes, "object_json": _json_text(obj)}
+    if "managed_fields" in changes:
+        values["managed_fields"] = _stored_entries(changes["managed_fields"])
     result = session.execute(
         update(ResourceRow)
-        .where(ResourceRow.id == row.id, ResourceRow.resource_version == current)
+        .where(ResourceRow.id == row.id, ResourceRow.resource_version == current.resource_version)
         .values(**values)
         .execution_options(synchronize_session=False)
     )
     if result.rowcount != 1:
         raise Conflict(f'the object "{row.name}" has been modified concurrently; try again')
     session.expire(row)
-    updated = _to_domain(session.get(ResourceRow, row.id))
-    _record(session, "MODIFIED", updated, prior_labels)
+    _record(session, "MODIFIED", updated, obj, dict(current.labels))
     return updated
 
 
@@ -324,14 +380,14 @@ def update_spec(
 ) -> Resource:
     """Replace the spec (and, when given, labels, annotations and managed fields); bumps generation
     if the spec changed."""
-    values: dict[str, Any] = {"spec": spec}
+    changes: dict[str, Any] = {"spec": spec}
     if labels is not None:
-        values["labels"] = labels
+        changes["labels"] = labels
     if annotations is not None:
-        values["annotations"] = annotations
+        changes["annotations"] = annotations
     if managed_fields is not None:
-        values["managed_fields"] = _stored_entries(managed_fields)
-    return _write(session, key, None, expected_version, **values)
+        changes["managed_fields"] = managed_fields
+    return _write(session, key, None, expected_version, **changes)
 
 
 def update_status(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import JSON, BigInteger, DateTime, Index, Integer, String, UniqueConstraint
+from sqlalchemy import JSON, BigInteger, DateTime, Index, Integer, String, Text, UniqueConstraint
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 
@@ -22,6 +22,9 @@ class ResourceRow(Base):
     a new resource version): ``publish_due_at`` is when a dispatcher should next publish the task
     for this resource (None: nothing to publish); ``lease_owner`` is the worker working on it
     until ``lease_expires_at`` unless it renews the lease.
+
+    ``object_json`` is the object as the API sends it (``infra.resources.to_object``, JSON text),
+    written with every write; None for a row stored before it was kept.
     """
 
     __tablename__ = "slaplan_resources"
@@ -48,6 +51,7 @@ class ResourceRow(Base):
     spec: Mapped[dict] = mapped_column(JSON, default=dict)
     status: Mapped[dict] = mapped_column(JSON, default=dict)
     managed_fields: Mapped[list] = mapped_column(JSON, default=list, server_default="[]")  # metadata.managedFields
+    object_json: Mapped[str | None] = mapped_column(Text, nullable=True)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     deleted_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)

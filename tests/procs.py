@@ -56,10 +56,10 @@ def stop(proc) -> None:
 
 
 def start_serve(workdir, env_extra: dict[str, str] | None = None, *, worker: bool = False, host: str | None = None,
-                tls: tuple | None = None):
+                tls: tuple | None = None, args: tuple[str, ...] = (), ready_s: float = 30.0):
     """``slaplan serve`` in ``workdir`` with no ``SLAPLAN_*`` variables but ``env_extra``, listening
     on ``host`` (default: serve's own), serving HTTPS with ``tls`` (certificate file, key file), and
-    with ``worker`` a ``slaplan worker`` for the plan queue beside it; ``workdir`` is their data
+    with ``worker`` a ``slaplan worker`` for the plan queue beside it (``args``: more of serve's arguments; ``ready_s``: how long it may take to answer); ``workdir`` is their data
     directory (the default database is ``workdir/slaplan/slaplan.db``). Returns (base URL on
     127.0.0.1, processes)."""
     import os
@@ -75,12 +75,12 @@ def start_serve(workdir, env_extra: dict[str, str] | None = None, *, worker: boo
     tls_args = ["--tls-cert-file", str(tls[0]), "--tls-private-key-file", str(tls[1])] if tls else []
     procs = [subprocess.Popen(
         [*SLAPLAN, "serve", "--port", str(port), "--log-level", "warning", *(["--host", host] if host else []),
-         *tls_args],
+         *tls_args, *args],
         cwd=workdir, env=env, stdin=subprocess.DEVNULL, stdout=log.open("a"), stderr=subprocess.STDOUT,
     )]
     base = f"{'https' if tls else 'http'}://127.0.0.1:{port}"
     verify = ssl.create_default_context(cafile=str(tls[0])) if tls else True
-    wait_ready(procs[0], f"{base}/readyz", log, verify=verify)
+    wait_ready(procs[0], f"{base}/readyz", log, ready_s, verify=verify)
     if worker:
         procs.append(subprocess.Popen(
             [*SLAPLAN, "worker", "--queues", "plan", "--pool", "solo", "--loglevel", "WARNING",

@@ -26,6 +26,11 @@ def register(subparsers, summary: str) -> None:
     parser.add_argument("--port", type=port, default=8080, help="TCP port, 1-65535 (default: 8080)")
     parser.add_argument("--concurrency", type=positive, default=2, help="tasks the embedded worker runs at once (≥ 1)")
     parser.add_argument(
+        "--processes", type=positive, default=1,
+        help="API processes serving the port (≥ 1, default 1), each with its own dispatcher, all on one "
+        "database; more than one needs a broker (SLAPLAN_BROKER_URL) and no worker in this process",
+    )
+    parser.add_argument(
         "--worker", choices=("auto", "yes", "no"), default="auto",
         help="run a worker in this process: auto = only when no broker is configured",
     )
@@ -83,10 +88,8 @@ def run(args: argparse.Namespace) -> int:
     from uvicorn.config import LOG_LEVELS as LEVEL_NUMBERS
 
     from api.app import create_app
-    from api.http_protocol import MAX_HEAD_BYTES, BoundedH11Protocol
     from api.commands.database import command_settings, export_database
-    from infra import events, migrate
-    from infra.db import session_scope
+    from infra import migrate
     from workers.celery_app import make_celery
     from workers.embedded import start_embedded_worker, stop_embedded_worker
     from workers.plan_pool import PlanPool
@@ -95,42 +98,85 @@ def run(args: argparse.Namespace) -> int:
     if tls_error:
         args.parser.error(tls_error)
     logging.basicConfig(level=LEVEL_NUMBERS[args.log_level], format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    log = logging.getLogger(__name__)
     settings = command_settings(args)
+    with_worker = args.worker == "yes" or (args.worker == "auto" and settings.embedded)
+    if args.processes > 1 and with_worker:
+        args.parser.error("--processes: more than one API process needs a broker (SLAPLAN_BROKER_URL) and "
+                          "--worker no or auto: the embedded worker and its queue live in one process")
     export_database(settings)
     if args.no_migrate:
         migrate.require_current(settings)
     else:
         migrate.upgrade(settings)
+    if args.processes > 1:
+        _warn_if_exposed(settings, args.host)
+        return _serve_processes(args, settings, LEVEL_NUMBERS[args.log_level])
     plan_pool = PlanPool(settings)
     celery = make_celery(settings, plan_pool=plan_pool)
     app = create_app(settings, celery=celery, listen_host=args.host)
     _warn_if_exposed(settings, args.host)
-    with_worker = args.worker == "yes" or (args.worker == "auto" and settings.embedded)
     worker = start_embedded_worker(celery, concurrency=args.concurrency, plan_pool=plan_pool) if with_worker else None
 
     # Requests are published by the app's dispatcher while it runs (workers.dispatcher).
-    stop = threading.Event()
-
-    def compact() -> None:
-        while not stop.wait(COMPACT_EVERY_S):
-            try:
-                with session_scope(app.state.sessions) as session:
-                    events.compact(session, datetime.now(UTC) - WATCH_HISTORY)
-            except Exception:  # the database is away for a moment: compact on the next round
-                log.warning("could not compact the watch history", exc_info=True)
-
-    threading.Thread(target=compact, name="slaplan-compact", daemon=True).start()
+    stop = _start_compaction(app.state.sessions)
     try:
-        uvicorn.run(
-            app, host=args.host, port=args.port, log_level=args.log_level,
-            timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
-            http=BoundedH11Protocol, h11_max_incomplete_event_size=MAX_HEAD_BYTES + 4,  # ours refuses first
-            ssl_certfile=args.tls_cert_file, ssl_keyfile=args.tls_private_key_file,
-        )
+        uvicorn.run(app, **_uvicorn_options(args))
     finally:
         stop.set()
         if worker is not None:
             stop_embedded_worker(worker)
         app.state.engine.dispose()
+    return 0
+
+
+def _uvicorn_options(args: argparse.Namespace) -> dict:
+    from api.http_protocol import MAX_HEAD_BYTES, BoundedH11Protocol
+
+    return dict(
+        host=args.host, port=args.port, log_level=args.log_level, timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
+        http=BoundedH11Protocol, h11_max_incomplete_event_size=MAX_HEAD_BYTES + 4,  # ours refuses first
+        ssl_certfile=args.tls_cert_file, ssl_keyfile=args.tls_private_key_file,
+    )
+
+
+def _start_compaction(sessions) -> threading.Event:
+    """Prune the watch history every COMPACT_EVERY_S in a daemon thread, until the event returned is set."""
+    import logging
+
+    from infra import events
+    from infra.db import session_scope
+
+    log = logging.getLogger(__name__)
+    stop = threading.Event()
+
+    def compact() -> None:
+        while not stop.wait(COMPACT_EVERY_S):
+            try:
+                with session_scope(sessions) as session:
+                    events.compact(session, datetime.now(UTC) - WATCH_HISTORY)
+            except Exception:  # the database is away for a moment: compact on the next round
+                log.warning("could not compact the watch history", exc_info=True)
+
+    threading.Thread(target=compact, name="slaplan-compact", daemon=True).start()
+    return stop
+
+
+def _serve_processes(args: argparse.Namespace, settings, log_level: int) -> int:
+    """``args.processes`` API processes on one listening socket (uvicorn's supervisor starts them,
+    and starts again one that dies); this process prunes the watch history."""
+    import os
+
+    import uvicorn
+
+    from api.commands import serve_process
+    from infra.db import make_engine, make_session_factory
+
+    os.environ[serve_process.OPTIONS_ENV] = serve_process.options(args.host, log_level)
+    engine = make_engine(settings)
+    stop = _start_compaction(make_session_factory(engine))
+    try:
+        uvicorn.run("api.commands.serve_process:create", factory=True, workers=args.processes, **_uvicorn_options(args))
+    finally:
+        stop.set()
+        engine.dispose()
     return 0

@@ -8,11 +8,13 @@ way to change ``status``; the main resource ignores status in bodies.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Query, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
+from pydantic_core import from_json, to_json
 from sqlalchemy.orm import Session
 
 from api import errors
@@ -39,7 +41,7 @@ MERGE_TYPES = ("application/merge-patch+json", "application/strategic-merge-patc
 APPLY_TYPE = "application/apply-patch+yaml"  # server-side apply
 
 
-def _refuse_dry_run(request: Request) -> None:
+async def _refuse_dry_run(request: Request) -> None:
     """Writes are not rehearsed: ``kubectl … --dry-run=server`` sends ``dryRun=All`` and expects
     nothing to change, so a dry run is refused (400 naming ``dryRun``) rather than carried out."""
     if "dryRun" in request.query_params:
@@ -81,38 +83,48 @@ VERSION_DIGITS = r"[0-9]{1,19}"
 VERSION_SCHEMA = {"pattern": f"^({VERSION_DIGITS})?$", "description": "a resource version: decimal, below 2^63"}
 
 
+@dataclass(frozen=True)
 class ListQuery:
-    """The query of a list call (and of a watch: ``?watch=true``)."""
+    """The query of a list call (and of a watch: ``?watch=true``), checked (see ``list_query``)."""
 
-    def __init__(
-        self,
-        labelSelector: str | None = None,  # noqa: N803 (Kubernetes' parameter names)
-        fieldSelector: str | None = None,  # noqa: N803
-        watch: bool = False,
-        resourceVersion: str | None = Query(default=None, json_schema_extra=VERSION_SCHEMA),  # noqa: N803
-        timeoutSeconds: int | None = Query(default=None, ge=0, le=MAX_TIMEOUT_S),  # noqa: N803
-        allowWatchBookmarks: bool = False,  # noqa: N803
-        sendInitialEvents: bool | None = None,  # noqa: N803
-        limit: int | None = Query(default=None, ge=0, description="most items in this page (0: the server's cap)"),
-        continue_: str | None = Query(default=None, alias="continue", description="the token of the previous page"),
-        resourceVersionMatch: Literal["", "NotOlderThan", "Exact"] | None = None,  # noqa: N803, ARG002
-        includeObject: str | None = Query(default=None, description="Table rows: None, Metadata or Object"),  # noqa: N803
-    ):
-        self.label_selector = labelSelector
-        self.field_selector = fieldSelector
-        self.watch = watch
-        self.resource_version = _query_version(resourceVersion)
-        self.timeout_s = timeoutSeconds
-        self.bookmarks = allowWatchBookmarks
-        self.send_initial = sendInitialEvents
-        self.limit = limit
-        self.continue_ = continue_ or None
-        self.include_object = check_include_object(includeObject)
-        if self.continue_ and self.resource_version is not None:
-            raise _bad_field("resourceVersion", "specifying resourceVersion is not allowed when using continue")
+    label_selector: str | None
+    field_selector: str | None
+    watch: bool
+    resource_version: int | None
+    timeout_s: int | None
+    bookmarks: bool
+    send_initial: bool | None
+    limit: int | None
+    continue_: str | None
+    include_object: str
 
 
-ListQueryDep = Annotated[ListQuery, Depends()]
+async def list_query(
+    labelSelector: str | None = None,  # noqa: N803 (Kubernetes' parameter names)
+    fieldSelector: str | None = None,  # noqa: N803
+    watch: bool = False,
+    resourceVersion: str | None = Query(default=None, json_schema_extra=VERSION_SCHEMA),  # noqa: N803
+    timeoutSeconds: int | None = Query(default=None, ge=0, le=MAX_TIMEOUT_S),  # noqa: N803
+    allowWatchBookmarks: bool = False,  # noqa: N803
+    sendInitialEvents: bool | None = None,  # noqa: N803
+    limit: int | None = Query(default=None, ge=0, description="most items in this page (0: the server's cap)"),
+    continue_: str | None = Query(default=None, alias="continue", description="the token of the previous page"),
+    resourceVersionMatch: Literal["", "NotOlderThan", "Exact"] | None = None,  # noqa: N803, ARG001
+    includeObject: str | None = Query(default=None, description="Table rows: None, Metadata or Object"),  # noqa: N803
+) -> ListQuery:
+    """The query parameters of a list call, read by kube-apiserver's names; 400 naming the one that
+    is wrong. A coroutine, as the dependencies of ``api.deps`` are."""
+    version = _query_version(resourceVersion)
+    if continue_ and version is not None:
+        raise _bad_field("resourceVersion", "specifying resourceVersion is not allowed when using continue")
+    return ListQuery(
+        label_selector=labelSelector, field_selector=fieldSelector, watch=watch, resource_version=version,
+        timeout_s=timeoutSeconds, bookmarks=allowWatchBookmarks, send_initial=sendInitialEvents, limit=limit,
+        continue_=continue_ or None, include_object=check_include_object(includeObject),
+    )
+
+
+ListQueryDep = Annotated[ListQuery, Depends(list_query)]
 
 _DIGITS = re.compile(VERSION_DIGITS)  # int() would also take " 1", "1_0" and "１"
 MAX_VERSION = 2**63 - 1  # resource versions are 64-bit SQL integers
@@ -158,10 +170,20 @@ def _list(request: Request, session: Session, kind: ServedKind, version: str, na
         return watch_response(request.app.state.sessions, watch, present)
     settings: Settings = request.app.state.settings
     page, metadata = _page(session, kind, namespace, query, _keep(requirements, fields), settings.list_page_items)
-    objects = [_present(kind, version, r) for r in page.items]
     if as_table:
+        objects = [kind.convert(from_json(item.text), version) for item in page.items]
         return plain(table(columns, objects, version=as_table, include_object=query.include_object, metadata=metadata))
-    return plain({"apiVersion": f"{kind.group}/{version}", "kind": kind.list_kind, "metadata": metadata, "items": objects})
+    head = to_json({"apiVersion": f"{kind.group}/{version}", "kind": kind.list_kind, "metadata": metadata})
+    items = b",".join(_object_json(kind, version, item) for item in page.items)
+    return Response(head[:-1] + b',"items":[' + items + b"]}", media_type="application/json")
+
+
+def _object_json(kind: ServedKind, version: str, stored: repo.StoredObject) -> bytes:
+    """The stored object at ``version``, JSON: its stored text as it is when it is at that version
+    (a list's body is these joined; nothing is decoded), else decoded, converted and encoded."""
+    if stored.version == version:
+        return stored.text.encode()
+    return to_json(kind.convert(from_json(stored.text), version))
 
 
 def plain(obj: dict[str, Any]) -> Any:
@@ -193,7 +215,7 @@ def _keep(requirements, fields) -> repo.Keep | None:
 
 
 def _page(session: Session, kind: ServedKind, namespace: str | None, query: ListQuery, keep, cap: int):
-    """The page a list asks for (at most ``cap`` objects) and the list metadata to send with it
+    """The page a list asks for (at most ``cap`` objects, as stored JSON) and the list metadata to send with it
     (resourceVersion; continue when more follow, and remainingItemCount when no selector was
     given, as kube-apiserver answers); see ``api.paging``."""
     latest = events.latest_version(session)
@@ -322,11 +344,10 @@ def create_object(
         status=kind.initial_status(1, datetime.now(UTC)),
         managed_fields=managed_fields.created(manager, operation, f"{group}/{version}", obj),
     )
-    try:
-        stored = repo.create_resource(session, new)
+    try:  # the stored request is the message: due for publishing now (infra.outbox)
+        stored = repo.create_resource(session, new, publish_due_at=datetime.now(UTC))
     except repo.AlreadyExists:
         raise errors.already_exists(plural, name, group) from None
-    outbox.mark_due(session, stored.uid, stored.created_at)  # the stored request is the message
     session.commit()
     enqueue(kind, stored.uid)
     return JsonResponse(_present(kind, version, stored), status_code=201)
@@ -345,13 +366,16 @@ def get(
 ) -> dict[str, Any]:
     kind = _kind(group, version, plural)
     include_object = check_include_object(includeObject)
-    obj = _present(kind, version, _load(session, kind, namespace, name))
     as_table = table_version(request.headers.get("accept"))
+    stored = repo.get_stored(session, _key(kind, namespace, name))
+    if stored is None:
+        raise errors.not_found(kind.plural, name, kind.group)
     if as_table:
+        obj = kind.convert(from_json(stored.text), version)
         resource_version = {"resourceVersion": obj["metadata"]["resourceVersion"]}
         return plain(table(published(kind, version).columns, [obj], version=as_table, include_object=include_object,
                            metadata=resource_version))
-    return plain(obj)
+    return Response(_object_json(kind, version, stored), media_type="application/json")
 
 
 @router.get(NS + "/{name}/status", summary="Get (status subresource)")

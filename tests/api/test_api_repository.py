@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
+from sqlalchemy import update
 
 from infra import resources as repo
 from infra.db import session_scope
+from infra.tables import ResourceRow
 
 
 def _new(name="x", **kw):
@@ -46,3 +50,27 @@ def test_stale_writes_conflict_and_spec_changes_bump_generation(sessions):
         assert repo.get_resource(s, created.key) is None
         with pytest.raises(repo.NotFound):
             repo.delete_resource(s, created.key)
+
+
+def test_the_stored_text_is_the_object_after_every_write(sessions):
+    with session_scope(sessions) as s:
+        created = repo.create_resource(s, _new(labels={"a": "b"}))
+    with session_scope(sessions) as s:
+        assert json.loads(repo.get_stored(s, created.key).text) == repo.to_object(created)
+        updated = repo.update_status(s, {"state": "Running"}, uid=created.uid)
+    with session_scope(sessions) as s:
+        stored = repo.get_stored(s, created.key)
+        assert json.loads(stored.text) == repo.to_object(updated) == repo.to_object(repo.get_resource(s, created.key))
+        assert (stored.namespace, stored.name, stored.version) == ("default", "x", "v1beta1")
+        page = repo.list_page(s, "ome.io", "benchmarkjobs", "default", limit=10)
+    assert page.items == [stored]
+
+
+def test_a_row_stored_before_the_text_was_kept_is_rendered_on_read(sessions):
+    with session_scope(sessions) as s:
+        created = repo.create_resource(s, _new())
+        s.execute(update(ResourceRow).values(object_json=None))
+    with session_scope(sessions) as s:
+        assert json.loads(repo.get_stored(s, created.key).text) == repo.to_object(created)
+        assert [json.loads(i.text) for i in repo.list_page(s, "ome.io", "benchmarkjobs", limit=10).items] == [
+            repo.to_object(created)]

@@ -37,6 +37,9 @@ SERVE_LEVELS = "(choose from 'critical', 'error', 'warning', 'info', 'debug', 't
     (["--port", "-5"], "argument --port: must be a TCP port from 1 to 65535, got '-5'"),
     (["--port", "0"], "argument --port: must be a TCP port from 1 to 65535, got '0'"),
     (["--port", "http"], "argument --port: must be a TCP port from 1 to 65535, got 'http'"),
+    (["--processes", "0"], "argument --processes: must be a positive whole number, got '0'"),
+    (["--processes", "2", "--worker", "yes"], "--processes: more than one API process needs a broker "
+     "(SLAPLAN_BROKER_URL) and --worker no or auto: the embedded worker and its queue live in one process"),
 ])
 def test_serve_refuses_bad_options_before_migrating(capsys, _empty_workdir, argv, says):
     assert _refused(capsys, ["serve", *argv]) == f"slaplan serve: error: {says}"
@@ -85,3 +88,9 @@ def test_serve_refuses_tls_options_it_cannot_use(capsys, _empty_workdir):
     mismatch = _refused(capsys, ["serve", "--tls-cert-file", str(cert), "--tls-private-key-file", str(other_key)])
     assert mismatch.startswith("slaplan serve: error: --tls-cert-file/--tls-private-key-file: cannot use them: ")
     assert {p.name for p in _empty_workdir.iterdir()} == {"cert.pem", "key.pem", "other"}  # no database
+
+
+def test_serve_refuses_several_processes_without_a_broker(capsys, _empty_workdir, monkeypatch):
+    monkeypatch.delenv("SLAPLAN_BROKER_URL")
+    assert _refused(capsys, ["serve", "--processes", "3"]).startswith("slaplan serve: error: --processes: more than one")
+    assert list(_empty_workdir.iterdir()) == []

@@ -6,6 +6,7 @@ folder. Nothing here re-enqueues by hand: the workers' and the API's dispatchers
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -317,3 +318,92 @@ def test_closing_a_channel_whose_connection_was_collected_keeps_the_worker_alive
         with connection.channel() as fresh:
             fresh.qos.restore_visible(num=100, interval=1)
             assert fresh.client.llen("guard-test") >= 1  # handed back to the queue
+
+
+def _api_processes(pid: int) -> list[int]:
+    """The API processes `slaplan serve` ``pid`` started (Linux /proc: its children started by
+    multiprocessing's spawn, not its resource tracker)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+                spawned = b"spawn_main" in (entry / "cmdline").read_bytes()
+            except (OSError, IndexError):
+                continue
+            if parent == pid and spawned:
+                found.append(int(entry.name))
+    return found
+
+
+def _names(base: str, path: str) -> list[str]:
+    """The names of every object a paged list of ``path`` returns (pages of 5)."""
+    import httpx
+
+    names, params = [], {"limit": "5"}
+    while True:
+        page = httpx.get(base + path, params=params, timeout=30).json()
+        names += [item["metadata"]["name"] for item in page["items"]]
+        if not page["metadata"].get("continue"):
+            return names
+        params = {"limit": "5", "continue": page["metadata"]["continue"]}
+
+
+def test_several_api_processes_share_one_database_and_survive_a_kill(stack, tmp_path):
+    """`slaplan serve --processes 2`: creates answered by either process are all planned once, a
+    watch opened before them sees every one, paged lists see them all; an API process SIGKILLed is
+    started again and the creates after it are planned too."""
+    import threading
+
+    import httpx
+
+    env = {k: v for k, v in stack["env"].items() if k.startswith("SLAPLAN_")}
+    base, procs = start_serve(tmp_path, env, args=("--processes", "2"), ready_s=BACK_WITHIN_S)
+    body = {"apiVersion": "nvidia.com/v1alpha1", "kind": "DynamoGraphDeploymentRequest",
+            "spec": yaml.safe_load((ROOT / "examples" / "llama-70b-h200.dgdr.yaml").read_text())["spec"]}
+    path = "/apis/nvidia.com/v1alpha1/namespaces/default/dynamographdeploymentrequests"
+    seen: list[str] = []
+
+    def watch(version: str) -> None:
+        with httpx.stream("GET", base + path, params={"watch": "true", "resourceVersion": version,
+                                                      "timeoutSeconds": "120"}, timeout=150) as events:
+            for line in events.iter_lines():
+                event = json.loads(line)
+                if event["type"] == "ADDED":
+                    seen.append(event["object"]["metadata"]["name"])
+                if len(seen) == 24:
+                    return
+
+    def create(names: list[str]) -> list[str]:  # a new connection each: the processes share the accepts
+        uids = []
+        for name in names:
+            created = httpx.post(base + path, json={**body, "metadata": {"name": name}}, timeout=30)
+            assert created.status_code == 201, created.text
+            uids.append(created.json()["metadata"]["uid"])
+        return uids
+
+    try:
+        api_processes = _api_processes(procs[0].pid)
+        assert len(api_processes) == 2, api_processes
+        start = httpx.get(base + path, timeout=30).json()["metadata"]["resourceVersion"]
+        watcher = threading.Thread(target=watch, args=(start,), daemon=True)
+        watcher.start()
+        stack["start_worker"]()
+        uids = create([f"multi-{i:02d}" for i in range(12)])
+        killed = api_processes[0]
+        os.kill(killed, signal.SIGKILL)
+        deadline = time.monotonic() + BACK_WITHIN_S
+        while killed in _api_processes(procs[0].pid) or len(_api_processes(procs[0].pid)) < 2:
+            assert time.monotonic() < deadline, "the killed API process was not started again"
+            time.sleep(0.1)
+        while httpx.get(f"{base}/readyz", timeout=30).status_code != 200:
+            time.sleep(0.1)
+        uids += create([f"multi-{i:02d}" for i in range(12, 24)])
+        for uid in uids:
+            _one_result(_wait(stack, uid, _final, BACK_WITHIN_S, "planned"))
+        watcher.join(BACK_WITHIN_S)
+        assert sorted(seen) == [f"multi-{i:02d}" for i in range(24)]
+        assert _names(base, path) == [f"multi-{i:02d}" for i in range(24)]
+    finally:
+        for proc in procs:
+            stop_proc(proc)
