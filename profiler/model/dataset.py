@@ -29,16 +29,17 @@ Pure: takes rows already read (dicts of strings or numbers). Conventions of the 
   its workers' GPUs. A count that no whole deployment of the row's engines has is an error
   naming ``num_gpus``. Rows spelling an engine as a product (above) record the product
   there, so it is not read for them;
-- disaggregated rows without worker counts are read as a deployment sized for its load:
-  enough decode workers for ``UNRECORDED_BATCH_PER_RANK`` sequences per attention rank,
-  and prefill GPUs in the ratio ``UNRECORDED_DECODE_PER_PREFILL_GPU`` (recorded in the
-  assumptions); with ``num_gpus`` given, the split of exactly that many GPUs whose
-  decode:prefill ratio is nearest that one.
+- disaggregated rows without worker counts are read as deployed the way the data's recorded
+  disaggregated deployments are (``UNRECORDED_GPUS``): each role holds about scale × C^power
+  GPUs at C clients, in whole workers, at least one (recorded in the assumptions); with
+  ``num_gpus`` given, the split of exactly that many GPUs whose decode:prefill ratio is
+  nearest that of the two roles' GPUs at C.
 """
 
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 from profiler.model.config import Parallel, ServingConfig
 from profiler.model.errors import ModelError
@@ -46,8 +47,27 @@ from profiler.model.estimate import Prepared, prepare
 from profiler.model.gpus import get_gpu
 from profiler.model.model_catalog import resolve_model
 
-UNRECORDED_BATCH_PER_RANK = 256
-UNRECORDED_DECODE_PER_PREFILL_GPU = 2.0
+
+class RoleGpus(NamedTuple):
+    """GPUs one role (prefill or decode) of a disaggregated deployment holds at C closed-loop
+    clients: ``scale`` × C^``power``."""
+
+    scale: float
+    power: float
+
+    def at(self, clients: float) -> float:
+        """GPUs (not whole workers) at ``clients`` clients."""
+        return self.scale * clients**self.power
+
+
+# Prompts of at least this many tokens (ISL) are long: their deployments hold more prefill GPUs.
+LONG_PROMPT_TOKENS = 4096
+# (prefill, decode) GPUs of a deployment whose worker counts are not recorded, for short and long
+# prompts: least squares of log GPUs on log clients over the data's 177 recorded disaggregated
+# deployments (their deployment columns only; ``benchmarks/disagg_sizing.py``). They keep about
+# 20 decode GPUs at any load and add prefill GPUs slowly with clients, faster for long prompts.
+UNRECORDED_GPUS = {False: (RoleGpus(3.73, 0.084), RoleGpus(20.68, 0.021)),
+                   True: (RoleGpus(2.48, 0.287), RoleGpus(15.68, 0.041))}
 # The columns every row needs (``row_config`` has no default for them); the others are optional.
 REQUIRED_COLUMNS = ("model", "gpu", "isl", "osl", "concurrency")
 
@@ -165,29 +185,29 @@ def row_config(row: dict, heads: int | None = None, moe: bool = False, domain: i
                                          f"{dw} decode workers of {decode.gpus} GPUs are "
                                          f"{pw * prefill.gpus + dw * decode.gpus}")
     else:
-        pw, dw = (_split(total, prefill.gpus, decode.gpus) if total is not None else
-                  _sized_for_load(conc, prefill, decode))
+        roles = UNRECORDED_GPUS[common["isl_tokens"] >= LONG_PROMPT_TOKENS]
+        pw, dw = (_split(total, prefill.gpus, decode.gpus, roles[1].at(conc) / roles[0].at(conc))
+                  if total is not None else (_workers(roles[0].at(conc), prefill), _workers(roles[1].at(conc), decode)))
         notes.append(f"worker counts missing: read as {pw} prefill + {dw} decode workers")
     return ServingConfig(prefill=prefill, decode=decode, prefill_workers=int(pw), decode_workers=int(dw),
                          **common), tuple(notes)
 
 
-def _sized_for_load(conc: float, prefill: Parallel, decode: Parallel) -> tuple[int, int]:
-    """(prefill, decode) workers of a deployment sized for ``conc`` clients (see above)."""
-    dw = math.ceil(conc / (decode.dp * UNRECORDED_BATCH_PER_RANK))
-    return max(1, round(dw * decode.gpus / prefill.gpus / UNRECORDED_DECODE_PER_PREFILL_GPU)), dw
+def _workers(gpus: float, engine: Parallel) -> int:
+    """Whole ``engine`` workers nearest ``gpus`` GPUs, at least one."""
+    return max(1, round(gpus / engine.gpus))
 
 
-def _split(total: int, prefill_gpus: int, decode_gpus: int) -> tuple[int, int]:
+def _split(total: int, prefill_gpus: int, decode_gpus: int, ratio: float) -> tuple[int, int]:
     """(prefill, decode) workers on exactly ``total`` GPUs, decode:prefill GPUs nearest
-    ``UNRECORDED_DECODE_PER_PREFILL_GPU`` (fewer prefill workers on a tie)."""
+    ``ratio`` (fewer prefill workers on a tie)."""
     splits = [(pw, (total - pw * prefill_gpus) // decode_gpus) for pw in range(1, total // prefill_gpus + 1)
               if total - pw * prefill_gpus >= decode_gpus and (total - pw * prefill_gpus) % decode_gpus == 0]
     if not splits:
         raise ModelError("num_gpus", f"{total} GPUs hold no whole number of {prefill_gpus}-GPU prefill and "
                                      f"{decode_gpus}-GPU decode workers (at least one of each)")
-    ratio = lambda s: abs(math.log(s[1] * decode_gpus / (s[0] * prefill_gpus) / UNRECORDED_DECODE_PER_PREFILL_GPU))  # noqa: E731
-    return min(splits, key=lambda s: (ratio(s), s[0]))
+    off = lambda s: abs(math.log(s[1] * decode_gpus / (s[0] * prefill_gpus) / ratio))  # noqa: E731
+    return min(splits, key=lambda s: (off(s), s[0]))
 
 
 def row_prepared(row: dict) -> tuple[Prepared, tuple[str, ...]]:
