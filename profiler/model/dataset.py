@@ -29,6 +29,11 @@ Pure: takes rows already read (dicts of strings or numbers). Conventions of the 
   its workers' GPUs. A count that no whole deployment of the row's engines has is an error
   naming ``num_gpus``. Rows spelling an engine as a product (above) record the product
   there, so it is not read for them;
+- in disaggregated rows without worker counts (sources that spell a MoE engine's GPU count as its
+  ``tp``, record no attention DP, and repeat the prefill's ``moe_ep`` for the decode engine), a
+  decode engine of more than ``UNRECORDED_WIDEST_DECODE_TP`` GPUs is read as attention DP over
+  its GPUs with its experts spread over all of them (wide EP), as every such engine whose
+  measurement the data also holds with worker counts was deployed;
 - disaggregated rows without worker counts are read as deployed the way the data's recorded
   disaggregated deployments are (``UNRECORDED_GPUS``): each role holds about scale × C^power
   GPUs at C clients, in whole workers, at least one (recorded in the assumptions); with
@@ -60,6 +65,8 @@ class RoleGpus(NamedTuple):
         return self.scale * clients**self.power
 
 
+# Widest attention TP a decode engine of an unrecorded deployment is read with (GPUs).
+UNRECORDED_WIDEST_DECODE_TP = 8
 # Prompts of at least this many tokens (ISL) are long: their deployments hold more prefill GPUs.
 LONG_PROMPT_TOKENS = 4096
 # (prefill, decode) GPUs of a deployment whose worker counts are not recorded, for short and long
@@ -115,6 +122,14 @@ def _product_spelling(row: dict, prefix: str, moe: bool, domain: int) -> tuple[i
     return None
 
 
+def _wide_decode(row: dict, moe: bool) -> tuple[int, int, int] | None:
+    """(tp, attention dp, ep) of an unrecorded deployment's decode engine read as wide EP (see above)."""
+    gpus = _int(row, "d_tp", 1, least=1)
+    if not moe or (_int(row, "d_attn_dp", 1) or 1) > 1 or gpus <= UNRECORDED_WIDEST_DECODE_TP:
+        return None
+    return 1, gpus, gpus
+
+
 def _parallel(row: dict, prefix: str, heads: int | None, moe: bool, domain: int,
               spelled: tuple[int, int, int] | None) -> Parallel:
     """The engine a role's columns describe; ``spelled`` is its ``_product_spelling``."""
@@ -157,10 +172,15 @@ def row_config(row: dict, heads: int | None = None, moe: bool = False, domain: i
                   spec_tokens=_int(row, "spec_tokens", 0), spec_acceptance=_num(row, "spec_acceptance"),
                   max_batch=_limit(row, "max_batch"), max_num_tokens=_limit(row, "max_num_tokens"))
     engines, products = {}, False
+    unrecorded = mode == "disagg" and (_num(row, "p_workers") is None or _num(row, "d_workers") is None)
     for prefix in ("",) if mode == "agg" else ("p_", "d_"):
         spelled = _product_spelling(row, prefix, moe, domain)
         products = products or bool(spelled)
-        if spelled:
+        widened = _wide_decode(row, moe) if unrecorded and prefix == "d_" and not spelled else None
+        if widened:
+            notes.append(f"d_tp {row.get('d_tp')} read as attention dp {widened[1]}, ep {widened[2]}")
+            spelled = widened
+        elif spelled:
             notes.append(f"{prefix}tp {row.get(prefix + 'tp')} × {prefix}attn_dp {row.get(prefix + 'attn_dp') or 1} "
                          f"read as a product: a {spelled[0] * spelled[1]}-GPU engine")
         par = _parallel(row, prefix, heads, moe, domain, spelled)

@@ -186,6 +186,18 @@ def test_missing_worker_counts_are_read_as_the_recorded_deployments_are_sized():
     assert workers(1, 8192)[0] <= workers(8192, 1024)[0] < workers(8192, 8192)[0]
 
 
+def test_wide_decode_engines_without_worker_counts_are_read_as_wide_expert_parallelism():
+    # Such sources spell the engine's GPU count as tp and repeat the prefill's moe_ep for decode.
+    row = {**DEEPSEEK, "gpu": "gb200", "mode": "disagg", "p_tp": "4", "p_moe_ep": "4", "d_tp": "32", "d_moe_ep": "4"}
+    config, notes = row_config(row, heads=128, moe=True, domain=72)
+    assert (config.decode.tp, config.decode.dp, config.decode.moe_ep) == (1, 32, 32)
+    assert (config.prefill.tp, config.prefill.dp, config.prefill.moe_ep) == (4, 1, 4)  # the prefill as spelled
+    assert any("d_tp 32 read as attention dp 32, ep 32" in note for note in notes)
+    for columns in (dict(d_tp="8"), dict(p_workers="1", d_workers="1")):  # up to 8 GPUs, or recorded: as spelled
+        config, _ = row_config({**row, **columns}, heads=128, moe=True, domain=72)
+        assert config.decode.dp == 1 and config.decode.moe_ep == 4, columns
+
+
 def test_num_gpus_is_not_read_where_the_row_spells_its_engine_as_a_product():
     # The product spelling records the product in num_gpus too: the 4-GPU engine, one replica.
     config, notes = read(tp="16", moe_tp="4", moe_ep="4", num_gpus="16")
