@@ -132,7 +132,8 @@ def _wide_decode(row: dict, moe: bool) -> tuple[int, int, int] | None:
 
 def _parallel(row: dict, prefix: str, heads: int | None, moe: bool, domain: int,
               spelled: tuple[int, int, int] | None) -> Parallel:
-    """The engine a role's columns describe; ``spelled`` is its ``_product_spelling``."""
+    """The engine a role's columns describe; ``spelled``: (tp, attention dp, ep) as a spelling rule
+    reads them (``_product_spelling``, ``_wide_decode``), None to read the columns."""
     if spelled:
         tp, dp, ep = spelled
     else:
