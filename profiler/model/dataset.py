@@ -29,16 +29,22 @@ Pure: takes rows already read (dicts of strings or numbers). Conventions of the 
   its workers' GPUs. A count that no whole deployment of the row's engines has is an error
   naming ``num_gpus``. Rows spelling an engine as a product (above) record the product
   there, so it is not read for them;
-- disaggregated rows without worker counts are read as a deployment sized for its load:
-  enough decode workers for ``UNRECORDED_BATCH_PER_RANK`` sequences per attention rank,
-  and prefill GPUs in the ratio ``UNRECORDED_DECODE_PER_PREFILL_GPU`` (recorded in the
-  assumptions); with ``num_gpus`` given, the split of exactly that many GPUs whose
-  decode:prefill ratio is nearest that one.
+- in disaggregated rows without worker counts (sources that spell a MoE engine's GPU count as its
+  ``tp``, record no attention DP, and repeat the prefill's ``moe_ep`` for the decode engine), a
+  decode engine of more than ``UNRECORDED_WIDEST_DECODE_TP`` GPUs is read as attention DP over
+  its GPUs with its experts spread over all of them (wide EP), as every such engine whose
+  measurement the data also holds with worker counts was deployed;
+- disaggregated rows without worker counts are read as deployed the way the data's recorded
+  disaggregated deployments are (``UNRECORDED_GPUS``): each role holds about scale × C^power
+  GPUs at C clients, in whole workers, at least one (recorded in the assumptions); with
+  ``num_gpus`` given, the split of exactly that many GPUs whose decode:prefill ratio is
+  nearest that of the two roles' GPUs at C.
 """
 
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 from profiler.model.config import Parallel, ServingConfig
 from profiler.model.errors import ModelError
@@ -46,8 +52,29 @@ from profiler.model.estimate import Prepared, prepare
 from profiler.model.gpus import get_gpu
 from profiler.model.model_catalog import resolve_model
 
-UNRECORDED_BATCH_PER_RANK = 256
-UNRECORDED_DECODE_PER_PREFILL_GPU = 2.0
+
+class RoleGpus(NamedTuple):
+    """GPUs one role (prefill or decode) of a disaggregated deployment holds at C closed-loop
+    clients: ``scale`` × C^``power``."""
+
+    scale: float
+    power: float
+
+    def at(self, clients: float) -> float:
+        """GPUs (not whole workers) at ``clients`` clients."""
+        return self.scale * clients**self.power
+
+
+# Widest attention TP a decode engine of an unrecorded deployment is read with (GPUs).
+UNRECORDED_WIDEST_DECODE_TP = 8
+# Prompts of at least this many tokens (ISL) are long: their deployments hold more prefill GPUs.
+LONG_PROMPT_TOKENS = 4096
+# (prefill, decode) GPUs of a deployment whose worker counts are not recorded, for short and long
+# prompts: least squares of log GPUs on log clients over the data's 177 recorded disaggregated
+# deployments (their deployment columns only; ``benchmarks/disagg_sizing.py``). They keep about
+# 20 decode GPUs at any load and add prefill GPUs slowly with clients, faster for long prompts.
+UNRECORDED_GPUS = {False: (RoleGpus(3.73, 0.084), RoleGpus(20.68, 0.021)),
+                   True: (RoleGpus(2.48, 0.287), RoleGpus(15.68, 0.041))}
 # The columns every row needs (``row_config`` has no default for them); the others are optional.
 REQUIRED_COLUMNS = ("model", "gpu", "isl", "osl", "concurrency")
 
@@ -95,9 +122,18 @@ def _product_spelling(row: dict, prefix: str, moe: bool, domain: int) -> tuple[i
     return None
 
 
+def _wide_decode(row: dict, moe: bool) -> tuple[int, int, int] | None:
+    """(tp, attention dp, ep) of an unrecorded deployment's decode engine read as wide EP (see above)."""
+    gpus = _int(row, "d_tp", 1, least=1)
+    if not moe or (_int(row, "d_attn_dp", 1) or 1) > 1 or gpus <= UNRECORDED_WIDEST_DECODE_TP:
+        return None
+    return 1, gpus, gpus
+
+
 def _parallel(row: dict, prefix: str, heads: int | None, moe: bool, domain: int,
               spelled: tuple[int, int, int] | None) -> Parallel:
-    """The engine a role's columns describe; ``spelled`` is its ``_product_spelling``."""
+    """The engine a role's columns describe; ``spelled``: (tp, attention dp, ep) as a spelling rule
+    reads them (``_product_spelling``, ``_wide_decode``), None to read the columns."""
     if spelled:
         tp, dp, ep = spelled
     else:
@@ -137,10 +173,15 @@ def row_config(row: dict, heads: int | None = None, moe: bool = False, domain: i
                   spec_tokens=_int(row, "spec_tokens", 0), spec_acceptance=_num(row, "spec_acceptance"),
                   max_batch=_limit(row, "max_batch"), max_num_tokens=_limit(row, "max_num_tokens"))
     engines, products = {}, False
+    unrecorded = mode == "disagg" and (_num(row, "p_workers") is None or _num(row, "d_workers") is None)
     for prefix in ("",) if mode == "agg" else ("p_", "d_"):
         spelled = _product_spelling(row, prefix, moe, domain)
         products = products or bool(spelled)
-        if spelled:
+        widened = _wide_decode(row, moe) if unrecorded and prefix == "d_" and not spelled else None
+        if widened:
+            notes.append(f"d_tp {row.get('d_tp')} read as attention dp {widened[1]}, ep {widened[2]}")
+            spelled = widened
+        elif spelled:
             notes.append(f"{prefix}tp {row.get(prefix + 'tp')} × {prefix}attn_dp {row.get(prefix + 'attn_dp') or 1} "
                          f"read as a product: a {spelled[0] * spelled[1]}-GPU engine")
         par = _parallel(row, prefix, heads, moe, domain, spelled)
@@ -165,29 +206,29 @@ def row_config(row: dict, heads: int | None = None, moe: bool = False, domain: i
                                          f"{dw} decode workers of {decode.gpus} GPUs are "
                                          f"{pw * prefill.gpus + dw * decode.gpus}")
     else:
-        pw, dw = (_split(total, prefill.gpus, decode.gpus) if total is not None else
-                  _sized_for_load(conc, prefill, decode))
+        roles = UNRECORDED_GPUS[common["isl_tokens"] >= LONG_PROMPT_TOKENS]
+        pw, dw = (_split(total, prefill.gpus, decode.gpus, roles[1].at(conc) / roles[0].at(conc))
+                  if total is not None else (_workers(roles[0].at(conc), prefill), _workers(roles[1].at(conc), decode)))
         notes.append(f"worker counts missing: read as {pw} prefill + {dw} decode workers")
     return ServingConfig(prefill=prefill, decode=decode, prefill_workers=int(pw), decode_workers=int(dw),
                          **common), tuple(notes)
 
 
-def _sized_for_load(conc: float, prefill: Parallel, decode: Parallel) -> tuple[int, int]:
-    """(prefill, decode) workers of a deployment sized for ``conc`` clients (see above)."""
-    dw = math.ceil(conc / (decode.dp * UNRECORDED_BATCH_PER_RANK))
-    return max(1, round(dw * decode.gpus / prefill.gpus / UNRECORDED_DECODE_PER_PREFILL_GPU)), dw
+def _workers(gpus: float, engine: Parallel) -> int:
+    """Whole ``engine`` workers nearest ``gpus`` GPUs, at least one."""
+    return max(1, round(gpus / engine.gpus))
 
 
-def _split(total: int, prefill_gpus: int, decode_gpus: int) -> tuple[int, int]:
+def _split(total: int, prefill_gpus: int, decode_gpus: int, ratio: float) -> tuple[int, int]:
     """(prefill, decode) workers on exactly ``total`` GPUs, decode:prefill GPUs nearest
-    ``UNRECORDED_DECODE_PER_PREFILL_GPU`` (fewer prefill workers on a tie)."""
+    ``ratio`` (fewer prefill workers on a tie)."""
     splits = [(pw, (total - pw * prefill_gpus) // decode_gpus) for pw in range(1, total // prefill_gpus + 1)
               if total - pw * prefill_gpus >= decode_gpus and (total - pw * prefill_gpus) % decode_gpus == 0]
     if not splits:
         raise ModelError("num_gpus", f"{total} GPUs hold no whole number of {prefill_gpus}-GPU prefill and "
                                      f"{decode_gpus}-GPU decode workers (at least one of each)")
-    ratio = lambda s: abs(math.log(s[1] * decode_gpus / (s[0] * prefill_gpus) / UNRECORDED_DECODE_PER_PREFILL_GPU))  # noqa: E731
-    return min(splits, key=lambda s: (ratio(s), s[0]))
+    off = lambda s: abs(math.log(s[1] * decode_gpus / (s[0] * prefill_gpus) / ratio))  # noqa: E731
+    return min(splits, key=lambda s: (off(s), s[0]))
 
 
 def row_prepared(row: dict) -> tuple[Prepared, tuple[str, ...]]:

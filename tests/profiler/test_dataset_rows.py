@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from profiler.model.dataset import row_config
+from profiler.model.dataset import LONG_PROMPT_TOKENS, UNRECORDED_GPUS, row_config
 from profiler.model.errors import ModelError
 
 DEEPSEEK = dict(model="deepseek-ai/DeepSeek-R1", gpu="b200_sxm", backend="sglang", precision="fp4",
@@ -158,12 +158,44 @@ def test_num_gpus_of_a_disaggregated_row_is_checked_and_sizes_missing_worker_cou
     disagg = dict(mode="disagg", p_tp="8", d_tp="8")
     config, notes = read(**disagg, p_workers="1", d_workers="2", num_gpus="24")
     assert (config.prefill_workers, config.decode_workers, notes) == (1, 2, ())
-    # Workers missing: exactly num_gpus GPUs, decode:prefill GPUs nearest 2 (48 = 2 × 8 + 4 × 8).
+    # Workers missing: exactly num_gpus GPUs, decode:prefill GPUs nearest the recorded deployments'
+    # at this load (about 5 at 4 clients and short prompts: 48 = 1 × 8 + 5 × 8).
+    roles = UNRECORDED_GPUS[False]
+    assert 4.5 < roles[1].at(4) / roles[0].at(4) < 5.5
     config, notes = read(**disagg, num_gpus="48")
-    assert (config.prefill_workers, config.decode_workers) == (2, 4)
-    assert notes and "2 prefill + 4 decode" in notes[-1]
+    assert (config.prefill_workers, config.decode_workers) == (1, 5)
+    assert notes and "1 prefill + 5 decode" in notes[-1]
     config, _ = read(mode="disagg", p_tp="4", d_tp="8", num_gpus="12")
     assert (config.prefill_workers, config.decode_workers) == (1, 1)
+
+
+def test_missing_worker_counts_are_read_as_the_recorded_deployments_are_sized():
+    def workers(clients: int, isl: int) -> tuple[int, int]:
+        config, notes = read(mode="disagg", p_tp="4", d_tp="8", concurrency=str(clients), isl=str(isl))
+        assert notes and "worker counts missing" in notes[-1]
+        return config.prefill_workers, config.decode_workers
+
+    for isl in (1024, LONG_PROMPT_TOKENS):
+        for clients in (1, 64, 8192):
+            prefill, decode = (role.at(clients) for role in UNRECORDED_GPUS[isl >= LONG_PROMPT_TOKENS])
+            got = workers(clients, isl)
+            # Whole workers nearest each role's GPUs, never none.
+            assert got[0] == max(1, round(prefill / 4)) and got[1] == max(1, round(decode / 8))
+    # Decode pools stay about the same with load; prefill pools grow, faster for long prompts.
+    assert workers(8192, 1024)[1] - workers(1, 1024)[1] <= 1
+    assert workers(1, 8192)[0] <= workers(8192, 1024)[0] < workers(8192, 8192)[0]
+
+
+def test_wide_decode_engines_without_worker_counts_are_read_as_wide_expert_parallelism():
+    # Such sources spell the engine's GPU count as tp and repeat the prefill's moe_ep for decode.
+    row = {**DEEPSEEK, "gpu": "gb200", "mode": "disagg", "p_tp": "4", "p_moe_ep": "4", "d_tp": "32", "d_moe_ep": "4"}
+    config, notes = row_config(row, heads=128, moe=True, domain=72)
+    assert (config.decode.tp, config.decode.dp, config.decode.moe_ep) == (1, 32, 32)
+    assert (config.prefill.tp, config.prefill.dp, config.prefill.moe_ep) == (4, 1, 4)  # the prefill as spelled
+    assert any("d_tp 32 read as attention dp 32, ep 32" in note for note in notes)
+    for columns in (dict(d_tp="8"), dict(p_workers="1", d_workers="1")):  # up to 8 GPUs, or recorded: as spelled
+        config, _ = row_config({**row, **columns}, heads=128, moe=True, domain=72)
+        assert config.decode.dp == 1 and config.decode.moe_ep == 4, columns
 
 
 def test_num_gpus_is_not_read_where_the_row_spells_its_engine_as_a_product():
