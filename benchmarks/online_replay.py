@@ -230,20 +230,21 @@ def predictions_for(data, hold: str, max_evals: int) -> dict[str, dict]:
 def calibration_check(rows: list[dict], data) -> list[tuple[float, float, float, float]]:
     """Per configuration measured at ≥ 3 concurrencies: fitted on its lowest and highest, the
     median absolute % error of TTFT and TPOT on the others, before and after calibration. Both
-    start from the shipped parameters as seen through the configuration's harness (its term in
-    the per-request cost, ``harness.measured_by``): the points were measured through it."""
+    start from the shipped parameters, and the configuration's harness term (``harness.term_ms``
+    of the shipped terms) is held in every prediction: the points were measured through it, and
+    the fit describes the engine alone."""
     import numpy as np
 
     from profiler.model.dataset import row_config
-    from profiler.model.estimate import estimate
-    from profiler.model.harness import measured_by, shipped_terms
-    from profiler.model.measured import Point, fit_deployment
+    from profiler.model.harness import shipped_terms, term_ms
+    from profiler.model.measured import Point, fit_deployment, predicted_at
     from profiler.model.params import shipped_params
 
     groups: dict[str, list[int]] = {}
     for j, i in enumerate(data.index):
         if not data.repeats[j] and not data.inferred[j] and data.ttft_ms[j] > 0 and data.tpot_ms[j] > 0:
             groups.setdefault(configuration(rows[i]), []).append(j)
+    start = shipped_params()
     out = []
     for js in groups.values():
         js = sorted(js, key=lambda j: float(rows[data.index[j]]["concurrency"]))
@@ -251,22 +252,18 @@ def calibration_check(rows: list[dict], data) -> list[tuple[float, float, float,
             continue
         try:
             config = row_config(rows[data.index[js[0]]])[0]
-            point = lambda j: Point(isl_tokens=config.isl_tokens, osl_tokens=config.osl_tokens,  # noqa: E731
-                                    concurrency=float(rows[data.index[j]]["concurrency"]),
-                                    ttft_ms=float(data.ttft_ms[j]), tpot_ms=float(data.tpot_ms[j]))
-            start = measured_by(shipped_params() | shipped_terms(), str(data.harness[js[0]]), config.backend)
-            fitted = fit_deployment(config, [point(js[0]), point(js[-1])], params=start)
+            points = [Point(isl_tokens=config.isl_tokens, osl_tokens=config.osl_tokens,
+                            concurrency=float(rows[data.index[j]]["concurrency"]), ttft_ms=float(data.ttft_ms[j]),
+                            tpot_ms=float(data.tpot_ms[j])) for j in js]
+            harness_ms = term_ms(shipped_terms(), str(data.harness[js[0]]), config.backend)
+            fitted = fit_deployment(config, [points[0], points[-1]], params=start, harness_ms=harness_ms)
         except (ValueError, ArithmeticError):
             continue
         errs = []
         for params in (start, fitted.params):
-            t, p = [], []
-            for j in js[1:-1]:
-                e = estimate(config.model_copy(update={"concurrency": float(rows[data.index[j]]["concurrency"])}),
-                             params=params)
-                t.append(abs(e.ttft_ms / data.ttft_ms[j] - 1) * 100)
-                p.append(abs(e.itl_ms / data.tpot_ms[j] - 1) * 100)
-            errs += [float(np.median(t)), float(np.median(p))]
+            ttft, tpot = predicted_at(config, points[1:-1], params, harness_ms=harness_ms)
+            errs += [float(np.median([abs(t / p.ttft_ms - 1) * 100 for t, p in zip(ttft, points[1:-1])])),
+                     float(np.median([abs(t / p.tpot_ms - 1) * 100 for t, p in zip(tpot, points[1:-1])]))]
         out.append(tuple(errs))
     return out
 

@@ -28,6 +28,7 @@ from planner import online as search
 from planner import online_loop
 from planner.ledger import LedgerTrial
 from planner import plan
+from profiler.model.measured import held_out_text, kept_text
 from planner.types import PlanRequest
 from profiler.model.params import shipped_params
 from workers import online
@@ -444,4 +445,20 @@ def test_the_dgdr_page_lists_the_trials(tmp_path):
     table = re.search(r'<table id="trials">.*?</table>', page, re.S).group(0)
     listed = re.findall(r"<tr><td>\d+</td><td>([^<]+)</td><td>complete</td>", table)
     assert listed == calls and "tok/s/GPU" in table and "clients: TTFT" in table
-    assert f"Best measured</dt><dd>{result.online.best}" in page and "times ×" in page
+    cal = result.online.calibration
+    assert f"Best measured</dt><dd>{result.online.best}" in page and kept_text(cal.scale, cal.sides) in page
+    assert set(cal.sides) == {"prefill", "decode"} and cal.held_out and held_out_text(cal.held_out) in page
+
+
+def test_a_calibration_stored_before_its_sides_were_recorded_still_reads():
+    from planner.online_results import Calibration
+
+    errors = {"ttft_mdape_pct": 20.0, "tpot_mdape_pct": 10.0}
+    old = Calibration.model_validate({"unit": "agg tp1", "scale": 1.2, "fitted": [], "points": 3, "before": errors,
+                                      "after": errors})
+    assert (old.sides, old.held_out, old.harness_ms) == ({}, {}, 0.0)
+    assert kept_text(old.scale, old.sides) == "times ×1.2" and held_out_text(old.held_out) == ""
+    new = Calibration.model_validate(old.model_dump(mode="json", by_alias=True)
+                                     | {"sides": {"prefill": 1.2, "decode": 1.0}, "heldOut": {"ttft_start": 0.5}})
+    assert kept_text(new.scale, new.sides).startswith("prefill (TTFT) ×1.2")
+    assert held_out_text(new.held_out) == "held out: TTFT 64.9% start"
