@@ -176,7 +176,10 @@ def search(w: Workload, ttft_ms: float, itl_ms: float, stop: float, min_units: i
 
 
 def summary(outcomes: list[Outcome]) -> dict[str, float]:
-    """Runs against the exhaustive replay, true-best share, mean regret, searches that found nothing."""
+    """Runs against the exhaustive replay (the ratio of the sums, and the mean of each search's share),
+    true-best share, mean regret, searches that found nothing; ``one_run_pct``: the share of the
+    exhaustive runs one run per search would be (the floor of any rule; ``MIN_UNITS`` times it for a
+    rule that measures that many units)."""
     n = len(outcomes)
     return {"searches": n, "runs": sum(o.runs for o in outcomes), "space": sum(o.space for o in outcomes),
             "runs_pct": 100 * sum(o.runs for o in outcomes) / max(1, sum(o.space for o in outcomes)),
@@ -185,6 +188,8 @@ def summary(outcomes: list[Outcome]) -> dict[str, float]:
             "none": sum(o.regret == 1.0 for o in outcomes),
             "mean_runs": sum(o.runs for o in outcomes) / max(1, n),
             "mean_space": sum(o.space for o in outcomes) / max(1, n),
+            "mean_share_pct": 100 * sum(o.runs / o.space for o in outcomes) / max(1, n),
+            "one_run_pct": 100 * n / max(1, sum(o.space for o in outcomes)),
             "mean_minimum": sum(o.minimum for o in outcomes) / max(1, n),
             "minimum_pct": 100 * sum(o.minimum for o in outcomes) / max(1, sum(o.space for o in outcomes)),
             "searching": sum(o.searching for o in outcomes), "confirming": sum(o.confirming for o in outcomes),
@@ -306,6 +311,9 @@ def main(argv: list[str] | None = None) -> int:
         types = ", ".join(sorted({w.gpu for w in part}))
         print(f"| {label}: {len(part)} | {types} | {s['searches']} | {s['runs']} / {s['space']} = {s['runs_pct']:.1f}% "
               f"| {s['best_pct']:.0f}% | {s['regret_pct']:.1f}% | {s['none']} |")
+        spent.append(f"{label}: runs / exhaustive {s['runs_pct']:.1f}% as the ratio of the sums, {s['mean_share_pct']:.1f}% "
+                     f"as the mean of each search's share; one run per search would be {s['one_run_pct']:.1f}%, "
+                     f"one per unit of the {args.min_units} every search measures {args.min_units * s['one_run_pct']:.1f}%")
         spent.append(f"{label}: {s['searching']} of the {s['runs']} runs came before the first one within the SLA "
                      f"({s['start_within']} of {s['searches']} searches started within it), {s['confirming']} after "
                      f"the true best")
