@@ -99,7 +99,8 @@ class Calibration(Stored):
     fitted: tuple[str, ...] = Field(description="parameters refined after scaling")
     points: int = Field(description="measured points fitted")
     harness_ms: float = Field(default=0.0, alias="harnessMs",
-                              description="what genai-bench added to each measured TTFT, ms: held apart from the engine")
+                              description="what genai-bench added to each measured TTFT, ms: held apart from "
+                                          "the engine")
     before: CalibrationErrors
     after: CalibrationErrors
     held_out: dict[str, float] = Field(

@@ -20,9 +20,11 @@ point), the steps fitted on the rest and the held-out points predicted. The scal
 side of the model that sets TTFT (prefill: prompt GEMMs and attention, per-chunk and per-request
 costs) only if, on every group held out, it leaves at most ``SUPPORT`` (half) of the starting
 parameters' TTFT error, and likewise on the side that sets TPOT (decode: weight streaming, KV reads,
-per-step costs; ``profiler.model.sides``); collectives take the mean of the two. A refined parameter
-is kept only if the refinement predicts the metric it moves most better than what it started from on
-every group held out. What is not supported stays at its starting value. Uncertainty: one standard
+per-step costs; ``profiler.model.sides``); collectives take the mean of the two. A side is also
+dropped if its scale, fitted without a group, leaves the other metric worse there than the start
+(decode steps are part of a TTFT; ``_harmless``). A refined parameter is kept only if the
+refinement predicts the metric it moves most better than what it started from on every group held
+out. What is not supported stays at its starting value. Uncertainty: one standard
 error of the scale and of each refined parameter, from the fit's Jacobian and residuals, as a factor
 (1.1: ±10%). Errors are median absolute percentage errors (MdAPE) before and after, on the points
 fitted; ``held_out`` has the mean absolute log errors of each metric on the groups held out.
@@ -230,7 +232,8 @@ def _prepared(deployment: ServingConfig, points: list[Point], harness_ms: float 
     n = len(points)
     label = lambda v: np.array([str(v)] * n)  # noqa: E731
     batch = stack_prepared(preps)
-    batch = Batch(batch.decode, batch.prefill, {**batch.load, "harness_ms": np.full(n, float(harness_ms))}, batch.gpus)
+    batch = Batch(batch.decode, batch.prefill, {**batch.load, "harness_ms": np.full(n, float(harness_ms))},
+                  batch.gpus)
     return Prepared(index=np.arange(n), batch=batch,
                     ttft_ms=np.array([p.ttft_ms for p in points]), tpot_ms=np.array([p.tpot_ms for p in points]),
                     labels={"gpu": label(deployment.gpu), "backend": label(deployment.backend),
@@ -255,7 +258,8 @@ def model_errors(data: Prepared, params: dict[str, float]) -> Errors:
 
 def fit_deployment(deployment: ServingConfig, measured: Sequence[Iteration | Point], *,
                    params: dict[str, float] | None = None, names: tuple[str, ...] | None = None,
-                   harness_ms: float = 0.0, prior_strength: float = PRIOR_STRENGTH, max_evals: int = MAX_EVALS) -> DeploymentFit:
+                   harness_ms: float = 0.0, prior_strength: float = PRIOR_STRENGTH,
+                   max_evals: int = MAX_EVALS) -> DeploymentFit:
     """Fit the model's parameters to measured points of one deployment.
 
     ``deployment``: the measured deployment as a ``ServingConfig`` (model, gpu, backend,
@@ -273,8 +277,9 @@ def fit_deployment(deployment: ServingConfig, measured: Sequence[Iteration | Poi
     Returns a ``DeploymentFit``: ``params`` (the full dict, for ``estimate``/``plan(params=…)``),
     ``sides`` and ``scale`` (the time factors kept), ``fitted`` (refined after), ``points``, the
     TTFT/TPOT MdAPE ``before`` and ``after`` (%), ``uncertainty`` and ``held_out`` (see the
-    module; ``harness_ms`` as given). Raises ``ValueError`` ("measured: …") without usable points and ``ModelError`` naming
-    the field when the deployment cannot be evaluated (unknown model or GPU, does not fit).
+    module; ``harness_ms`` as given). Raises ``ValueError`` ("measured: …") without usable points
+    and ``ModelError`` naming the field when the deployment cannot be evaluated (unknown model or
+    GPU, does not fit).
     """
     points = points_from_iterations(measured)
     if not points:
@@ -319,7 +324,8 @@ def fit_deployment(deployment: ServingConfig, measured: Sequence[Iteration | Poi
     kept = base | {n: refined[n] for n in free}
     return DeploymentFit(params=kept, scale=round(scale, 6) if on else 1.0,
                          sides={side: round(scale, 6) if side in on else 1.0 for side in SIDE_NAMES},
-                         fitted=free, points=len(points), harness_ms=float(harness_ms), before=model_errors(data, start),
+                         fitted=free, points=len(points), harness_ms=float(harness_ms),
+                         before=model_errors(data, start),
                          after=model_errors(data, kept), uncertainty=_uncertainty(data, kept, free),
                          held_out={f"{m}_{kind}": round(float(err[:, i].mean()), 5) for kind, err in held.items()
                                    if len(err) for i, m in enumerate(METRICS)})

@@ -42,7 +42,8 @@ def test_the_harness_time_is_held_apart_and_the_scale_is_the_engines():
     # the engine's on both sides and the parameters predict the engine alone; scaled with the engine,
     # the harness time would pull the scale off
     harness_ms = 60.0
-    points = [p.model_copy(update={"ttft_ms": p.ttft_ms + harness_ms}) for p in (predicted(c, times=1.4) for c in (1, 4))]
+    slower = [predicted(c, times=1.4) for c in (1, 4)]
+    points = [p.model_copy(update={"ttft_ms": p.ttft_ms + harness_ms}) for p in slower]
     held = fit_deployment(DEPLOYMENT, points, harness_ms=harness_ms)
     assert held.harness_ms == harness_ms and held.scale == pytest.approx(1.4, rel=0.01)
     assert held.sides == {"prefill": pytest.approx(1.4, rel=0.01), "decode": pytest.approx(1.4, rel=0.01)}
