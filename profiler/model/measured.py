@@ -119,7 +119,7 @@ class DeploymentFit(_Frozen):
     held_out: dict[str, float] = Field(default_factory=dict,
                                        description="mean absolute log error of TTFT and TPOT on the groups "
                                                    "held out (``ttft_start``, ``tpot_scaled``, …): the start, "
-                                                   "the scale, what the refinement started from (``kept``) and "
+                                                   "the scale on both sides, the sides kept (``kept``) and "
                                                    "the refinement: what chose the steps")
 
     @property
@@ -137,8 +137,8 @@ def kept_text(scale: float, sides: dict[str, float]) -> str:
     return f"{kept[0]} ({SIDE_METRIC[kept[0]].upper()}) ×{sides[kept[0]]:.3g}, the other side as it started"
 
 
-# The steps ``DeploymentFit.held_out`` may judge, in order: the start, the scale on both sides, what
-# the refinement started from (the sides kept), the refinement.
+# The steps ``DeploymentFit.held_out`` may judge, in order: the start, the scale on both sides, the
+# sides kept (what the refinement starts from), the refinement.
 HELD_OUT_STEPS = ("start", "scaled", "kept", "refined")
 
 
@@ -308,14 +308,13 @@ def fit_deployment(deployment: ServingConfig, measured: Sequence[Iteration | Poi
     rest_scales = [fit_scale(_subset(data, ~mask), start) for mask in groups]
     start_err = _errors_by_group(data, groups, [start] * len(rest_scales))
     scaled_err = _errors_by_group(data, groups, [scaled(start, s) for s in rest_scales])
-    on = _sides_kept(_supported(scaled_err, start_err, SUPPORT))
-    on = _harmless(data, groups, start, rest_scales, start_err, on)
+    on, kept_err = _harmless(data, groups, start, rest_scales, start_err,
+                             _sides_kept(_supported(scaled_err, start_err, SUPPORT)))
     base = scaled_sides(start, dict.fromkeys(on, scale))
-    held = {"start": start_err, "scaled": scaled_err}
+    held = {"start": start_err, "scaled": scaled_err, "kept": kept_err}
     free, refined = refine(data, base)
     if free and rest_scales:
         bases = [scaled_sides(start, dict.fromkeys(on, s)) for s in rest_scales]
-        held["kept"] = _errors_by_group(data, groups, bases)
         held["refined"] = _errors_by_group(data, groups, [refine(_subset(data, ~mask), b)[1]
                                                           for mask, b in zip(groups, bases)])
         governs = _governed(data, base, free)
@@ -384,15 +383,16 @@ def _sides_kept(supported: np.ndarray) -> tuple[str, ...]:
 
 
 def _harmless(data: Prepared, groups: list[np.ndarray], start: dict[str, float], rest_scales: list[float],
-              start_err: np.ndarray, on: tuple[str, ...]) -> tuple[str, ...]:
+              start_err: np.ndarray, on: tuple[str, ...]) -> tuple[tuple[str, ...], np.ndarray]:
     """The most of the sides ``on`` whose scale, fitted without each group in turn, leaves neither
     metric worse than the start on any group held out (a side moves the other side's metric too:
-    decode steps are part of a TTFT): ``on`` itself, else one of its sides, else none."""
+    decode steps are part of a TTFT): ``on`` itself, else one of its sides, else none; with the
+    errors the sides chosen leave on the groups (``_errors_by_group``)."""
     for sides in (on, *((side,) for side in on if len(on) > 1)):
         kept = _errors_by_group(data, groups, [scaled_sides(start, dict.fromkeys(sides, s)) for s in rest_scales])
         if (kept <= start_err).all():
-            return sides
-    return ()
+            return sides, kept
+    return (), start_err
 
 
 def _log_times(data: Prepared, params: dict[str, float]) -> np.ndarray:
