@@ -12,9 +12,16 @@ measured part of the engine's own per-request TTFT cost (``ttft_ms_<backend>``, 
    repository's own text and times the encoding of a prompt of ``--prompt-tokens`` tokens, the
    work an engine's frontend does on every request before scheduling it.
 
+3. genai-bench (``--genai-bench``): the real genai-bench, as ``slaplan bench`` runs it, measures
+   the same fast emulator at one client; its median TTFT less the emulator's modelled first-token
+   time and less the HTTP path of 1. is what genai-bench adds to a request beyond a minimal client:
+   the harness term a calibration to genai-bench's measurements holds apart from the engine
+   (``profiler.model.harness.GENAI_BENCH_MS``).
+
 Medians over ``--requests``; the machine's load counts, so run it on a quiet machine.
 
     python benchmarks/frontend_cost.py [--requests 300] [--tokenizer-python .venv-genai-bench/bin/python]
+                                       [--genai-bench]
 """
 
 from __future__ import annotations
@@ -29,6 +36,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))  # tests.procs reads its neighbours as top-level modules
 MODEL = "meta-llama/Llama-3.1-8B-Instruct"
 
 # Run by --tokenizer-python: train a byte-level BPE on the files named in argv[3:], then time
@@ -88,6 +96,23 @@ def http_path_ms(requests: int, speed: float) -> tuple[float, float, float]:
     return client_ms, modelled_ms, client_ms - modelled_ms
 
 
+def genai_bench_ms(speed: float, scenario: str = "D(200,40)") -> tuple[float, float, int]:
+    """(genai-bench's median TTFT ms, the emulator's modelled first-token ms, requests) at one client
+    against an emulator ``speed`` × faster than the model, ``scenario``'s prompts."""
+    from benchmarks.measured_calibration import measure
+    from profiler.bench.runner import read_results
+    from profiler.emulator.timing import model_timing, serving_config
+    from profiler.model.config import Parallel
+
+    isl = int(scenario.split("(")[1].split(",")[0])
+    timing, _ = model_timing(serving_config(MODEL, "h100_sxm", "vllm", Parallel(), "agg"), speed=speed)
+    modelled_ms = (timing.fixed_s + timing.prefill_s(isl) + timing.decode_step_s(1, isl)) / speed * 1e3
+    with tempfile.TemporaryDirectory() as tmp:
+        results, _ = read_results(measure("h100_sxm", 1 / speed, [1], scenario, Path(tmp)))
+    [one] = results
+    return one.ttft.p50_ms, modelled_ms, one.successes
+
+
 def tokenize_ms(python: str, tokens: int, vocab: int, runs: int) -> tuple[int, float]:
     """(tokens encoded, median ms) of a ``tokens``-token prompt by a BPE of ``vocab`` trained on
     the repository's documentation and Python sources, in the interpreter ``python``."""
@@ -106,10 +131,15 @@ def main(argv: list[str] | None = None) -> int:
                         help="an interpreter with Hugging Face tokenizers (e.g. genai-bench's environment's)")
     parser.add_argument("--prompt-tokens", type=int, default=4000, help="prompt length tokenized (default 4000)")
     parser.add_argument("--vocab", type=int, default=32000, help="BPE vocabulary trained (default 32000)")
+    parser.add_argument("--genai-bench", action="store_true", help="also what genai-bench adds to a request")
     args = parser.parse_args(argv)
     client, modelled, path = http_path_ms(args.requests, args.speed)
     print(f"HTTP path (emulator, {args.requests} streamed requests one at a time): client TTFT median "
           f"{client:.2f} ms, of which the modelled engine {modelled:.3f} ms: {path:.2f} ms")
+    if args.genai_bench:
+        ttft, engine, n = genai_bench_ms(args.speed)
+        print(f"genai-bench (one client, {n} requests of D(200,40)): median TTFT {ttft:.2f} ms, of which the modelled "
+              f"engine {engine:.3f} ms and the HTTP path {path:.2f} ms: genai-bench adds {ttft - engine - path:.2f} ms")
     if args.tokenizer_python:
         n, ms = tokenize_ms(args.tokenizer_python, args.prompt_tokens, args.vocab, 50)
         print(f"tokenization: {n} tokens by a {args.vocab}-token byte-level BPE in {ms:.2f} ms median "

@@ -2,7 +2,8 @@
 factor slower (or faster) than the model, the real genai-bench measures it, and
 ``fit_deployment`` learns the difference from some concurrencies; the others are held out.
 
-Prints, per emulator speed: the time scale found, TTFT and TPOT MdAPE on the fitted points
+Prints, per emulator speed: the time scale found (genai-bench's own time held apart,
+``harness.GENAI_BENCH_MS``) and the sides it was kept on, TTFT and TPOT MdAPE on the fitted points
 before and after, and the error of the calibrated (and of the shipped) model on each held-out
 concurrency.
 
@@ -24,6 +25,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))  # tests.procs reads its neighbours as top-level modules
 SLAPLAN = [sys.executable, "-m", "api.cli"]
 MODEL = "meta-llama/Llama-3.1-8B-Instruct"
 
@@ -69,6 +71,7 @@ def main() -> int:
     from profiler.bench.runner import read_results
     from profiler.model.config import Parallel, ServingConfig
     from profiler.model.estimate import estimate
+    from profiler.model.harness import GENAI_BENCH_MS
     from profiler.model.measured import fit_deployment
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -85,9 +88,10 @@ def main() -> int:
             folder = measure(args.gpu, slower, sorted(set(args.fit + args.hold)), args.scenario, Path(tmp))
             seconds = time.monotonic() - started
             results, _ = read_results(folder)
-        fit = fit_deployment(deployment, [r for r in results if r.concurrency in args.fit])
+        fit = fit_deployment(deployment, [r for r in results if r.concurrency in args.fit], harness_ms=GENAI_BENCH_MS)
         print(f"{MODEL} on {args.gpu}, emulator {slower:g}× the model's times, {args.scenario} "
-              f"(measured in {seconds:.0f} s): scale found {fit.scale:.3f}")
+              f"(measured in {seconds:.0f} s): scale found {fit.scale:.3f}, kept: {fit.times} "
+              f"(genai-bench's {GENAI_BENCH_MS:g} ms a request held apart)")
         print(f"  fitted on concurrency {args.fit}: TTFT MdAPE {fit.before.ttft_mdape_pct:.1f}% → "
               f"{fit.after.ttft_mdape_pct:.1f}%, TPOT {fit.before.tpot_mdape_pct:.1f}% → {fit.after.tpot_mdape_pct:.1f}%")
         for r in results:

@@ -176,7 +176,10 @@ def search(w: Workload, ttft_ms: float, itl_ms: float, stop: float, min_units: i
 
 
 def summary(outcomes: list[Outcome]) -> dict[str, float]:
-    """Runs against the exhaustive replay, true-best share, mean regret, searches that found nothing."""
+    """Runs against the exhaustive replay (the ratio of the sums, and the mean of each search's share),
+    true-best share, mean regret, searches that found nothing; ``one_run_pct``: the share of the
+    exhaustive runs one run per search would be (the floor of any rule; ``MIN_UNITS`` times it for a
+    rule that measures that many units)."""
     n = len(outcomes)
     return {"searches": n, "runs": sum(o.runs for o in outcomes), "space": sum(o.space for o in outcomes),
             "runs_pct": 100 * sum(o.runs for o in outcomes) / max(1, sum(o.space for o in outcomes)),
@@ -185,6 +188,8 @@ def summary(outcomes: list[Outcome]) -> dict[str, float]:
             "none": sum(o.regret == 1.0 for o in outcomes),
             "mean_runs": sum(o.runs for o in outcomes) / max(1, n),
             "mean_space": sum(o.space for o in outcomes) / max(1, n),
+            "mean_share_pct": 100 * sum(o.runs / o.space for o in outcomes) / max(1, n),
+            "one_run_pct": 100 * n / max(1, sum(o.space for o in outcomes)),
             "mean_minimum": sum(o.minimum for o in outcomes) / max(1, n),
             "minimum_pct": 100 * sum(o.minimum for o in outcomes) / max(1, sum(o.space for o in outcomes)),
             "searching": sum(o.searching for o in outcomes), "confirming": sum(o.confirming for o in outcomes),
@@ -230,20 +235,21 @@ def predictions_for(data, hold: str, max_evals: int) -> dict[str, dict]:
 def calibration_check(rows: list[dict], data) -> list[tuple[float, float, float, float]]:
     """Per configuration measured at ≥ 3 concurrencies: fitted on its lowest and highest, the
     median absolute % error of TTFT and TPOT on the others, before and after calibration. Both
-    start from the shipped parameters as seen through the configuration's harness (its term in
-    the per-request cost, ``harness.measured_by``): the points were measured through it."""
+    start from the shipped parameters, and the configuration's harness term (``harness.term_ms``
+    of the shipped terms) is held in every prediction: the points were measured through it, and
+    the fit describes the engine alone."""
     import numpy as np
 
     from profiler.model.dataset import row_config
-    from profiler.model.estimate import estimate
-    from profiler.model.harness import measured_by, shipped_terms
-    from profiler.model.measured import Point, fit_deployment
+    from profiler.model.harness import shipped_terms, term_ms
+    from profiler.model.measured import Point, fit_deployment, predicted_at
     from profiler.model.params import shipped_params
 
     groups: dict[str, list[int]] = {}
     for j, i in enumerate(data.index):
         if not data.repeats[j] and not data.inferred[j] and data.ttft_ms[j] > 0 and data.tpot_ms[j] > 0:
             groups.setdefault(configuration(rows[i]), []).append(j)
+    start = shipped_params()
     out = []
     for js in groups.values():
         js = sorted(js, key=lambda j: float(rows[data.index[j]]["concurrency"]))
@@ -251,22 +257,18 @@ def calibration_check(rows: list[dict], data) -> list[tuple[float, float, float,
             continue
         try:
             config = row_config(rows[data.index[js[0]]])[0]
-            point = lambda j: Point(isl_tokens=config.isl_tokens, osl_tokens=config.osl_tokens,  # noqa: E731
-                                    concurrency=float(rows[data.index[j]]["concurrency"]),
-                                    ttft_ms=float(data.ttft_ms[j]), tpot_ms=float(data.tpot_ms[j]))
-            start = measured_by(shipped_params() | shipped_terms(), str(data.harness[js[0]]), config.backend)
-            fitted = fit_deployment(config, [point(js[0]), point(js[-1])], params=start)
+            points = [Point(isl_tokens=config.isl_tokens, osl_tokens=config.osl_tokens,
+                            concurrency=float(rows[data.index[j]]["concurrency"]), ttft_ms=float(data.ttft_ms[j]),
+                            tpot_ms=float(data.tpot_ms[j])) for j in js]
+            harness_ms = term_ms(shipped_terms(), str(data.harness[js[0]]), config.backend)
+            fitted = fit_deployment(config, [points[0], points[-1]], params=start, harness_ms=harness_ms)
         except (ValueError, ArithmeticError):
             continue
         errs = []
         for params in (start, fitted.params):
-            t, p = [], []
-            for j in js[1:-1]:
-                e = estimate(config.model_copy(update={"concurrency": float(rows[data.index[j]]["concurrency"])}),
-                             params=params)
-                t.append(abs(e.ttft_ms / data.ttft_ms[j] - 1) * 100)
-                p.append(abs(e.itl_ms / data.tpot_ms[j] - 1) * 100)
-            errs += [float(np.median(t)), float(np.median(p))]
+            ttft, tpot = predicted_at(config, points[1:-1], params, harness_ms=harness_ms)
+            errs += [float(np.median([abs(t / p.ttft_ms - 1) * 100 for t, p in zip(ttft, points[1:-1])])),
+                     float(np.median([abs(t / p.tpot_ms - 1) * 100 for t, p in zip(tpot, points[1:-1])]))]
         out.append(tuple(errs))
     return out
 
@@ -309,6 +311,9 @@ def main(argv: list[str] | None = None) -> int:
         types = ", ".join(sorted({w.gpu for w in part}))
         print(f"| {label}: {len(part)} | {types} | {s['searches']} | {s['runs']} / {s['space']} = {s['runs_pct']:.1f}% "
               f"| {s['best_pct']:.0f}% | {s['regret_pct']:.1f}% | {s['none']} |")
+        spent.append(f"{label}: runs / exhaustive {s['runs_pct']:.1f}% as the ratio of the sums, {s['mean_share_pct']:.1f}% "
+                     f"as the mean of each search's share; one run per search would be {s['one_run_pct']:.1f}%, "
+                     f"one per unit of the {args.min_units} every search measures {args.min_units * s['one_run_pct']:.1f}%")
         spent.append(f"{label}: {s['searching']} of the {s['runs']} runs came before the first one within the SLA "
                      f"({s['start_within']} of {s['searches']} searches started within it), {s['confirming']} after "
                      f"the true best")

@@ -15,7 +15,7 @@ from infra.db import make_engine, make_session_factory, session_scope
 from infra.settings import Settings
 from infra.tables import CalibrationRow
 from profiler.model.errors import ModelError
-from profiler.model.measured import DeploymentFit, calibration_key
+from profiler.model.measured import DeploymentFit, calibration_key, held_out_text
 
 
 class Calibration(BaseModel):
@@ -35,9 +35,10 @@ class Calibration(BaseModel):
     def summary(self) -> str:
         """One line for a plan's assumptions and the CLI."""
         f = self.fit
+        held = held_out_text(f.held_out)
         return (f"calibrated on {f.points} measured point(s) of {self.source} ({self.calibrated_at:%Y-%m-%d %H:%M} UTC): "
                 f"{f.times}, TTFT MdAPE {f.before.ttft_mdape_pct:.1f}% → {f.after.ttft_mdape_pct:.1f}%, "
-                f"TPOT {f.before.tpot_mdape_pct:.1f}% → {f.after.tpot_mdape_pct:.1f}%")
+                f"TPOT {f.before.tpot_mdape_pct:.1f}% → {f.after.tpot_mdape_pct:.1f}%" + (f"; {held}" if held else ""))
 
 
 def _public(row: CalibrationRow) -> Calibration:

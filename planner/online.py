@@ -226,7 +226,9 @@ def next_run(predicted: dict[Run, SweepPoint], measured: dict[Run, SweepPoint], 
     is the one with the highest expected gain: the probability it meets the SLA (``spread`` of the
     model's error) times the expected excess of its goodput per GPU (``closed_loop_tok_s`` of its
     latencies) over the best measured within the SLA. The search stops once ``min_units`` units were measured and no gain reaches
-    ``noise`` times the best; it never stops while nothing measured meets the SLA."""
+    ``noise`` times the best; it never stops while nothing measured meets the SLA. Fewer units measured
+    and no gain reaching it, the next is the best run of a unit not measured yet (a unit's other loads
+    say nothing of the spread between units), or None when no such run is open."""
     within = [m.output_tok_s / gpus[k[0]] for k, m in measured.items() if _miss(m, req) <= 1.0]
     best = max(within, default=0.0)
     sd = spread(predicted, measured, prior)
@@ -242,6 +244,8 @@ def next_run(predicted: dict[Run, SweepPoint], measured: dict[Run, SweepPoint], 
     if not scored:
         return None
     value, key = max(scored)
-    if best > 0 and len({k[0] for k in measured}) >= min_units and value < noise * best:
-        return None
+    if best > 0 and value < noise * best:
+        units = {k[0] for k in measured}
+        others = [(v, k) for v, k in scored if k[0] not in units]
+        return max(others)[1] if len(units) < min_units and others else None
     return key

@@ -243,8 +243,9 @@ def online_document(trials: list[LedgerTrial], *, study_name: str, target: str, 
         budget=SearchBudget(max_trials=budget.max_trials, max_wall_minutes=budget.max_minutes),
         sweep=Sweep(scenario=f"D({request.isl_tokens},{request.osl_tokens})", concurrency=budget.concurrency),
         trials_done=len(_counted(trials)), stopped=stopped, best=best.unit,
-        calibration=Calibration(unit=best.unit, scale=fit.scale, fitted=fit.fitted,
-                                points=fit.points, before=fit.before.model_dump(), after=fit.after.model_dump()),
+        calibration=Calibration(unit=best.unit, scale=fit.scale, sides=fit.sides, fitted=fit.fitted, points=fit.points,
+                                harness_ms=fit.harness_ms, before=fit.before.model_dump(),
+                                after=fit.after.model_dump(), held_out=fit.held_out),
         left_out=tuple(left_out), offline_pick=offline_pick, trials=tuple(rows))
 
 

@@ -11,7 +11,8 @@ Shape (camelCase keys; times in ms, throughputs in output tokens/s)::
       stopped: "converged: ..."          # why the search ended
       best: "agg tp2"                    # the unit measured best
       score: "output tokens/s per GPU ..."
-      calibration: {unit, scale, fitted: [...], points, before: {ttft_mdape_pct, tpot_mdape_pct}, after: {...}}
+      calibration: {unit, scale, sides: {prefill, decode}, fitted: [...], points, harnessMs,
+                    before: {ttft_mdape_pct, tpot_mdape_pct}, after: {...}, heldOut: {ttft_start, ...}}
       leftOut: ["..."]                   # why some units could not be deployed on the target
         offlinePick: "agg tp1"             # the unit the offline plan chose, which the search replaced
       trials: [{number, unit, state, gpus, score, meetsSla, points: [{concurrency, ttftMs, itlMs,
@@ -91,10 +92,21 @@ class Calibration(Stored):
 
     unit: str
     scale: float = Field(description="the uniform time factor found first")
+    sides: dict[str, float] = Field(
+        default_factory=dict, description="the time factor kept on each side of the model (prefill: sets TTFT; "
+                                          "decode: sets TPOT), 1 where the held-out points did not support it; "
+                                          "empty in documents written before it was recorded")
     fitted: tuple[str, ...] = Field(description="parameters refined after scaling")
     points: int = Field(description="measured points fitted")
+    harness_ms: float = Field(default=0.0, alias="harnessMs",
+                              description="what genai-bench added to each measured TTFT, ms: held apart from "
+                                          "the engine")
     before: CalibrationErrors
     after: CalibrationErrors
+    held_out: dict[str, float] = Field(
+        default_factory=dict, alias="heldOut",
+        description="mean absolute log error of TTFT and TPOT on the points held out, per step judged "
+                    "(``ttft_start``, ``tpot_scaled``, …: profiler.model.measured.DeploymentFit.held_out)")
 
 
 class OnlineSearch(Stored):

@@ -207,12 +207,14 @@ def as_measurement(measure: Measure) -> online_loop.Measure:
 
 
 def trial_fit(request: PlanRequest) -> online_loop.Fit:
-    """The calibration fit of a complete trial's iterations, from ``params``."""
+    """The calibration fit of a complete trial's iterations, from ``params``, genai-bench's own time
+    held apart (the stored parameters describe the engine)."""
+    from profiler.model.harness import GENAI_BENCH_MS
     from profiler.model.measured import fit_deployment
 
     def fit(unit: Plan, trial: LedgerTrial, params: dict[str, float]):
         iterations = [IterationMetrics.model_validate(it) for it in trial.attrs["iterations"]]
-        return fit_deployment(search.deployment(unit, request), iterations, params=params)
+        return fit_deployment(search.deployment(unit, request), iterations, params=params, harness_ms=GENAI_BENCH_MS)
 
     return fit
 

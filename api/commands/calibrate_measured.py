@@ -217,13 +217,14 @@ def run(args: argparse.Namespace) -> int:
     from api.commands.database import command_settings
     from infra.calibrations import save_calibration
     from profiler.model.errors import ModelError
+    from profiler.model.harness import GENAI_BENCH_MS
     from profiler.model.measured import calibration_key, fit_deployment
 
     try:
         config = deployment(args)
         key = calibration_key(config.model, config.gpu, config.backend)
         folders = experiment_folders(args.from_benchmarks, args.root)
-        fit = fit_deployment(config, measured_points(folders, config.model))
+        fit = fit_deployment(config, measured_points(folders, config.model), harness_ms=GENAI_BENCH_MS)
     except ModelError as exc:
         print(f"error: --{exc.field.replace('_', '-')}: {exc.message}", file=sys.stderr)
         return 2
@@ -284,7 +285,9 @@ def forget(args: argparse.Namespace) -> int:
 
 
 def report(stored) -> str:
-    """Before/after errors per metric, the scale and what was refined."""
+    """Before/after errors per metric, the scale, what was refined and the errors held out."""
+    from profiler.model.measured import held_out_text
+
     f = stored.fit
     return "\n".join([
         f"{stored.model} on {stored.gpu} ({stored.backend}): {f.points} measured point(s)",
@@ -292,5 +295,7 @@ def report(stored) -> str:
         f"  {'TTFT':8}{f.before.ttft_mdape_pct:>9.1f}%{f.after.ttft_mdape_pct:>9.1f}%",
         f"  {'TPOT':8}{f.before.tpot_mdape_pct:>9.1f}%{f.after.tpot_mdape_pct:>9.1f}%",
         f"  {f.times} against the parameters it started from; refined: {', '.join(f.fitted) or 'nothing'}",
+        f"  {held_out_text(f.held_out) or 'nothing held out (too few points)'} (mean absolute error)",
+        f"  genai-bench's {f.harness_ms:.3g} ms a request held apart: the parameters describe the engine alone",
         f"stored: later plans of {stored.model} on {stored.gpu} with {stored.backend} use it",
     ])

@@ -5,7 +5,8 @@ and the calibrated model's (``profilingResults.online``, ``planner.online_result
 from __future__ import annotations
 
 from api.dashboard.html import dl, h, num
-from planner.online_results import MeasuredPoint, OnlineSearch, Trial
+from planner.online_results import Calibration, MeasuredPoint, OnlineSearch, Trial
+from profiler.model.measured import held_out_text, kept_text
 
 # The measured quantities compared with the models: (attribute, heading, digits, unit).
 QUANTITIES = (("ttft_ms", "TTFT", 0, "ms"), ("itl_ms", "ITL", 1, "ms"), ("output_tok_s", "Output", 0, "tok/s"))
@@ -66,6 +67,13 @@ prediction they replaced and the calibrated model (error against the measurement
 <th scope="col" rowspan="2">Clients</th>{groups}</tr><tr>{each}</tr></thead><tbody>{rows}</tbody></table></div>"""
 
 
+def _held_out(cal: Calibration) -> str:
+    """The calibration's errors on points it did not fit and the harness time it held apart."""
+    text = held_out_text(cal.held_out) or "nothing held out (too few points)"
+    return text + (f"; genai-bench's {cal.harness_ms:.3g} ms a request held apart from the engine"
+                   if cal.harness_ms else "")
+
+
 def online_section(online: OnlineSearch) -> str:
     """The section (empty without trials)."""
     if not online.trials:
@@ -79,10 +87,11 @@ def online_section(online: OnlineSearch) -> str:
         ("Sweep", h(f"{sweep.scenario or '—'} at {', '.join(map(str, sweep.concurrency or ['—']))} clients")),
         ("Offline plan's pick", h(online.offline_pick or "none (no candidate met the SLA offline)")),
         ("Best measured", h(online.best)),
-        ("Calibration", h(f"on {cal.unit}: times ×{cal.scale:.3g}; TTFT error "
+        ("Calibration", h(f"on {cal.unit}: {kept_text(cal.scale, cal.sides)}; TTFT error "
                           f"{before.ttft_mdape_pct:.1f}% → {after.ttft_mdape_pct:.1f}%, TPOT "
-                          f"{before.tpot_mdape_pct:.1f}% → {after.tpot_mdape_pct:.1f}%"
+                          f"{before.tpot_mdape_pct:.1f}% → {after.tpot_mdape_pct:.1f}% on the points fitted"
                           + (f"; refitted: {', '.join(cal.fitted)}" if cal.fitted else ""))),
+        ("Calibration, held out", h(_held_out(cal))),
     ])
     rows = "".join(
         f"<tr><td>{h(t.number)}</td><td>{h(t.unit)}</td><td>{h(t.state)}</td><td>{h(t.gpus)}</td>"

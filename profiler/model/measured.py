@@ -20,12 +20,20 @@ point), the steps fitted on the rest and the held-out points predicted. The scal
 side of the model that sets TTFT (prefill: prompt GEMMs and attention, per-chunk and per-request
 costs) only if, on every group held out, it leaves at most ``SUPPORT`` (half) of the starting
 parameters' TTFT error, and likewise on the side that sets TPOT (decode: weight streaming, KV reads,
-per-step costs; ``profiler.model.sides``); collectives take the mean of the two. A refined parameter
-is kept only if the refinement predicts the metric it moves most better than what it started from on
-every group held out. What is not supported stays at its starting value. Uncertainty: one standard
+per-step costs; ``profiler.model.sides``); collectives take the mean of the two. A side is also
+dropped if its scale, fitted without a group, leaves the other metric worse there than the start
+(decode steps are part of a TTFT; ``_harmless``). A refined parameter is kept only if the
+refinement predicts the metric it moves most better than what it started from on every group held
+out. What is not supported stays at its starting value. Uncertainty: one standard
 error of the scale and of each refined parameter, from the fit's Jacobian and residuals, as a factor
 (1.1: ±10%). Errors are median absolute percentage errors (MdAPE) before and after, on the points
 fitted; ``held_out`` has the mean absolute log errors of each metric on the groups held out.
+
+The points were measured through a harness (genai-bench's client and the HTTP path; a calibration
+row's benchmark), which adds its own time to every TTFT. That time is no engine's: scaled with the
+engine's it would pull the scale off wherever it is a sizeable share of the TTFT. So it is held in
+place, a fixed term of every prediction of the points (``harness_ms``, never scaled nor fitted), and
+everything fitted describes the engine alone, as a deployment's prediction (no harness term) reads it.
 """
 
 from __future__ import annotations
@@ -40,7 +48,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from profiler.model.calibrate import Prepared, _subset, ape, family, fit
 from profiler.model.config import ServingConfig
 from profiler.model.errors import ModelError
-from profiler.model.estimate import evaluate, prepare, stack_prepared
+from profiler.model.estimate import Batch, evaluate, prepare, stack_prepared
 from profiler.model.gpus import get_gpu
 from profiler.model.model_catalog import resolve_model
 from profiler.model.params import PARAMS, shipped_params
@@ -106,19 +114,45 @@ class DeploymentFit(_Frozen):
     uncertainty: dict[str, float] = Field(default_factory=dict,
                                           description="one standard error of the scale and of each refined "
                                                       "parameter, as a factor (1.1: ±10%)")
+    harness_ms: float = Field(default=0.0, description="what the measuring harness added to each TTFT, ms: held "
+                                                       "fixed in the fit, in no prediction of ``params``")
     held_out: dict[str, float] = Field(default_factory=dict,
                                        description="mean absolute log error of TTFT and TPOT on the groups "
                                                    "held out (``ttft_start``, ``tpot_scaled``, …): the start, "
-                                                   "the scale, what the refinement started from (``kept``) and "
+                                                   "the scale on both sides, the sides kept (``kept``) and "
                                                    "the refinement: what chose the steps")
 
     @property
     def times(self) -> str:
-        """The scale kept, in words: "times ×1.3", or the side it was kept on ("prefill (TTFT) ×1.3")."""
-        kept = [side for side, factor in self.sides.items() if factor != 1.0]
-        if not self.sides or len(kept) != 1:
-            return f"times ×{self.scale:.3g}"
-        return f"{kept[0]} ({SIDE_METRIC[kept[0]].upper()}) ×{self.sides[kept[0]]:.3g}, the other side as it started"
+        """The scale kept, in words (``kept_text``)."""
+        return kept_text(self.scale, self.sides)
+
+
+def kept_text(scale: float, sides: dict[str, float]) -> str:
+    """A calibration's kept time scale in words: "times ×1.3" (on both sides, or on neither, or
+    ``sides`` not recorded), or the one side it was kept on ("prefill (TTFT) ×1.3, …")."""
+    kept = [side for side, factor in sides.items() if factor != 1.0]
+    if not sides or len(kept) != 1:
+        return f"times ×{scale:.3g}"
+    return f"{kept[0]} ({SIDE_METRIC[kept[0]].upper()}) ×{sides[kept[0]]:.3g}, the other side as it started"
+
+
+# The steps ``DeploymentFit.held_out`` may judge, in order: the start, the scale on both sides, the
+# sides kept (what the refinement starts from), the refinement.
+HELD_OUT_STEPS = ("start", "scaled", "kept", "refined")
+
+
+def held_out_text(held_out: dict[str, float]) -> str:
+    """A calibration's errors on the points it held out, per metric and step, in words: "held out:
+    TTFT 12% start, 4.1% scaled; TPOT …" (mean absolute error, % of the measurement, from the mean
+    absolute log errors of ``DeploymentFit.held_out``); "" when nothing was held out."""
+    parts = []
+    for metric in METRICS:
+        steps = [f"{100 * math.expm1(held_out[f'{metric}_{kind}']):.3g}% {kind}" for kind in HELD_OUT_STEPS
+                 if f"{metric}_{kind}" in held_out]
+        if steps:
+            parts.append(f"{metric.upper()} {', '.join(steps)}")
+    return f"held out: {'; '.join(parts)}" if parts else ""
 
 
 class _Percentiles(Protocol):
@@ -184,7 +218,8 @@ def points_from_iterations(iterations: Sequence[Iteration | Point]) -> list[Poin
     return out
 
 
-def _prepared(deployment: ServingConfig, points: list[Point]) -> Prepared:
+def _prepared(deployment: ServingConfig, points: list[Point], harness_ms: float = 0.0) -> Prepared:
+    """``points`` as the rows of one deployment, each with ``harness_ms`` (ms) in its load's harness term."""
     base = deployment.model_dump(exclude={"isl_tokens", "osl_tokens", "concurrency", "request_rate"})
     preps = []
     for i, pt in enumerate(points):
@@ -196,11 +231,22 @@ def _prepared(deployment: ServingConfig, points: list[Point]) -> Prepared:
             raise ModelError(exc.field, f"point {i} (concurrency {pt.concurrency:g}): {exc.message}") from exc
     n = len(points)
     label = lambda v: np.array([str(v)] * n)  # noqa: E731
-    return Prepared(index=np.arange(n), batch=stack_prepared(preps),
+    batch = stack_prepared(preps)
+    batch = Batch(batch.decode, batch.prefill, {**batch.load, "harness_ms": np.full(n, float(harness_ms))},
+                  batch.gpus)
+    return Prepared(index=np.arange(n), batch=batch,
                     ttft_ms=np.array([p.ttft_ms for p in points]), tpot_ms=np.array([p.tpot_ms for p in points]),
                     labels={"gpu": label(deployment.gpu), "backend": label(deployment.backend),
                             "mode": label(deployment.mode), "family": label(family(deployment.model))},
                     inferred=np.zeros(n, dtype=bool), errors={}, repeats=np.zeros(n, dtype=bool))
+
+
+def predicted_at(deployment: ServingConfig, points: Sequence[Point], params: dict[str, float], *,
+                 harness_ms: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+    """Mean TTFT and TPOT (ms) that ``params`` predict at each of ``points``' lengths and loads on
+    ``deployment``, as measured through a harness adding ``harness_ms`` (ms) to each TTFT."""
+    out = evaluate(_prepared(deployment, list(points), harness_ms).batch, params)
+    return out["ttft_ms"], out["itl_ms"]
 
 
 def model_errors(data: Prepared, params: dict[str, float]) -> Errors:
@@ -212,7 +258,8 @@ def model_errors(data: Prepared, params: dict[str, float]) -> Errors:
 
 def fit_deployment(deployment: ServingConfig, measured: Sequence[Iteration | Point], *,
                    params: dict[str, float] | None = None, names: tuple[str, ...] | None = None,
-                   prior_strength: float = PRIOR_STRENGTH, max_evals: int = MAX_EVALS) -> DeploymentFit:
+                   harness_ms: float = 0.0, prior_strength: float = PRIOR_STRENGTH,
+                   max_evals: int = MAX_EVALS) -> DeploymentFit:
     """Fit the model's parameters to measured points of one deployment.
 
     ``deployment``: the measured deployment as a ``ServingConfig`` (model, gpu, backend,
@@ -224,23 +271,28 @@ def fit_deployment(deployment: ServingConfig, measured: Sequence[Iteration | Poi
     ``params``: where to start and what the prior pulls toward (default: the shipped
     parameters). ``names``: parameters to refine (default: ``fitted_names`` of the
     deployment's backend and mode: with points at several concurrencies, its burst term too).
+    ``harness_ms``: what the harness that measured the points adds to each TTFT (ms; genai-bench's:
+    ``harness.GENAI_BENCH_MS``), held fixed in every prediction of the points (see the module).
 
     Returns a ``DeploymentFit``: ``params`` (the full dict, for ``estimate``/``plan(params=…)``),
     ``sides`` and ``scale`` (the time factors kept), ``fitted`` (refined after), ``points``, the
     TTFT/TPOT MdAPE ``before`` and ``after`` (%), ``uncertainty`` and ``held_out`` (see the
-    module). Raises ``ValueError`` ("measured: …") without usable points and ``ModelError`` naming
-    the field when the deployment cannot be evaluated (unknown model or GPU, does not fit).
+    module; ``harness_ms`` as given). Raises ``ValueError`` ("measured: …") without usable points
+    and ``ModelError`` naming the field when the deployment cannot be evaluated (unknown model or
+    GPU, does not fit).
     """
     points = points_from_iterations(measured)
     if not points:
         raise ValueError("measured: no iteration with a successful request to fit")
+    if not (math.isfinite(harness_ms) and harness_ms >= 0):
+        raise ValueError(f"harness_ms: {harness_ms} is not a finite time ≥ 0 ms")
     start = dict(params or shipped_params())
     loads = len({pt.concurrency for pt in points})
     chosen = tuple(names if names is not None else fitted_names(deployment.backend, deployment.mode, loads))
     unknown = [n for n in chosen if n not in PARAMS]
     if unknown:
         raise ValueError(f"names: unknown parameter(s) {', '.join(unknown)}")
-    data = _prepared(deployment, points)
+    data = _prepared(deployment, points, harness_ms)
     groups = _groups(points)
     burst = load_name(deployment.backend, deployment.mode)
 
@@ -256,13 +308,13 @@ def fit_deployment(deployment: ServingConfig, measured: Sequence[Iteration | Poi
     rest_scales = [fit_scale(_subset(data, ~mask), start) for mask in groups]
     start_err = _errors_by_group(data, groups, [start] * len(rest_scales))
     scaled_err = _errors_by_group(data, groups, [scaled(start, s) for s in rest_scales])
-    on = _sides_kept(_supported(scaled_err, start_err, SUPPORT))
+    on, kept_err = _harmless(data, groups, start, rest_scales, start_err,
+                             _sides_kept(_supported(scaled_err, start_err, SUPPORT)))
     base = scaled_sides(start, dict.fromkeys(on, scale))
-    held = {"start": start_err, "scaled": scaled_err}
+    held = {"start": start_err, "scaled": scaled_err, "kept": kept_err}
     free, refined = refine(data, base)
     if free and rest_scales:
         bases = [scaled_sides(start, dict.fromkeys(on, s)) for s in rest_scales]
-        held["kept"] = _errors_by_group(data, groups, bases)
         held["refined"] = _errors_by_group(data, groups, [refine(_subset(data, ~mask), b)[1]
                                                           for mask, b in zip(groups, bases)])
         governs = _governed(data, base, free)
@@ -271,7 +323,8 @@ def fit_deployment(deployment: ServingConfig, measured: Sequence[Iteration | Poi
     kept = base | {n: refined[n] for n in free}
     return DeploymentFit(params=kept, scale=round(scale, 6) if on else 1.0,
                          sides={side: round(scale, 6) if side in on else 1.0 for side in SIDE_NAMES},
-                         fitted=free, points=len(points), before=model_errors(data, start),
+                         fitted=free, points=len(points), harness_ms=float(harness_ms),
+                         before=model_errors(data, start),
                          after=model_errors(data, kept), uncertainty=_uncertainty(data, kept, free),
                          held_out={f"{m}_{kind}": round(float(err[:, i].mean()), 5) for kind, err in held.items()
                                    if len(err) for i, m in enumerate(METRICS)})
@@ -327,6 +380,19 @@ def _sides_kept(supported: np.ndarray) -> tuple[str, ...]:
     """The sides whose metric (``SIDE_METRIC``) is ``supported`` (per ``METRICS``)."""
     ok = dict(zip(METRICS, supported))
     return tuple(side for side in SIDE_NAMES if ok[SIDE_METRIC[side]])
+
+
+def _harmless(data: Prepared, groups: list[np.ndarray], start: dict[str, float], rest_scales: list[float],
+              start_err: np.ndarray, on: tuple[str, ...]) -> tuple[tuple[str, ...], np.ndarray]:
+    """The most of the sides ``on`` whose scale, fitted without each group in turn, leaves neither
+    metric worse than the start on any group held out (a side moves the other side's metric too:
+    decode steps are part of a TTFT): ``on`` itself, else one of its sides, else none; with the
+    errors the sides chosen leave on the groups (``_errors_by_group``)."""
+    for sides in (on, *((side,) for side in on if len(on) > 1)):
+        kept = _errors_by_group(data, groups, [scaled_sides(start, dict.fromkeys(sides, s)) for s in rest_scales])
+        if (kept <= start_err).all():
+            return sides, kept
+    return (), start_err
 
 
 def _log_times(data: Prepared, params: dict[str, float]) -> np.ndarray:

@@ -5,6 +5,7 @@ side (prompt GEMMs and attention, the per-layer cost of a prefill chunk, the per
 before the first step, the KV handoff), which mostly sets TTFT, or the decode side (weight
 streaming, KV-cache reads, the per-step, per-layer and per-sequence costs of a decode step),
 which mostly sets TPOT. Collectives run on both and take the geometric mean of the two factors.
+What a measurement's harness adds is on neither side: it is no engine's time (``harness.py``).
 A factor above 1 makes that side's times longer: its efficiencies are divided by it and its fixed
 costs multiplied. Equal factors make every time the model predicts that much longer.
 """
@@ -13,10 +14,12 @@ from __future__ import annotations
 
 import math
 
+from profiler.model.harness import is_harness
+
 # side -> the parameters on it: exact names, or prefixes ending in "_" (one per backend).
 SIDES: dict[str, tuple[str, ...]] = {
     "prefill": ("eff_gemm", "eff_fp4", "eff_attn", "eff_attn_mla", "prefill_layer_us", "prefill_moe_layer_us",
-                "kv_transfer_eff", "ttft_ms_", "harness_ttft_ms_"),
+                "kv_transfer_eff", "ttft_ms_"),
     "decode": ("eff_hbm", "eff_kv", "eff_mla", "step_ms_", "layer_us", "moe_layer_us", "sparse_layer_us",
                "seq_us", "cdna3_layer_us", "cdna4_layer_us"),
 }
@@ -29,8 +32,9 @@ def is_efficiency(name: str) -> bool:
 
 
 def is_time(name: str) -> bool:
-    """Whether ``name`` is an efficiency or a fixed cost (µs or ms), i.e. a scale changes it."""
-    return is_efficiency(name) or name.endswith(("_us", "_ms")) or "_ms_" in name
+    """Whether ``name`` is an efficiency or a fixed cost (µs or ms) of the engine, i.e. a scale
+    changes it; a harness's term (``harness.is_harness``) is the measurement's, no scale's."""
+    return not is_harness(name) and (is_efficiency(name) or name.endswith(("_us", "_ms")) or "_ms_" in name)
 
 
 def side_of(name: str) -> str | None:

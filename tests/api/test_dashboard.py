@@ -273,6 +273,8 @@ def _online_results(body: dict, folder: Path) -> dict:
 
 
 def test_dgdr_page_shows_online_trials_next_to_the_offline_prediction(seeded, page, tmp_path):
+    from profiler.model.measured import held_out_text, kept_text
+
     body = _dgdr("online-done", ttft=1500, itl=100, model="meta-llama/Llama-3.1-8B-Instruct")
     body["spec"]["gpu"] = {"type": "a100_sxm", "maxNumGPUsPerEngine": 2}
     with httpx.Client(base_url=seeded, timeout=10) as api:
@@ -290,6 +292,11 @@ def test_dgdr_page_shows_online_trials_next_to_the_offline_prediction(seeded, pa
     page.goto(seeded + "/ui/dgdr/default/online-done")
     section = page.locator("section[aria-labelledby=online-h]")
     assert f"Offline plan's pick{online['offlinePick']}" in section.locator("dl").inner_text().replace("\n", "")
+    # the calibration: the side(s) its scale was kept on, and its errors on the points it held out
+    facts = section.locator("dl").inner_text()
+    cal = online["calibration"]
+    assert set(cal["sides"]) == {"prefill", "decode"} and cal["heldOut"]
+    assert kept_text(cal["scale"], cal["sides"]) in facts and held_out_text(cal["heldOut"]) in facts
     assert page.locator("table#trials tbody tr").count() == len(online["trials"])
     rows = page.locator("table#trial-predictions tbody tr").evaluate_all(
         "rows => rows.map(r => [...r.cells].map(c => c.innerText))")

@@ -28,6 +28,7 @@ from planner import online as search
 from planner import online_loop
 from planner.ledger import LedgerTrial
 from planner import plan
+from profiler.model.measured import held_out_text, kept_text
 from planner.types import PlanRequest
 from profiler.model.params import shipped_params
 from workers import online
@@ -121,6 +122,24 @@ def test_next_run_weighs_the_chance_of_meeting_the_sla_by_the_spread_of_the_mode
     # nothing measured within the SLA yet: the search goes on however little any run is expected to give
     over = {k: m.model_copy(update={"ttft_ms": 300.0}) for k, m in measured.items()}
     assert search.next_run(runs, over, gpus, req, noise=1e9) == ("c", 8)
+
+
+def test_the_units_the_search_must_measure_are_other_units_not_other_loads():
+    req = PlanRequest(name="s", model="m", gpu="g", ttft_ms=100, itl_ms=10, osl_tokens=11)
+    gpus = {"a": 1, "b": 1}
+    runs = {(k, p.concurrency): p for k, pts in {"a": _sweep((4, 80, 8), (8, 200, 9.5)),
+                                                 "b": _sweep((4, 90, 9.0))}.items() for p in pts}
+    measured = {("a", 4): runs[("a", 4)]}
+    # no run is expected to gain 5% of a's goodput; a's higher load is expected to gain more than b,
+    # but a second load of a says nothing of how far the model is off for other units: b is next
+    gains = {k: v for v, k in [(search._within(p, req, search.ERROR_SPREAD)
+                                * search._gain(search.closed_loop_tok_s(p, 11), 275.0, 0.1), k)
+                               for k, p in runs.items() if k not in measured]}
+    assert gains[("a", 8)] > gains[("b", 4)] and max(gains.values()) < 0.05 * 275.0
+    assert search.next_run(runs, measured, gpus, req) == ("b", 4)
+    assert search.next_run(runs, measured, gpus, req, min_units=1) is None
+    # no other unit left to measure: the search stops rather than measure a's other load
+    assert search.next_run({k: p for k, p in runs.items() if k[0] == "a"}, measured, gpus, req) is None
 
 
 class MemoryLedger:
@@ -444,4 +463,20 @@ def test_the_dgdr_page_lists_the_trials(tmp_path):
     table = re.search(r'<table id="trials">.*?</table>', page, re.S).group(0)
     listed = re.findall(r"<tr><td>\d+</td><td>([^<]+)</td><td>complete</td>", table)
     assert listed == calls and "tok/s/GPU" in table and "clients: TTFT" in table
-    assert f"Best measured</dt><dd>{result.online.best}" in page and "times ×" in page
+    cal = result.online.calibration
+    assert f"Best measured</dt><dd>{result.online.best}" in page and kept_text(cal.scale, cal.sides) in page
+    assert set(cal.sides) == {"prefill", "decode"} and cal.held_out and held_out_text(cal.held_out) in page
+
+
+def test_a_calibration_stored_before_its_sides_were_recorded_still_reads():
+    from planner.online_results import Calibration
+
+    errors = {"ttft_mdape_pct": 20.0, "tpot_mdape_pct": 10.0}
+    old = Calibration.model_validate({"unit": "agg tp1", "scale": 1.2, "fitted": [], "points": 3, "before": errors,
+                                      "after": errors})
+    assert (old.sides, old.held_out, old.harness_ms) == ({}, {}, 0.0)
+    assert kept_text(old.scale, old.sides) == "times ×1.2" and held_out_text(old.held_out) == ""
+    new = Calibration.model_validate(old.model_dump(mode="json", by_alias=True)
+                                     | {"sides": {"prefill": 1.2, "decode": 1.0}, "heldOut": {"ttft_start": 0.5}})
+    assert kept_text(new.scale, new.sides).startswith("prefill (TTFT) ×1.2")
+    assert held_out_text(new.held_out) == "held out: TTFT 64.9% start"

@@ -13,7 +13,7 @@ from planner.types import PlanRequest
 from profiler.model.calibrate import as_measured, fit_by_vendor, prepare_rows
 from profiler.model.config import Parallel, ServingConfig
 from profiler.model.estimate import estimate, evaluate
-from profiler.model.harness import TYPICAL, factor_name, harness_of, is_harness, measured_by
+from profiler.model.harness import TYPICAL, factor_name, harness_of, is_harness
 from profiler.model.params import ENGINE_MEASURED, default_params, shipped_params
 
 HARNESSES = ("bench_a", "bench_b")
@@ -70,16 +70,6 @@ def test_a_calibration_row_pays_its_harness_term_and_the_engine_reading_does_not
     # pass moves a little with the rate the term lowers).
     term = TYPICAL["harness_ttft_ms_trtllm"][0] * np.array([1.0, 2.0])
     assert low[:2] - engine[:2] == pytest.approx(term, rel=0.05)
-
-
-def test_one_harness_folded_into_the_engines_cost_predicts_what_its_rows_pay():
-    rows = [_row(h, concurrency) for concurrency in (1, 8) for h in HARNESSES]
-    data = prepare_rows(rows)
-    params = default_params() | _terms(1.0)
-    as_rows = evaluate(as_measured(data, params), params)["ttft_ms"]
-    for i, harness in enumerate(data.harness.tolist()):
-        folded = evaluate(data.batch, measured_by(params, harness, "trtllm"))["ttft_ms"]
-        assert folded[i] == pytest.approx(as_rows[i], rel=1e-12)
 
 
 def test_the_fit_holds_the_engines_cost_and_fits_one_factor_per_harness_and_backend():

@@ -37,6 +37,24 @@ def test_a_uniformly_slower_deployment_is_recovered_from_three_points():
         assert calibrated.tpot_ms == pytest.approx(truth.tpot_ms, rel=0.03)
 
 
+def test_the_harness_time_is_held_apart_and_the_scale_is_the_engines():
+    # 1.4x slower, measured through a harness adding 60 ms to each TTFT: held in place, the scale is
+    # the engine's on both sides and the parameters predict the engine alone; scaled with the engine,
+    # the harness time would pull the scale off
+    harness_ms = 60.0
+    slower = [predicted(c, times=1.4) for c in (1, 4)]
+    points = [p.model_copy(update={"ttft_ms": p.ttft_ms + harness_ms}) for p in slower]
+    held = fit_deployment(DEPLOYMENT, points, harness_ms=harness_ms)
+    assert held.harness_ms == harness_ms and held.scale == pytest.approx(1.4, rel=0.01)
+    assert held.sides == {"prefill": pytest.approx(1.4, rel=0.01), "decode": pytest.approx(1.4, rel=0.01)}
+    engine = predicted(16, params=held.params)
+    assert engine.ttft_ms == pytest.approx(predicted(16, times=1.4).ttft_ms, rel=0.02)
+    folded = fit_deployment(DEPLOYMENT, points)
+    assert abs(math.log(folded.scale / 1.4)) > 5 * abs(math.log(held.scale / 1.4))
+    with pytest.raises(ValueError, match="^harness_ms: "):
+        fit_deployment(DEPLOYMENT, points, harness_ms=-1.0)
+
+
 def test_a_faster_deployment_gives_a_scale_below_one():
     fit = fit_deployment(DEPLOYMENT, [predicted(c, times=0.8) for c in (2, 8)])
     assert fit.scale == pytest.approx(0.8, rel=0.01) and fit.after.tpot_mdape_pct < 1

@@ -18,6 +18,9 @@ def test_every_time_is_on_a_side_but_the_collectives():
     assert both == {"eff_link", "coll_latency_us", "peer_us", "amd_link_eff", "amd_coll_latency_us", "amd_peer_us"}
     assert side_of("ttft_ms_vllm") == side_of("eff_attn") == "prefill" and side_of("step_ms_sglang") == "decode"
     assert side_of("agg_burst_vllm") is None and not is_time("agg_burst_vllm")
+    # what a measurement's harness adds is no engine's time: no scale moves it
+    assert not is_time("harness_ttft_ms_vllm") and not is_time("harness_x:bench:vllm")
+    assert scaled({"harness_ttft_ms_vllm": 20.0}, 2.0) == {"harness_ttft_ms_vllm": 20.0}
 
 
 def test_each_side_moves_the_metric_it_sets_most():
