@@ -11,8 +11,9 @@ renamed into place. Exit codes: 0 every plan feasible, 2 any infeasible, 1 inval
 options, or an output file that cannot be written (named; no file is left half-written).
 
 Registering the command imports nothing beyond the standard library; the planner, pydantic and
-YAML are imported when it runs, SQLAlchemy only when there is a database to read, and numpy's
-BLAS starts without a thread pool (``_one_blas_thread``).
+YAML are imported when it runs, SQLAlchemy only when there is a database to read, numpy's
+BLAS starts without a thread pool (``_one_blas_thread``) and pydantic looks for no plugins
+(``_no_pydantic_plugins``).
 """
 
 from __future__ import annotations
@@ -387,10 +388,18 @@ def _one_blas_thread() -> None:
         os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 
+def _no_pydantic_plugins() -> None:
+    """Have pydantic look for no plugins, unless the user chose which (PYDANTIC_DISABLE_PLUGINS): its
+    search reads the entry points of every installed distribution when the first model is built,
+    and the planner's models need none. The results are the same."""
+    os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
+
+
 def run(args: argparse.Namespace) -> int:
     from api.commands.start_up import loaded
 
     _one_blas_thread()
+    _no_pydantic_plugins()
     models: dict = {}
     requests, errors = _validate(args.files, models)
     loaded()
