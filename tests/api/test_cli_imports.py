@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from api.commands.arguments import TARGETS
+from api.commands.arguments import KTHENA_GROUPS, TARGETS
 from planner.manifests import targets
 from paths import ROOT
 
@@ -81,3 +81,7 @@ def test_scipy_is_imported_for_poisson_arrivals_only(tmp_path, load, poisson):
 def test_the_target_names_commands_offer_are_the_registry_s():
     assert TARGETS == targets.TARGETS
 
+
+def test_the_kthena_groups_commands_offer_are_the_registry_s_default_first():
+    assert set(KTHENA_GROUPS) == set(targets.REGISTRY["kthena"].groups) and len(KTHENA_GROUPS) == 2
+    assert KTHENA_GROUPS[0] == targets.Options().kthena_group
