@@ -57,8 +57,10 @@ def test_plan_without_a_database_imports_no_service_library(tmp_path):
     imported = _imported_by(tmp_path, "plan", str(EXAMPLE), "--out", str(tmp_path / "out"), "--quiet")
     assert (tmp_path / "out" / "llama-70b-h200.plan.json").is_file()  # it did plan
     assert not {m.partition(".")[0] for m in imported} & {*SERVICES, *SEARCH}
-    # an offline plan fills no online search: its stored models are not even built
-    assert "planner.results" in imported and "planner.online_results" not in imported
+    # an offline plan fills no online search (its stored models are not even built), and a v1alpha1
+    # DGDR needs no v1beta1 shapes
+    assert {"planner.results", "planner.request.wire_v1alpha1"} <= imported
+    assert not imported & {"planner.online_results", "planner.request.wire_v1beta1"}
 
 
 def test_plan_reads_a_database_that_exists(tmp_path):
