@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from planner.candidate_table import CandidateTable, candidate_table
 from planner.choice import preference
-from planner.online_results import OnlineSearch
+from planner.online_part import OnlinePart
 from planner.stored import Items, Part, Stored
 from planner.types import Backend, Margin, Plan, PlanResult
 
@@ -65,7 +65,8 @@ class ProfilingResults(Stored):
     candidates: CandidateTable | None = Field(default=None, description="every candidate evaluated, compactly")
     assumptions: tuple[str, ...] = ()
     evaluated: int = 0
-    online: OnlineSearch | None = Field(default=None, description="the online search, when candidates were measured")
+    online: OnlinePart = Field(default=None, description="the online search (``OnlineSearch``), when candidates "
+                                                         "were measured")
 
     @model_validator(mode="before")
     @classmethod
@@ -122,7 +123,7 @@ class ResultsParts(BaseModel):
     candidates: Part[CandidateTable] = None
     assumptions: Items[str] = ()
     evaluated: Part[int] = None
-    online: Part[OnlineSearch] = None
+    online: Part[OnlinePart] = None
 
     @classmethod
     def read(cls, raw: Any) -> ResultsParts | None:

@@ -13,7 +13,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, computed_field
 
 from planner.lengths import V1ALPHA1_LENGTHS
-from planner.online_results import OnlineSearch
+from planner.online_part import OnlinePart
 from planner.stored import Stored
 from profiler.model import Prediction
 
@@ -194,4 +194,5 @@ class PlanResult(_Frozen):
     margin: Margin | None = None
     assumptions: tuple[str, ...] = ()
     evaluated: int = 0
-    online: OnlineSearch | None = Field(default=None, description="the online search, when candidates were measured")
+    online: OnlinePart = Field(default=None, description="the online search (``OnlineSearch``), when candidates "
+                                                         "were measured")

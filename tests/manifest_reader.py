@@ -4,8 +4,15 @@ Written for the round-trip test from the engines' and targets' documented fields
 renderers: nothing here imports ``planner``. ``read_deployment`` takes the objects of one target
 (a DynamoGraphDeployment ``v1alpha1``/``v1beta1``, an OME InferenceService, a Kthena ModelServing
 or a KubeAI Model) and answers what an operator would find by reading them: the checkpoint, the
-backend, and per engine role its parallelism, replicas, GPUs, limits, KV-cache dtype and memory
-share.
+backend, and per engine role its parallelism, replicas (and the fewest an autoscaler may shrink
+them to), GPUs, limits, KV-cache dtype and memory share.
+
+Replica ranges, where each target writes them: a DGD ``v1alpha1`` worker's ``autoscaling
+{enabled, minReplicas, maxReplicas}``; a DGD ``v1beta1`` worker's ``scalingAdapter`` with its
+``[min, max]`` in the DGD's ``slaplan.io/replica-range`` annotation; an OME component's
+``minReplicas``/``maxReplicas``; a KubeAI Model's ``minReplicas``/``maxReplicas``; a Kthena
+``AutoscalingPolicy`` whose ``disaggregatedTarget`` names the ModelServing, per role. The upper end
+must be the replicas the manifest starts with (the planned count).
 
 Units: ``max_running`` counts sequences of one whole engine (all its attention-DP ranks);
 ``max_prompt_tokens`` counts prompt tokens per engine step of one attention-DP rank, as the
@@ -28,6 +35,7 @@ __all__ = ["Deployed", "DeployedEngine", "read_deployment"]
 Role = Literal["aggregated", "prefill", "decode"]
 
 GPU_ANNOTATION = "slaplan.io/gpu"  # every renderer records the GPU type here
+REPLICA_RANGE_ANNOTATION = "slaplan.io/replica-range"  # DGD v1beta1: {component: [min, max]} of scaled workers
 # The environment variable a standalone trtllm-serve container writes to its
 # ``--extra_llm_api_options`` file before starting the server.
 TRTLLM_OPTIONS_ENV = "SLAPLAN_LLM_API_OPTIONS"
@@ -47,7 +55,8 @@ class DeployedEngine:
     pp: int
     dp: int  # attention data-parallel ranks inside one engine
     ep: int  # expert-parallel degree of the MoE layers (1: experts tensor-parallel)
-    replicas: int  # engines of this role
+    replicas: int  # engines of this role (the planned count, and the most an autoscaler may run)
+    min_replicas: int  # the fewest engines an autoscaler may shrink the role to (= replicas: fixed)
     gpus: int  # GPUs one engine gets from its pods
     max_running: int | None  # running sequences per engine
     max_prompt_tokens: int | None  # prompt tokens per step per attention-DP rank
@@ -102,6 +111,7 @@ class _Unit:
     pods: int
     pod: _Pod
     worker: _Pod | None = None
+    min_replicas: int | None = None  # None: fixed at ``replicas``
 
 
 # Flags taking no value (store_true / negatable booleans) in the engines' CLIs.
@@ -343,6 +353,16 @@ def _engine_args(pod: _Pod) -> tuple[str, _EngineArgs]:
 
 # --------------------------------------------------------------------------- targets
 
+def _range(where: str, replicas: int, low: Any, high: Any) -> int:
+    """The lower end of a replica range ``[low, high]`` written for an engine role that starts at
+    ``replicas``; ValueError when the range does not hold that count at its top."""
+    if not (isinstance(low, int) and isinstance(high, int) and 1 <= low <= high):
+        raise ValueError(f"{where}: replica range [{low!r}, {high!r}] is not 1 ≤ min ≤ max")
+    if high != replicas:
+        raise ValueError(f"{where}: replica range tops at {high}, the manifest starts {replicas} engines")
+    return low
+
+
 def _gpu_count(resources: dict[str, Any] | None) -> int:
     """GPUs a container asks for: its ``<vendor>/gpu`` limit (requests when no limits)."""
     resources = resources or {}
@@ -372,30 +392,40 @@ def _dgd_units(obj: dict[str, Any]) -> list[_Unit]:
     spec = obj["spec"]
     units = []
     if obj["apiVersion"].endswith("/v1alpha1"):
-        for svc in spec["services"].values():
+        for name, svc in spec["services"].items():
             if svc.get("componentType") != "worker":
                 continue
             container = svc["extraPodSpec"]["mainContainer"]
             pod = _pod(container, int(svc.get("resources", {}).get("limits", {}).get("gpu", 0)))
-            units.append(_Unit(svc.get("subComponentType") or "aggregated", svc.get("replicas", 1),
-                               (svc.get("multinode") or {}).get("nodeCount", 1), pod))
+            replicas, hpa = svc.get("replicas", 1), svc.get("autoscaling") or {}
+            low = (_range(f"service {name} autoscaling", replicas, hpa.get("minReplicas"), hpa.get("maxReplicas"))
+                   if hpa.get("enabled") else None)
+            units.append(_Unit(svc.get("subComponentType") or "aggregated", replicas,
+                               (svc.get("multinode") or {}).get("nodeCount", 1), pod, min_replicas=low))
         return units
+    ranges = json.loads(obj["metadata"].get("annotations", {}).get(REPLICA_RANGE_ANNOTATION, "{}"))
     for comp in spec["components"]:
         if comp.get("type") not in ("worker", "prefill", "decode"):
             continue
         containers = comp["podTemplate"]["spec"]["containers"]
         main = next(c for c in containers if c.get("name") == "main")
         role = "aggregated" if comp["type"] == "worker" else comp["type"]
-        units.append(_Unit(role, comp.get("replicas", 1), (comp.get("multinode") or {}).get("nodeCount", 1),
-                           _pod(main)))
+        replicas, low = comp.get("replicas", 1), None
+        if "scalingAdapter" in comp:
+            if comp["name"] not in ranges:
+                raise ValueError(f"component {comp['name']}: a scalingAdapter with no range in {REPLICA_RANGE_ANNOTATION}")
+            low = _range(f"component {comp['name']}", replicas, *ranges.pop(comp["name"]))
+        units.append(_Unit(role, replicas, (comp.get("multinode") or {}).get("nodeCount", 1), _pod(main),
+                           min_replicas=low))
+    if ranges:
+        raise ValueError(f"{REPLICA_RANGE_ANNOTATION} names components without a scalingAdapter: {sorted(ranges)}")
     return units
 
 
 def _ome_units(obj: dict[str, Any]) -> list[_Unit]:
     """``spec.engine`` (prefill when a ``spec.decoder`` exists, else aggregated) and
     ``spec.decoder``: ``maxReplicas`` engines (the planned size; ``minReplicas`` is the idle
-    floor), each a ``runner`` pod or a ``leader`` pod plus
-    ``worker.size`` pods."""
+    floor), each a ``runner`` pod or a ``leader`` pod plus ``worker.size`` pods."""
     spec = obj["spec"]
     disagg = "decoder" in spec
     units = []
@@ -403,22 +433,26 @@ def _ome_units(obj: dict[str, Any]) -> list[_Unit]:
         comp = spec.get(key)
         if comp is None:
             continue
+        replicas = comp.get("maxReplicas", 1)
+        low = _range(f"spec.{key}", replicas, comp.get("minReplicas", replicas), replicas)
         if "leader" in comp:
-            units.append(_Unit(role, comp.get("maxReplicas", 1), 1 + comp["worker"].get("size", 0),
-                               _pod(comp["leader"]["runner"]), _pod(comp["worker"]["runner"])))
+            units.append(_Unit(role, replicas, 1 + comp["worker"].get("size", 0), _pod(comp["leader"]["runner"]),
+                               _pod(comp["worker"]["runner"]), min_replicas=low))
         else:
-            units.append(_Unit(role, comp.get("maxReplicas", 1), 1, _pod(comp["runner"])))
+            units.append(_Unit(role, replicas, 1, _pod(comp["runner"]), min_replicas=low))
     return units
 
 
-def _kthena_units(obj: dict[str, Any]) -> list[_Unit]:
+def _kthena_units(obj: dict[str, Any], objects: list[dict[str, Any]]) -> list[_Unit]:
     """``spec.template.roles[]``: ``replicas`` engines per serving group (``spec.replicas``
     groups), each an entry pod plus ``workerReplicas`` worker pods. A role named prefill or
     decode is that role; a role of another name is an aggregated engine, and several such roles
     (engines of several shapes serving the same model) may stand side by side, but not beside
-    prefill or decode roles."""
+    prefill or decode roles. A role's range is in the AutoscalingPolicy among ``objects`` whose
+    ``disaggregatedTarget`` names this ModelServing."""
     spec = obj["spec"]
     groups = spec.get("replicas", 1)
+    ranges = _kthena_ranges(obj, objects)
     roles = spec["template"]["roles"]
     disaggregated = any(r["name"] in ("prefill", "decode") for r in roles)
     units = []
@@ -427,9 +461,29 @@ def _kthena_units(obj: dict[str, Any]) -> list[_Unit]:
         if name is None and disaggregated:
             raise ValueError(f"Kthena role {role['name']!r}: not prefill or decode, beside prefill/decode roles")
         worker = _engine_container(role["workerTemplate"]) if role.get("workerReplicas") else None
-        units.append(_Unit(name or "aggregated", role.get("replicas", 1) * groups,
-                           1 + role.get("workerReplicas", 0), _engine_container(role["entryTemplate"]), worker))
+        replicas, scaled = role.get("replicas", 1) * groups, ranges.pop(role["name"], None)
+        low = None if scaled is None else _range(f"AutoscalingPolicy role {role['name']}", replicas,
+                                                  scaled.get("minReplicas"), scaled.get("maxReplicas"))
+        units.append(_Unit(name or "aggregated", replicas, 1 + role.get("workerReplicas", 0),
+                           _engine_container(role["entryTemplate"]), worker, min_replicas=low))
+    if ranges:
+        raise ValueError(f"AutoscalingPolicy scales roles the ModelServing does not have: {sorted(ranges)}")
     return units
+
+
+def _kthena_ranges(serving: dict[str, Any], objects: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Role name → its ``{minReplicas, maxReplicas, …}`` in the AutoscalingPolicy targeting ``serving``
+    (``{}`` when none does)."""
+    found: dict[str, dict[str, Any]] = {}
+    for policy in objects:
+        if policy.get("kind") != "AutoscalingPolicy":
+            continue
+        target = policy["spec"]["disaggregatedTarget"]
+        ref = target["targetRef"]
+        if (ref["kind"], ref["name"], ref["apiVersion"]) == (serving["kind"], serving["metadata"]["name"],
+                                                            serving["apiVersion"]):
+            found.update(target["roles"])
+    return found
 
 
 def _engine_container(template: dict[str, Any]) -> _Pod:
@@ -454,6 +508,7 @@ def _read_units(units: list[_Unit], obj: dict[str, Any]) -> tuple[list[DeployedE
         role = unit.role or args.role or "aggregated"
         engines.append(DeployedEngine(
             role=role, tp=args.tp, pp=args.pp, dp=args.dp, ep=args.ep, replicas=unit.replicas,
+            min_replicas=unit.replicas if unit.min_replicas is None else unit.min_replicas,
             gpus=unit.pod.gpus * unit.pods, max_running=args.max_running,
             max_prompt_tokens=args.max_prompt_tokens, kv_dtype=args.kv_dtype,
             memory_fraction=args.memory_fraction))
@@ -478,7 +533,9 @@ def _kubeai(obj: dict[str, Any]) -> tuple[list[DeployedEngine], str, str, str]:
     args = _vllm(flags, positional)
     gpus = int(spec["resourceProfile"].rsplit(":", 1)[1])
     replicas = spec.get("replicas", spec.get("minReplicas", 1))
+    low = _range("KubeAI Model", replicas, spec.get("minReplicas", replicas), spec.get("maxReplicas", replicas))
     engine = DeployedEngine(role="aggregated", tp=args.tp, pp=args.pp, dp=args.dp, ep=args.ep, replicas=replicas,
+                            min_replicas=low,
                             gpus=gpus, max_running=args.max_running, max_prompt_tokens=args.max_prompt_tokens,
                             kv_dtype=args.kv_dtype, memory_fraction=args.memory_fraction)
     return [engine], url.removeprefix("hf://"), obj["metadata"]["name"], "vllm"
@@ -500,8 +557,8 @@ def read_deployment(objects: list[dict[str, Any]]) -> Deployed:
     if kind == "Model":
         engines, model, served, backend = _kubeai(obj)
     else:
-        units = {"DynamoGraphDeployment": _dgd_units, "InferenceService": _ome_units,
-                 "ModelServing": _kthena_units}[kind](obj)
+        units = _kthena_units(obj, objects) if kind == "ModelServing" else \
+            {"DynamoGraphDeployment": _dgd_units, "InferenceService": _ome_units}[kind](obj)
         engines, first, backend = _read_units(units, obj)
         served = first.served_name or first.model
         model = first.model

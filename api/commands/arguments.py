@@ -7,6 +7,25 @@ import argparse
 # The deployment targets a command may name, as planner.manifests.targets.REGISTRY has them (a test
 # checks): written out so that registering a command does not import the renderers.
 TARGETS = ("dynamo", "ome", "kthena", "kubeai")
+# Kthena's API groups of ModelServing, as REGISTRY["kthena"].groups has them (a test checks), the
+# default first: the seed's group (fixed replicas), then the current one (which can autoscale).
+KTHENA_GROUPS = ("workload.volcano.sh", "workload.serving.volcano.sh")
+
+
+def kthena_group_problem(group: str) -> str | None:
+    """What is wrong with ``group`` as a Kthena API group (None: nothing), for an error that names
+    the field: ``kthenaGroup`` in the API, ``--kthena-group`` in the CLI."""
+    if group in KTHENA_GROUPS:
+        return None
+    return f"must be one of {', '.join(KTHENA_GROUPS)}, not {group!r}"
+
+
+def kthena_group(text: str) -> str:
+    """An argparse type: a Kthena API group (``KTHENA_GROUPS``)."""
+    problem = kthena_group_problem(text)
+    if problem:
+        raise argparse.ArgumentTypeError(problem)
+    return text
 
 
 def positive(text: str) -> int:

@@ -1,4 +1,5 @@
-"""``slaplan plan FILE... [--out DIR] [--format yaml|json] [--api-version v1alpha1|v1beta1] [--target …] [--db …]``
+"""``slaplan plan FILE... [--out DIR] [--format yaml|json] [--api-version v1alpha1|v1beta1] [--target …]
+[--kthena-group GROUP] [--db …]``
 
 Plans every DGDR in the files, prints the best candidates and the chosen plan and which stored
 calibration each used (or that none: ``api.commands.calibration_use``), and writes
@@ -11,8 +12,9 @@ renamed into place. Exit codes: 0 every plan feasible, 2 any infeasible, 1 inval
 options, or an output file that cannot be written (named; no file is left half-written).
 
 Registering the command imports nothing beyond the standard library; the planner, pydantic and
-YAML are imported when it runs, SQLAlchemy only when there is a database to read, and numpy's
-BLAS starts without a thread pool (``_one_blas_thread``).
+YAML are imported when it runs, SQLAlchemy only when there is a database to read, numpy's
+BLAS starts without a thread pool (``_one_blas_thread``) and pydantic looks for no plugins
+(``_no_pydantic_plugins``).
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
-from api.commands.arguments import TARGETS
+from api.commands.arguments import KTHENA_GROUPS, TARGETS, kthena_group
 from api.commands.database import add_db_argument
 from api.commands.cells import cell, parts_text
 
@@ -57,6 +59,9 @@ def register(sub: argparse._SubParsersAction, summary: str) -> None:
     p.add_argument("--api-version", choices=("v1alpha1", "v1beta1"), default="v1alpha1", help="DGD API version")
     p.add_argument("--target", action="append", choices=(*TARGETS, "all"),
                    help="also write manifests for this system (repeatable; 'all' for every one)")
+    p.add_argument("--kthena-group", type=kthena_group, default=KTHENA_GROUPS[0], metavar="GROUP",
+                   help=f"API group of Kthena's ModelServing: {' or '.join(KTHENA_GROUPS)} (default: "
+                        f"{KTHENA_GROUPS[0]}; only {KTHENA_GROUPS[1]} has an AutoscalingPolicy for a replica range)")
     p.add_argument("--workers", type=int, default=None,
                    help="planner processes in parallel, 1 up to the CPU count (more are not started; "
                         "default: one per CPU for 4 requests or more, else 1)")
@@ -231,9 +236,11 @@ def _dump(obj, fmt: str) -> str:
     return manifests_yaml(obj if isinstance(obj, list) else [obj])
 
 
-def _manifests(result: PlanResult, targets: list[str], api_version: str) -> tuple[dict[str, object], list[str]]:
-    """Rendered manifests per target (Dynamo always), and one-line notes: a target that runs
-    another plan than the chosen one, or that cannot run this plan at all (nothing written)."""
+def _manifests(result: PlanResult, targets: list[str], api_version: str,
+               kthena_group: str) -> tuple[dict[str, object], list[str]]:
+    """Rendered manifests per target (Dynamo always; the DGD at ``api_version``, Kthena's ModelServing
+    in ``kthena_group``), and one-line notes: a target that runs another plan than the chosen one,
+    or that cannot run this plan at all (nothing written)."""
     from planner.manifests.common import UnsupportedPlan
     from planner.manifests.targets import render_target
     from planner.results import ProfilingResults
@@ -242,7 +249,8 @@ def _manifests(result: PlanResult, targets: list[str], api_version: str) -> tupl
     out, notes = {}, []
     for target in ["dynamo", *(t for t in targets if t != "dynamo")]:
         try:
-            objects, said = render_target(stored, result.request, target, dynamo_version=api_version)
+            objects, said = render_target(stored, result.request, target, dynamo_version=api_version,
+                                          kthena_group=kthena_group)
         except UnsupportedPlan as exc:
             notes.append(f"{exc}; no {target} manifest written")
             continue
@@ -265,10 +273,10 @@ def _order(result: PlanResult):
     return key
 
 
-def table(result: PlanResult, top: int, api_version: str = "v1alpha1") -> str:
+def table(result: PlanResult, top: int, api_version: str = "v1alpha1", kthena_group: str = KTHENA_GROUPS[0]) -> str:
     """The best candidates (feasible first, as the planner prefers them) and the chosen plan, as text
-    (with the replica range each target's manifests emit, the DGD at ``api_version``); an infeasible
-    answer shows the configuration its reason names first."""
+    (with the replica range each target's manifests emit, the DGD at ``api_version``, Kthena's
+    ModelServing in ``kthena_group``); an infeasible answer shows the configuration its reason names first."""
     from planner.choice import margin_text
     from planner.manifests.targets import scaling_text
     from planner.request import profiling_label
@@ -296,7 +304,7 @@ def table(result: PlanResult, top: int, api_version: str = "v1alpha1") -> str:
                      f"(p99 {ms_text(c.predicted.ttft_p99_ms, 0)}), ITL {c.predicted.itl_ms:.1f} ms, "
                      f"{c.predicted.output_tok_s_per_gpu:.0f} tok/s/GPU ({result.evaluated} evaluated)")
         lines.append(f"    capacity: {capacity_text(result)}")
-        scaling = scaling_text(c, dynamo_version=api_version)
+        scaling = scaling_text(c, dynamo_version=api_version, kthena_group=kthena_group)
         if scaling:
             lines.append(f"    autoscaling range: {scaling}")
         if result.margin is not None:
@@ -342,7 +350,7 @@ def _outputs(results: list[PlanResult], args: argparse.Namespace, targets: list[
         doc = plan_document(res)
         doc["calibration"] = calibrations.document(_key(res.request))
         if res.feasible:
-            manifests, notes = _manifests(res, targets, args.api_version)
+            manifests, notes = _manifests(res, targets, args.api_version, args.kthena_group)
             doc["notes"] = notes
             ext = "json" if args.format == "json" else "yaml"
             if "dynamo" in manifests:
@@ -352,7 +360,8 @@ def _outputs(results: list[PlanResult], args: argparse.Namespace, targets: list[
                 print(f"note: {name}: {note}", file=sys.stderr)
         files.append((out / f"{stem}.plan.json", json.dumps(doc, indent=2) + "\n"))
         if not args.quiet:
-            print(f"{table(res, args.top, args.api_version)}\n  {calibrations.line(_key(res.request))}\n")
+            text = table(res, args.top, args.api_version, args.kthena_group)
+            print(f"{text}\n  {calibrations.line(_key(res.request))}\n")
     return files
 
 
@@ -387,10 +396,18 @@ def _one_blas_thread() -> None:
         os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 
+def _no_pydantic_plugins() -> None:
+    """Have pydantic look for no plugins, unless the user chose which (PYDANTIC_DISABLE_PLUGINS): its
+    search reads the entry points of every installed distribution when the first model is built,
+    and the planner's models need none. The results are the same."""
+    os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
+
+
 def run(args: argparse.Namespace) -> int:
     from api.commands.start_up import loaded
 
     _one_blas_thread()
+    _no_pydantic_plugins()
     models: dict = {}
     requests, errors = _validate(args.files, models)
     loaded()

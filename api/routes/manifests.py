@@ -19,6 +19,7 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse, Response
 
 from api import errors
+from api.commands.arguments import KTHENA_GROUPS, kthena_group_problem
 from api.deps import SessionDep
 from api.errors import ApiError
 from api.kinds import DGDR
@@ -30,7 +31,6 @@ from planner.manifests.targets import TARGETS
 router = APIRouter(tags=["manifests"])
 
 PLANNED_STATES = frozenset({"Ready", "Deploying", "DeploymentDeleted"})
-KTHENA_GROUPS = ("workload.volcano.sh", "workload.serving.volcano.sh")
 
 
 def _load_planned(session, version: str, namespace: str, name: str) -> repo.Resource:
@@ -86,14 +86,14 @@ def manifests(
     session: SessionDep,
     target: str = Query(default="dynamo", description="dynamo | ome | kthena | kubeai"),
     dynamoVersion: str | None = Query(default=None, description="v1alpha1 | v1beta1 (default: as generated)"),  # noqa: N803
-    kthenaGroup: str = Query(default="workload.volcano.sh", description="ModelServing API group"),  # noqa: N803
+    kthenaGroup: str = Query(default=KTHENA_GROUPS[0], description="ModelServing API group"),  # noqa: N803
 ) -> Response:
     if target not in TARGETS:
         raise ApiError(400, f"target must be one of {', '.join(TARGETS)}, not {target!r}")
     if dynamoVersion not in (None, "v1alpha1", "v1beta1"):
         raise ApiError(400, f"dynamoVersion must be v1alpha1 or v1beta1, not {dynamoVersion!r}")
-    if kthenaGroup not in KTHENA_GROUPS:
-        raise ApiError(400, f"kthenaGroup must be one of {', '.join(KTHENA_GROUPS)}, not {kthenaGroup!r}")
+    if problem := kthena_group_problem(kthenaGroup):
+        raise ApiError(400, f"kthenaGroup {problem}")
     resource = _load_planned(session, version, namespace, name)
     items, notes = _rendered(resource, target, dynamoVersion, kthenaGroup)
     headers = {"Warning": ", ".join(f'299 - "{n}"' for n in notes)} if notes else None

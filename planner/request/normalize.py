@@ -24,7 +24,7 @@ Each function appends what is wrong to ``causes`` and goes on, so that every pro
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from planner.request.errors import Causes, validate
 from planner.request.names import dns_label, dns_subdomain
@@ -39,7 +39,9 @@ from planner.request.wire_v1alpha1 import (
     ProfileSLA,
     SpecV1alpha1,
 )
-from planner.request.wire_v1beta1 import Overrides, SLAv1beta1, SpecV1beta1
+
+if TYPE_CHECKING:  # the v1beta1 shapes are built when a v1beta1 DGDR is read (``from_v1beta1``)
+    from planner.request.wire_v1beta1 import Overrides, SpecV1beta1
 
 # GPUs per engine when a v1alpha1 request does not bound them.
 V1ALPHA1_MIN_ENGINE_GPUS = 1
@@ -196,6 +198,8 @@ def from_v1beta1(spec: SpecV1beta1, causes: Causes) -> dict[str, Any] | None:
     isl = workload.isl if workload.isl is not None else V1BETA1_LENGTHS.isl_tokens
     osl = workload.osl if workload.osl is not None else V1BETA1_LENGTHS.osl_tokens
     gpu_type = _gpu_type(None, hw.gpu_sku if hw else None, causes)
+
+    from planner.request.wire_v1beta1 import SLAv1beta1
 
     sla = spec.sla or SLAv1beta1()
     e2e = sla.e2e_latency

@@ -11,7 +11,6 @@ from planner.request.normalize import NO_GPU, from_v1alpha1, from_v1beta1
 from planner.request.versions import V1ALPHA1, type_causes
 from planner.request.wire_common import Metadata
 from planner.request.wire_v1alpha1 import SpecV1alpha1
-from planner.request.wire_v1beta1 import SpecV1beta1
 from planner.types import PlanRequest
 
 _TOP_LEVEL = {"apiVersion", "kind", "metadata", "spec", "status"}
@@ -44,6 +43,8 @@ def parse_dgdr(obj: dict[str, Any]) -> PlanRequest:
         spec = validate(SpecV1alpha1, raw, "spec", causes)
         fields = from_v1alpha1(spec, causes) if spec is not None else None
     else:
+        from planner.request.wire_v1beta1 import SpecV1beta1  # built when a v1beta1 DGDR is read
+
         spec = validate(SpecV1beta1, raw, "spec", causes)
         fields = from_v1beta1(spec, causes) if spec is not None else None
     if spec is None and isinstance(raw, dict):

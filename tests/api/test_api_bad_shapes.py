@@ -271,6 +271,16 @@ def test_a_well_formed_generated_deployment_is_served_as_stored(api, planned):
     assert r.status_code == 200 and r.json()["items"] == [planned["generatedDeployment"]]
 
 
+def test_an_unknown_kthena_group_is_400_naming_the_field_as_the_cli_names_its_option(api, planned):
+    stored(api, "group", planned)
+    r = api.get(NS + "/group/manifests", params={"target": "kthena", "kthenaGroup": "volcano.sh"})
+    assert r.status_code == 400
+    assert r.json()["message"] == ("kthenaGroup must be one of workload.volcano.sh, workload.serving.volcano.sh, "
+                                   "not 'volcano.sh'")
+    served = api.get(NS + "/group/manifests", params={"target": "kthena", "kthenaGroup": "workload.serving.volcano.sh"})
+    assert served.status_code == 200 and served.json()["items"][0]["apiVersion"] == "workload.serving.volcano.sh/v1alpha1"
+
+
 # ------------------------------------------------------------------------------------ BenchmarkJobs
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from api.commands.arguments import TARGETS
+from api.commands.arguments import KTHENA_GROUPS, TARGETS
 from planner.manifests import targets
 from paths import ROOT
 
@@ -33,14 +33,19 @@ spec:
 SEARCH = ("optuna", "scipy")
 
 
-def _modules_after(tmp_path: Path, *argv: str) -> set[str]:
-    """The top-level packages imported by ``slaplan ARGV`` in a fresh process with its own data directory."""
+def _imported_by(tmp_path: Path, *argv: str) -> set[str]:
+    """The modules imported by ``slaplan ARGV`` in a fresh process with its own data directory."""
     code = ("import json, sys\nfrom api.cli import main\ntry:\n    main(sys.argv[1:])\nexcept SystemExit:\n    pass\n"
-            "print(json.dumps(sorted({m.partition('.')[0] for m in sys.modules})), file=sys.stderr)")
+            "print(json.dumps(sorted(sys.modules)), file=sys.stderr)")
     env = {"PATH": "/usr/bin:/bin", "XDG_DATA_HOME": str(tmp_path / "data"), "HF_HUB_OFFLINE": "1"}
     done = subprocess.run([sys.executable, "-c", code, *argv], cwd=ROOT, env=env, capture_output=True, text=True,
                           timeout=120)
     return set(json.loads(done.stderr.strip().splitlines()[-1]))
+
+
+def _modules_after(tmp_path: Path, *argv: str) -> set[str]:
+    """The top-level packages imported by ``slaplan ARGV`` (``_imported_by``)."""
+    return {m.partition(".")[0] for m in _imported_by(tmp_path, *argv)}
 
 
 def test_registering_the_commands_imports_no_third_party_library(tmp_path):
@@ -49,9 +54,13 @@ def test_registering_the_commands_imports_no_third_party_library(tmp_path):
 
 
 def test_plan_without_a_database_imports_no_service_library(tmp_path):
-    loaded = _modules_after(tmp_path, "plan", str(EXAMPLE), "--out", str(tmp_path / "out"), "--quiet")
+    imported = _imported_by(tmp_path, "plan", str(EXAMPLE), "--out", str(tmp_path / "out"), "--quiet")
     assert (tmp_path / "out" / "llama-70b-h200.plan.json").is_file()  # it did plan
-    assert not loaded & {*SERVICES, *SEARCH}
+    assert not {m.partition(".")[0] for m in imported} & {*SERVICES, *SEARCH}
+    # an offline plan fills no online search (its stored models are not even built), and a v1alpha1
+    # DGDR needs no v1beta1 shapes
+    assert {"planner.results", "planner.request.wire_v1alpha1"} <= imported
+    assert not imported & {"planner.online_results", "planner.request.wire_v1beta1"}
 
 
 def test_plan_reads_a_database_that_exists(tmp_path):
@@ -73,3 +82,8 @@ def test_scipy_is_imported_for_poisson_arrivals_only(tmp_path, load, poisson):
 
 def test_the_target_names_commands_offer_are_the_registry_s():
     assert TARGETS == targets.TARGETS
+
+
+def test_the_kthena_groups_commands_offer_are_the_registry_s_default_first():
+    assert set(KTHENA_GROUPS) == set(targets.REGISTRY["kthena"].groups) and len(KTHENA_GROUPS) == 2
+    assert KTHENA_GROUPS[0] == targets.Options().kthena_group

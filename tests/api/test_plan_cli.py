@@ -288,3 +288,35 @@ def test_yaml_that_would_silently_change_the_request_is_refused(tmp_path, capsys
         f"error: {dup}: invalid YAML at line 9, column 1: duplicate key 'spec' (first at line 4)",
         f"error: {sixty}: spec.sla.isl: must be an integer"]
     assert not (tmp_path / "o").exists()
+
+
+def test_kthena_group_chooses_the_modelserving_group_and_its_scaling(tmp_path, capsys):
+    """The example (a budget, no load stated) plans a replica range: the seed's group (the default)
+    keeps the replicas fixed, the current one adds the AutoscalingPolicy, and the table says which."""
+    from api.commands.arguments import KTHENA_GROUPS
+
+    path = EXAMPLES / "llama-70b-h200.dgdr.yaml"
+    kinds, scaling = {}, {}
+    for label, option in (("default", []), *((g, ["--kthena-group", g]) for g in KTHENA_GROUPS)):
+        out = tmp_path / label
+        assert main(["plan", str(path), "--out", str(out), "--target", "kthena", *option]) == 0
+        objects = list(yaml.safe_load_all((out / "llama-70b-h200.kthena.yaml").read_text()))
+        kinds[label] = [(o["apiVersion"], o["kind"]) for o in objects]
+        scaling[label] = next(line for line in capsys.readouterr().out.splitlines() if "autoscaling range" in line)
+    legacy, current = KTHENA_GROUPS
+    assert kinds["default"] == kinds[legacy] == [(f"{legacy}/v1alpha1", "ModelServing")]
+    assert kinds[current] == [(f"{current}/v1alpha1", "ModelServing"), (f"{current}/v1alpha1", "AutoscalingPolicy")]
+    assert scaling[legacy].endswith(f"fixed at the planned count for ome, kthena {legacy}")
+    assert f"kthena {current} (an AutoscalingPolicy" in scaling[current]
+    assert scaling[current].endswith("fixed at the planned count for ome")
+
+
+def test_unknown_kthena_group_names_the_option_as_the_api_names_its_field(tmp_path, capsys):
+    path = _write(tmp_path, "group")
+    with pytest.raises(SystemExit) as exit_:
+        main(["plan", str(path), "--out", str(tmp_path / "o"), "--kthena-group", "volcano.sh"])
+    assert exit_.value.code == 1
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        "slaplan plan: error: argument --kthena-group: must be one of workload.volcano.sh, "
+        "workload.serving.volcano.sh, not 'volcano.sh'")
+    assert not (tmp_path / "o").exists()

@@ -7,6 +7,8 @@ the registry (Dynamo in both DGD versions, Kthena in both API groups) renders th
 that configuration must give the plan's predicted TTFT, ITL and throughput within 1%. A target
 that cannot run a plan must refuse it with the reason it documents; the exact set of refusals is
 fixed below, so a new one fails. Every rendered object is also checked against the real CRDs.
+Plans with a replica range (a budget filled with no load stated) read back with that range from
+every target that says it emits one (``Target.scaling``), and with fixed replicas from the others.
 """
 
 from __future__ import annotations
@@ -19,13 +21,14 @@ from typing import Any
 import pytest
 
 from manifest_reader import Deployed, DeployedEngine, read_deployment
-from planner.manifests.common import UnsupportedPlan
+from planner.manifests.common import UnsupportedPlan, scales
+from planner.manifests.dynamo import hpa_scales
 from planner.manifests.kthena import CURRENT_GROUP, LEGACY_GROUP
-from planner.manifests.targets import REGISTRY, Rendered, render_target
+from planner.manifests.targets import REGISTRY, Options, Rendered, render_target
 from planner.plan import plan
 from planner.results import ProfilingResults
 from planner.sizing import Candidate
-from planner.types import Plan, PlanRequest, PlanResult
+from planner.types import Engine, Plan, PlanRequest, PlanResult
 from profiler.model.config import Parallel, ServingConfig
 from profiler.model.estimate import estimate
 from paths import CRD_DIRS, SHARED
@@ -54,6 +57,7 @@ _SHORT = dict(isl_tokens=3000, osl_tokens=300, ttft_ms=500, itl_ms=20)
 _LONG = dict(isl_tokens=8000, osl_tokens=200, ttft_ms=800, itl_ms=25)
 _MOE = dict(isl_tokens=4000, osl_tokens=500, ttft_ms=1500, itl_ms=40, min_gpus_per_engine=8, max_gpus_per_engine=16)
 _FP8 = dict(isl_tokens=3000, osl_tokens=500, ttft_ms=600, itl_ms=25)
+_RANGE = dict(isl_tokens=3000, osl_tokens=300, ttft_ms=500, itl_ms=30)
 
 
 def _agg(tp: int = 1, dp: int = 1, ep: int = 1) -> tuple[Candidate, ...]:
@@ -89,8 +93,14 @@ CASES: dict[str, Case] = {
     # no load stated: 12 GPUs hold one TP8 engine and one TP4, which serve more than three TP4
     "vllm-agg-mix-budget": Case(_req(LLAMA_70B, "h200_sxm", "vllm", total_gpus=12, isl_tokens=3000, osl_tokens=500,
                                      ttft_ms=500, itl_ms=20)),
+    # no load stated, one shape: the budget's engines, and an autoscaler may shrink them to one
+    "vllm-agg-range": Case(_req(LLAMA_70B, "h200_sxm", "vllm", total_gpus=16, **_RANGE)),
+    "sglang-agg-range": Case(_req(LLAMA_70B, "h200_sxm", "sglang", total_gpus=16, **_RANGE), only=_agg(tp=4)),
+    "vllm-agg-pp-multinode-range": Case(_req(LLAMA_405B, "h100_sxm", "vllm", total_gpus=32, isl_tokens=2000,
+                                             osl_tokens=300, ttft_ms=1500, itl_ms=60, max_gpus_per_engine=16)),
 }
 MIXED = "vllm-agg-mix-budget"
+RANGED = ("vllm-agg-range", "sglang-agg-range", "vllm-agg-pp-multinode-range")
 
 
 def _variants() -> dict[str, tuple[str, dict[str, str]]]:
@@ -131,6 +141,8 @@ EXPECTED_REFUSALS: dict[tuple[str, str], str] = {
     ("trtllm-agg-moe-attention-dp-multinode", "kubeai"): _KUBEAI_ONE_POD,
     ("trtllm-disagg-moe-attention-dp", "kubeai"): _KUBEAI_VLLM_ONLY,
     ("trtllm-disagg-moe-ep-multinode", "kubeai"): _KUBEAI_VLLM_ONLY,
+    ("sglang-agg-range", "kubeai"): _KUBEAI_VLLM_ONLY,
+    ("vllm-agg-pp-multinode-range", "kubeai"): _KUBEAI_ONE_POD,
 }
 
 
@@ -201,6 +213,18 @@ def serving_config(deployed: Deployed, request: PlanRequest, promised: Plan) -> 
                          osl_tokens=request.osl_tokens, **load, **roles)
 
 
+def emitted_min(variant: str, plan: Plan, engine: Engine) -> int:
+    """The fewest engines of ``engine``'s role that ``variant``'s manifests let an autoscaler run: the
+    plan's range where the target says it emits one (``Target.scaling``; a v1alpha1 DGD for
+    single-node workers only), else the planned count."""
+    target, options = VARIANTS[variant]
+    if not scales(engine) or REGISTRY[target].scaling(plan, Options(**options)) is None:
+        return engine.replicas
+    if target == "dynamo" and options["dynamo_version"] == "v1alpha1" and not hpa_scales(engine):
+        return engine.replicas
+    return engine.min_replicas
+
+
 def _close(got: float, want: float) -> bool:
     return math.isclose(got, want, rel_tol=TOLERANCE)
 
@@ -225,6 +249,7 @@ def test_manifest_round_trips_to_the_prediction(planned, case: str, variant: str
     assert [e.role for e in deployed.engines] == [e.role for e in promised.engines]
     for got, want in zip(deployed.engines, promised.engines):
         assert (got.tp, got.pp, got.dp, got.ep, got.replicas) == (want.tp, want.pp, want.dp, want.ep, want.replicas)
+        assert got.min_replicas == emitted_min(variant, promised, want)
         assert got.gpus == got.tp * got.pp * got.dp, f"{got.role}: pods give {got.gpus} GPUs"
         assert (got.kv_dtype, got.memory_fraction) == (promised.kv_dtype, promised.memory_fraction)
         assert got.max_prompt_tokens == want.max_num_tokens
@@ -280,3 +305,38 @@ def test_reader_sees_a_dropped_setting(planned):
     want = results.chosen.role("decode")
     assert want.ep > 1 and results.chosen.kv_dtype == "fp8"
     assert (got.ep, got.kv_dtype) == (1, "bf16")
+
+
+@pytest.mark.parametrize("case", RANGED)
+def test_a_replica_range_reads_back_from_every_target_that_scales(planned, case: str):
+    """Each ranged case reads back shrinkable (min < replicas) from exactly the targets that can scale
+    it: Dynamo v1beta1 always; v1alpha1 for single-node workers; Kthena's current group for engines
+    that publish gauges (vLLM, SGLang); KubeAI for what it runs (vLLM on one pod); never OME or the
+    seed's Kthena group."""
+    result, results = planned[case]
+    chosen = results.chosen
+    assert all(scales(e) for e in chosen.engines), "the case must plan a range"
+    single_node = all(e.nodes == 1 for e in chosen.engines)
+    expected = {"dynamo-v1beta1", "kthena-serving"} | ({"dynamo-v1alpha1"} if single_node else set())
+    if chosen.backend == "vllm" and single_node:
+        expected.add("kubeai")
+    shrinks = set()
+    for variant in VARIANTS:
+        if (case, variant) in EXPECTED_REFUSALS:
+            continue
+        rendered = _render(results, result.request, variant)
+        assert not rendered.notes  # the chosen plan itself
+        for got, want in zip(read_deployment(rendered.objects).engines, chosen.engines):
+            if got.min_replicas < got.replicas:
+                assert got.min_replicas == want.min_replicas, variant
+                shrinks.add(variant)
+    assert shrinks == expected
+
+
+def test_reader_refuses_a_range_that_does_not_top_at_the_replicas(planned):
+    """A range whose maximum is not the count the manifest starts is not the plan's: the reader says so."""
+    result, results = planned["vllm-agg-range"]
+    model = copy.deepcopy(_render(results, result.request, "kubeai").objects)
+    model[0]["spec"]["maxReplicas"] += 1
+    with pytest.raises(ValueError, match="replica range tops at"):
+        read_deployment(model)
