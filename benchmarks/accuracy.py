@@ -30,9 +30,9 @@ among those predicted within the SLA, scored by the measurements (no target).
 
 With ``--also CSV`` (e.g. ``benchmarks/data/amd_measured.csv``) more measured rows join the fit
 of every fold; the tables above stay on ``--data``'s rows, and the added rows get a table of
-their own by GPU type and mode: held out by GPU type (each AMD type fitted on every other GPU),
-with the CDNA3 GPUs (MI300X, MI325X) held out together, and with every AMD row held out (fitted
-on NVIDIA rows alone, as before AMD rows were in the fit). Rows with only a TPOT (a published
+their own by GPU type, mode and precision: held out by GPU type (each AMD type fitted on every
+other GPU), with the CDNA3 GPUs (MI300X, MI325X) held out together, and with every AMD row held
+out (fitted on NVIDIA rows alone, as before AMD rows were in the fit). Rows with only a TPOT (a published
 median, see ``benchmarks/inferencex_data.py``) are fitted and scored on TPOT only.
 
 Every prediction is read twice: *as measured*, with the term each row's harness adds to its TTFT
@@ -295,15 +295,22 @@ def groups_table(data, preds: dict[str, np.ndarray], groups: list[tuple[str, np.
     return "\n".join(lines)
 
 
-def added_table(data, preds: dict[str, np.ndarray], added: np.ndarray) -> str:
+def added_table(data, preds: dict[str, np.ndarray], added: np.ndarray, precision: np.ndarray) -> str:
     """Errors (``groups_table``) on the rows of ``--also`` (``added``) per scheme of ``preds``, by GPU
-    type and by GPU type and mode."""
+    type, by GPU type and mode, and by GPU type and ``precision`` (each of ``data``'s rows' weight
+    precision), alone and with mode, where a GPU type has rows of more than one."""
     scored = added & ~data.repeats
     gpus, modes = data.labels["gpu"], data.labels["mode"]
     groups = [("all", scored)] + [(g, scored & (gpus == g)) for g in sorted(set(gpus[scored].tolist()))]
-    groups += [(f"{g} {m}", scored & (gpus == g) & (modes == m))
-               for g in sorted(set(gpus[scored].tolist())) for m in ("agg", "disagg")
-               if (scored & (gpus == g) & (modes == m)).any() and (scored & (gpus == g) & (modes != m)).any()]
+    for g in sorted(set(gpus[scored].tolist())):
+        mine = scored & (gpus == g)
+        both_modes = len(set(modes[mine].tolist())) > 1
+        groups += [(f"{g} {m}", mine & (modes == m)) for m in ("agg", "disagg") if both_modes]
+        if len(set(precision[mine].tolist())) > 1:
+            for p in sorted(set(precision[mine].tolist())):
+                groups.append((f"{g} {p}", mine & (precision == p)))
+                groups += [(f"{g} {p} {m}", mine & (precision == p) & (modes == m)) for m in ("agg", "disagg")
+                           if both_modes and (mine & (precision == p) & (modes == m)).any()]
     title = ["ADDED ROWS (--also), by what their predictions held out:",
              *(f"  {scheme}: {ADDED_SCHEMES[scheme]}" for scheme in preds)]
     return groups_table(data, preds, groups, title)
@@ -421,8 +428,9 @@ def main(argv: list[str] | None = None) -> int:
                        "IN SAMPLE, as measured (shipped parameters and harness terms on the rows they were fitted "
                        "on; NOT an accuracy measure)"))
     print("\n" + harness_table(data, shipped))
+    precision = np.array([str(rows[i].get("precision")) for i in data.index])
     if added.any():
-        print("\n" + added_table(data, {"shipped": np.stack([out["ttft_ms"], out["itl_ms"]])}, added))
+        print("\n" + added_table(data, {"shipped": np.stack([out["ttft_ms"], out["itl_ms"]])}, added, precision))
     external = prepare_rows([row for extra in args.external for row in read_rows(Path(extra))]) if args.external else None
     if external is not None:
         ext_shipped = evaluate(as_measured(external, shipped), shipped)
@@ -449,7 +457,7 @@ def main(argv: list[str] | None = None) -> int:
                                  source_prior=args.source_prior)
     if added.any():
         print("\n" + added_table(data, {scheme: every[scheme][:2] for scheme in ADDED_SCHEMES if scheme in every},
-                                 added))
+                                 added, precision))
     preds = {scheme: np.stack(only(~added, *every[scheme])) for scheme in SCHEMES}
     minutes = (time.perf_counter() - start) / 60
     labels = data.labels

@@ -1,0 +1,30 @@
+"""The accuracy benchmark's table of the rows of ``--also``: split by GPU type, mode and precision."""
+
+import re
+from types import SimpleNamespace
+
+import numpy as np
+from benchmark_scripts import load
+
+
+def _table(precision: list[str]) -> dict[str, str]:
+    """Each row label of the table of four rows of one GPU type (two aggregated, two disaggregated;
+    the first of each pair's TTFT predicted 10% high, the second 50%) -> its TTFT MdAPE."""
+    measured = np.full(4, 100.0)
+    labels = {"gpu": np.array(["mi355x"] * 4), "mode": np.array(["agg", "agg", "disagg", "disagg"])}
+    data = SimpleNamespace(labels=labels, repeats=np.zeros(4, dtype=bool), ttft_ms=measured, tpot_ms=measured)
+    preds = {"gpu": np.stack([np.array([110.0, 150.0, 110.0, 150.0]), measured])}
+    lines = load("accuracy").added_table(data, preds, np.ones(4, dtype=bool), np.array(precision)).splitlines()
+    return {fields[1]: fields[3] for fields in (re.split(r"\s{2,}", line) for line in lines if line.startswith("gpu "))}
+
+
+def test_one_precision_is_not_split():
+    assert list(_table(["fp8"] * 4)) == ["all", "mi355x", "mi355x agg", "mi355x disagg"]
+
+
+def test_two_precisions_are_split_alone_and_by_mode():
+    table = _table(["fp4", "fp8", "fp4", "fp8"])
+    assert list(table) == ["all", "mi355x", "mi355x agg", "mi355x disagg", "mi355x fp4", "mi355x fp4 agg",
+                           "mi355x fp4 disagg", "mi355x fp8", "mi355x fp8 agg", "mi355x fp8 disagg"]
+    assert table["mi355x fp4"] == table["mi355x fp4 disagg"] == "10.0%"
+    assert table["mi355x fp8"] == table["mi355x fp8 agg"] == "50.0%"
