@@ -185,3 +185,13 @@ def wait_ended(pids: set[int], limit_s: float = 30.0) -> set[int]:
     while running(pids) and time.monotonic() < deadline:
         time.sleep(0.1)
     return running(pids)
+
+
+def command_line(pid: int) -> str:
+    """The command line of process ``pid``, its arguments joined by spaces ("" once it has ended)."""
+    from pathlib import Path
+
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
