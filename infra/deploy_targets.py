@@ -5,7 +5,8 @@ endpoint, tear it down.
   ``slaplan emulate`` by default (the engine emulator, timed by the performance model, optionally
   faster or slower than it), or a user's command template per role, such as
   ``llama-server -m model.gguf --host {host} --port {port}`` for aggregated units. It waits until
-  ``/v1/models`` answers and stops the process groups on teardown. A disaggregated unit is a
+  ``/v1/models`` answers; each engine's process tree ends on teardown, and with the process that
+  started it, even one killed outright (``profiler.bench.tether``). A disaggregated unit is a
   prefill and a decode engine (emulators ``--mode prefill`` and ``--mode decode``, or the user's
   prefill and decode commands, e.g. vLLM or SGLang with their disaggregation flags) behind a local
   router (``infra.disagg_router``) that hands each request over as the engines expect
@@ -102,7 +103,7 @@ def emulator_command(unit: Plan, engine: Engine, model: str, port: int, *, host:
     argv = [sys.executable, "-m", "api.cli", "emulate", "--model", model, "--gpu", unit.gpu,
             "--backend", unit.backend, "--precision", unit.precision, "--tp", str(engine.tp), "--pp", str(engine.pp),
             "--dp", str(engine.dp), "--ep", str(engine.ep), "--mode", mode, "--max-batch", str(engine.max_batch),
-            "--speed", f"{speed:g}", "--host", host, "--port", str(port)]
+            "--speed", f"{speed:g}", "--host", host, "--port", str(port), "--exit-with-parent"]
     if engine.max_num_tokens:
         argv += ["--max-num-tokens", str(engine.max_num_tokens)]
     if bootstrap_port is not None and engine.role == "prefill":
@@ -196,17 +197,18 @@ class LocalTarget:
         return Endpoint(name=name, base_url=base, model_name=request.model)
 
     def _start(self, name: str, argv: list[str], port: int) -> str:
-        """Start one engine process, wait until it serves; returns its base URL."""
-        from profiler.bench.runner import stop_group
+        """Start one engine process tied to this process's life (``profiler.bench.tether``: it
+        and everything it starts end with this process, even when this one is killed), wait
+        until it serves; returns its base URL."""
+        from profiler.bench.tether import start_tethered, stop_group
 
         log = Path(tempfile.mkstemp(prefix=f"slaplan-{name}-", suffix=".log")[1])
         with log.open("wb") as out:
             try:
-                proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                                        cwd=self.cwd, start_new_session=True)
-            except OSError as exc:
+                proc = start_tethered(argv, stdout=out, cwd=self.cwd)
+            except OSError as exc:  # the working directory is gone
                 log.unlink(missing_ok=True)
-                raise TargetError(f"cannot start the engine {argv[0]!r}: {exc}") from None
+                raise TargetError(f"cannot start the engine {argv[0]!r} in {self.cwd}: {exc}") from None
         self._running[name].append(lambda: (stop_group(proc), log.unlink(missing_ok=True)))
         base = f"http://{self.host}:{port}"
         _wait_serving(proc, base, log, self.ready_timeout_s)

@@ -81,6 +81,8 @@ def broker_changed(session: Session, identity: str) -> bool:
     from the one any dispatcher noted last (a restarted broker, whose queues may be empty). Only
     one of several dispatchers noting the same change gets True."""
     value = int.from_bytes(hashlib.sha256(identity.encode()).digest()[:8], "big") >> 2  # > 0, < 2^63
+    if session.scalar(select(CounterRow.value).where(CounterRow.name == BROKER_COUNTER)) == value:
+        return False  # the usual round: a read, no write (on SQLite: no wait for the one writer)
     return session.execute(
         update(CounterRow).where(CounterRow.name == BROKER_COUNTER, CounterRow.value != value)
         .values(value=value).execution_options(synchronize_session=False)

@@ -141,3 +141,57 @@ def start_emulator(*extra: str, model: str = MODEL, gpu: str = "a100_sxm"):
             time.sleep(0.2)
     proc.kill()
     raise RuntimeError("emulator did not start in 90 s")
+
+
+def descendants(pid: int) -> set[int]:
+    """The pids of every process below ``pid`` in the process tree (Linux: read from /proc)."""
+    from pathlib import Path
+
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:  # ended meanwhile
+            continue
+        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    out, todo = set(), [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            out.add(child)
+            todo.append(child)
+    return out
+
+
+def running(pids: set[int]) -> set[int]:
+    """Those of ``pids`` still running (a zombie, ended but not yet reaped, is not)."""
+    from pathlib import Path
+
+    out = set()
+    for pid in pids:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if state not in ("Z", "X"):
+            out.add(pid)
+    return out
+
+
+def wait_ended(pids: set[int], limit_s: float = 30.0) -> set[int]:
+    """Wait until none of ``pids`` runs, at most ``limit_s``; returns those still running."""
+    import time
+
+    deadline = time.monotonic() + limit_s
+    while running(pids) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return running(pids)
+
+
+def command_line(pid: int) -> str:
+    """The command line of process ``pid``, its arguments joined by spaces ("" once it has ended)."""
+    from pathlib import Path
+
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""

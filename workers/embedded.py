@@ -54,9 +54,14 @@ def start_embedded_worker(
     return EmbeddedWorker(controller, thread, plan_pool)
 
 
-def stop_embedded_worker(worker: EmbeddedWorker, timeout_s: float = 10.0) -> None:
-    """Stop consuming, let running tasks finish (up to ``timeout_s``)."""
-    worker.controller.stop(in_sighandler=False, exitcode=0)
-    worker.thread.join(timeout_s)
+def stop_embedded_worker(worker: EmbeddedWorker, timeout_s: float = 10.0) -> bool:
+    """Stop consuming and end the planning processes at once (a plan under way there is abandoned:
+    its lease runs out and the next start resumes it), then let tasks running on this process's
+    threads finish, up to ``timeout_s``; returns whether they all did."""
     if worker.plan_pool is not None:
         worker.plan_pool.stop()
+    stopping = threading.Thread(target=worker.controller.stop, kwargs={"in_sighandler": False, "exitcode": 0},
+                                name="slaplan-embedded-stop", daemon=True)
+    stopping.start()
+    stopping.join(timeout_s)
+    return not stopping.is_alive()

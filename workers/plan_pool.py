@@ -14,7 +14,6 @@ import logging
 import multiprocessing
 import os
 import threading
-import time
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import TYPE_CHECKING, Any
@@ -25,7 +24,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 CHILD_NICENESS = 10  # added to the children's nice value: the API's threads come first
-_replace_lock = threading.Lock()
 _child_sessions: dict[str, Any] = {}  # database URL -> session factory, in each child
 
 
@@ -42,29 +40,26 @@ def start_plan_pool(processes: int) -> ProcessPoolExecutor:
 
 
 def stop_plan_pool(pool: ProcessPoolExecutor) -> None:
+    """Cancel what waits and end the children at once: a task under way (an online search can run
+    for hours) is abandoned, its lease runs out and another start resumes it."""
+    children = list((pool._processes or {}).values())
     pool.shutdown(wait=False, cancel_futures=True)
-
-
-PARENT_CHECK_S = 1.0  # how often a child looks whether its parent is still alive (s)
+    for child in children:
+        child.terminate()
 
 
 def _child_start() -> None:
+    from profiler.bench.tether import tether_to_parent
+
     try:
         os.nice(CHILD_NICENESS)
     except OSError:  # not permitted here: run at the parent's priority
         pass
-    parent = os.getppid()
-    threading.Thread(target=_exit_with_parent, args=(parent,), name="parent-watch", daemon=True).start()
+    # A parent killed outright (SIGKILL, the OOM killer) cannot stop the pool, and the children,
+    # holding each other's ends of the task queue, would wait for work forever with their database
+    # connections open: each ends with its parent (engines it started end with it).
+    tether_to_parent(lambda: os._exit(0))
     import planner  # noqa: F401  (imported once per child, not on the first request)
-
-
-def _exit_with_parent(parent: int) -> None:
-    """End this child once its parent is gone: a parent killed outright (SIGKILL, the OOM
-    killer) cannot stop the pool, and the children, holding each other's ends of the task
-    queue, would otherwise wait for work forever with their database connections open."""
-    while os.getppid() == parent:
-        time.sleep(PARENT_CHECK_S)
-    os._exit(0)
 
 
 def _process_dgdr_here(settings: Settings, uid: str) -> str:

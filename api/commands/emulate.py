@@ -50,6 +50,9 @@ def register(subparsers, summary: str) -> None:
     parser.add_argument("--bootstrap-port", type=port,
                         help="--mode prefill: also listen here as SGLang's bootstrap server, where decode engines "
                              "wait for a request's KV cache (SGLang's --disaggregation-bootstrap-port)")
+    parser.add_argument("--exit-with-parent", action="store_true",
+                        help="exit when the process that started this one ends (as slaplan's online search "
+                             "starts emulators: none outlives a killed worker)")
     parser.set_defaults(func=run)
 
 
@@ -91,11 +94,14 @@ def build(args: argparse.Namespace):
 
 
 def run(args: argparse.Namespace) -> int:
+    import os
+
     from pydantic import ValidationError
 
     from profiler.emulator.server import serve
     from profiler.model.errors import ModelError
 
+    parent = os.getppid()  # before the model is built: the parent may end meanwhile
     if args.bootstrap_port is not None and args.mode != "prefill":
         print("error: --bootstrap-port: only a prefill engine (--mode prefill) serves bootstrap rooms", file=sys.stderr)
         return 2
@@ -116,6 +122,10 @@ def run(args: argparse.Namespace) -> int:
           f"at batch 1, prefill of 1024 tokens {timing.prefill_s(1024) * 1e3:.2f} ms, "
           f"{ranks} rank(s) of {timing.max_batch} sequences / {timing.kv_tokens} KV tokens; "
           f"http://{args.host}:{args.port}/v1", file=sys.stderr, flush=True)
+    if args.exit_with_parent:
+        from profiler.bench.tether import tether_to_parent
+
+        tether_to_parent(lambda: os._exit(0), parent=parent)  # nothing to save: requests in flight die with their client
     try:
         serve(app, args.host, args.port, bootstrap_port=args.bootstrap_port)
     except OSError as exc:

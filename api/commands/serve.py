@@ -83,6 +83,7 @@ def _warn_if_exposed(settings, host: str) -> None:
 
 def run(args: argparse.Namespace) -> int:
     import logging
+    import os
 
     import uvicorn
     from uvicorn.config import LOG_LEVELS as LEVEL_NUMBERS
@@ -119,14 +120,38 @@ def run(args: argparse.Namespace) -> int:
 
     # Requests are published by the app's dispatcher while it runs (workers.dispatcher).
     stop = _start_compaction(app.state.sessions)
+    _raise_on_sigterm()
     try:
         uvicorn.run(app, **_uvicorn_options(args))
+    except _Terminated:
+        pass
     finally:
         stop.set()
-        if worker is not None:
-            stop_embedded_worker(worker)
+        stopped = worker is None or stop_embedded_worker(worker)
         app.state.engine.dispose()
+    if not stopped:  # a task on the worker's threads (an online search) would hold the exit for hours
+        logging.getLogger(__name__).warning("stopping with tasks under way; their leases run out and the next "
+                                            "start resumes them")
+        logging.shutdown()
+        os._exit(0)  # the engines of online searches end with this process (profiler.bench.tether)
     return 0
+
+
+class _Terminated(BaseException):
+    """SIGTERM arrived (``_raise_on_sigterm``)."""
+
+
+def _raise_on_sigterm() -> None:
+    """Make SIGTERM raise ``_Terminated``. uvicorn, once it has shut down for a SIGTERM, raises
+    the signal again under the handler it found; with the default one the process ended there,
+    and the embedded worker, its planning processes and the engines of their online searches
+    were never stopped."""
+    import signal
+
+    def terminated(_signum, _frame) -> None:
+        raise _Terminated
+
+    signal.signal(signal.SIGTERM, terminated)
 
 
 def _uvicorn_options(args: argparse.Namespace) -> dict:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import subprocess
 import tempfile
 import time
@@ -25,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from profiler.bench.spec import BenchmarkJobSpec, InferenceServiceReference
 from profiler.bench.command import BenchCommand, BenchOptions, bare_base_url, build_command
 from profiler.bench.results import IterationMetrics, parse_folder, table
+from profiler.bench.tether import start_tethered, stop_group
 from profiler.bench.tokenizer import is_tokenizer_dir, write_byte_tokenizer
 
 GENAI_BENCH_VENV = ".venv-genai-bench"
@@ -294,9 +294,8 @@ def _run(command: BenchCommand, cwd: Path, console: Path, env: Mapping[str, str]
     """Run genai-bench; returns (exit code or None on timeout, seconds)."""
     started = time.monotonic()
     with console.open("wb") as out:
-        proc = subprocess.Popen(list(command.argv), stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                                cwd=cwd, env={**env, **command.env, "PYTHONUNBUFFERED": "1", "COLUMNS": "160"},
-                                start_new_session=True)
+        proc = start_tethered(list(command.argv), stdout=out, cwd=cwd,
+                              env={**env, **command.env, "PYTHONUNBUFFERED": "1", "COLUMNS": "160"})
         try:
             code = proc.wait(timeout=command.timeout_s)
         except subprocess.TimeoutExpired:
@@ -305,20 +304,6 @@ def _run(command: BenchCommand, cwd: Path, console: Path, env: Mapping[str, str]
             if proc.poll() is None:
                 stop_group(proc)
     return code, time.monotonic() - started
-
-
-def stop_group(proc: subprocess.Popen) -> None:
-    """Stop a process started in its own session and everything it started: SIGTERM, then SIGKILL."""
-    for sig, wait_s in ((signal.SIGTERM, 10), (signal.SIGKILL, 5)):
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            return
-        try:
-            proc.wait(timeout=wait_s)
-            return
-        except subprocess.TimeoutExpired:
-            continue
 
 
 def _invalid(exc: ValueError, notes: list[str]) -> BenchOutcome:

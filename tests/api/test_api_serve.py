@@ -4,13 +4,15 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import time
 from pathlib import Path
 
+import httpx
 import pytest
 from kubernetes import client as k8s
-from procs import SLAPLAN, free_port, stop, wait_ready
+from procs import SLAPLAN, command_line, descendants, free_port, stop, wait_ended, wait_ready
 from paths import ROOT
 
 pytestmark = pytest.mark.slow
@@ -196,3 +198,34 @@ def test_a_token_from_a_file_with_a_trailing_newline_still_authorises(tmp_path):
         assert client.post(BNS, json=BENCH, headers={"authorization": "Bearer s3cret"}).status_code == 201
     finally:
         app.state.engine.dispose()
+
+
+ONLINE_DGDR = {
+    "apiVersion": "nvidia.com/v1beta1", "kind": "DynamoGraphDeploymentRequest",
+    "metadata": {"name": "measured", "namespace": "default"},
+    "spec": {"model": "meta-llama/Llama-3.1-8B-Instruct", "backend": "vllm", "hardware": {"gpuSku": "a100_sxm"},
+             "workload": {"isl": 200, "osl": 30}, "sla": {"ttft": 300, "itl": 20}, "searchStrategy": "thorough",
+             "autoApply": False},
+}
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="reads the process tree from /proc")
+def test_sigterm_stops_serve_and_the_engines_of_its_online_searches(tmp_path):
+    """SIGTERM mid-trial: serve stops its worker and planning processes and exits by itself;
+    the emulator the online search had started does not outlive it."""
+    port = free_port()
+    proc = _start(tmp_path, port)
+    try:
+        url = f"http://127.0.0.1:{port}/apis/nvidia.com/v1beta1/namespaces/default/dynamographdeploymentrequests"
+        assert httpx.post(url, json=ONLINE_DGDR, timeout=10).status_code == 201
+        deadline, engines = time.monotonic() + 60, set()
+        while not engines and time.monotonic() < deadline:
+            time.sleep(0.2)
+            engines = {pid for pid in descendants(proc.pid) if " emulate " in command_line(pid)}
+        assert engines, "no engine was started"
+        tree = descendants(proc.pid)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(30) == 0
+    finally:
+        stop(proc)
+    assert wait_ended(tree) == set()

@@ -7,13 +7,17 @@ from __future__ import annotations
 
 import json
 import shlex
+import signal
+import subprocess
 import sys
+import textwrap
 
 import httpx
 import pytest
 
 from fake_kube import CRD_DIR, SKIP_REASON, FakeKube
-from procs import role_command
+from paths import ROOT
+from procs import SLAPLAN, descendants, role_command, running, wait_ended
 from infra.deploy_targets import KubeTarget, LocalTarget, TargetError, deployed
 from planner import online as search
 from planner import plan
@@ -51,13 +55,56 @@ def test_a_local_engine_command_template(units):
         assert httpx.get(f"{endpoint.base_url}/v1/models", timeout=5).status_code == 200
 
 
+# A worker's online search, reduced: it starts one engine of a unit the way the worker does (from
+# a thread that has ended by the time the engine serves), says where it serves, and waits.
+WORKER = textwrap.dedent("""
+    import sys, threading
+    from infra.deploy_targets import LocalTarget
+    from planner import online, plan
+    from planner.types import PlanRequest
+
+    request = PlanRequest.model_validate_json(sys.argv[1])
+    unit = online.units(plan(request).candidates)["agg tp1"]
+    started = {}
+    target = LocalTarget(command=sys.argv[2] or None, speed=4.0)
+    thread = threading.Thread(target=lambda: started.update(endpoint=target.up(unit, request, "orphan")))
+    thread.start()
+    thread.join()
+    print(started["endpoint"].base_url, flush=True)
+    threading.Event().wait()
+""")
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads the process tree from /proc")
+@pytest.mark.parametrize("engine", ["emulator", "shell command with a child"])
+def test_engines_end_with_a_killed_worker(engine):
+    """SIGKILL gives a worker no chance to tear its engines down: they (and whatever they
+    started) end with it anyway, and not with the thread that started them."""
+    inner = f"sleep 600 & exec {shlex.join(SLAPLAN)} emulate --model {{model}} --gpu {{gpu}} " \
+            "--served-model-name {model} --host {host} --port {port}"
+    command = "" if engine == "emulator" else f"sh -c {shlex.quote(inner)}"
+    worker = subprocess.Popen([sys.executable, "-c", WORKER, REQUEST.model_dump_json(), command], cwd=ROOT,
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        base_url = worker.stdout.readline().strip()
+        assert base_url.startswith("http://"), "the engine did not come up"
+        tree = descendants(worker.pid)  # the guard, the engine, and the shell's child
+        assert len(running(tree)) == (2 if engine == "emulator" else 3)
+        assert httpx.get(f"{base_url}/v1/models", timeout=5).status_code == 200
+    finally:
+        worker.send_signal(signal.SIGKILL)
+        worker.wait()
+    assert wait_ended(tree) == set()
+
+
 def test_local_failures_say_why(units):
     dying = LocalTarget(command="sh -c 'echo CUDA out of memory; exit 3'")
     with pytest.raises(TargetError, match=r"exited with code 3 before serving: CUDA out of memory"):
         dying.up(units["agg tp1"], REQUEST, "t-dies")
     with pytest.raises(TargetError, match=r"template .* is invalid: 'gpus'"):
         LocalTarget(command="engine --gpus {gpus}").up(units["agg tp1"], REQUEST, "t-bad")
-    with pytest.raises(TargetError, match="cannot start the engine 'no-such-engine-here'"):
+    with pytest.raises(TargetError, match="exited with code 127 before serving: cannot start 'no-such-engine-here'"):
         LocalTarget(command="no-such-engine-here --port {port}").up(units["agg tp1"], REQUEST, "t-missing")
     silent = LocalTarget(command="sleep 30", ready_timeout_s=1)
     with pytest.raises(TargetError, match=r"did not serve http://127.0.0.1:\d+/v1/models within 1 s"):

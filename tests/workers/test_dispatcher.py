@@ -209,3 +209,22 @@ def test_creates_that_wake_it_during_a_round_are_published_by_one_more_round(wor
     second_round.wait()
     dispatcher.stop()
     assert rounds == [1, 2]
+
+
+def test_a_round_with_nothing_to_do_never_waits_for_another_writer(world, tmp_path):
+    """SQLite has one writer at a time: a round that only finds the broker unchanged, no lease
+    run out and nothing due reads, and so runs while another connection holds the write lock."""
+    import sqlite3
+
+    _store(world, "planned")
+    dispatcher = world.dispatcher()
+    assert dispatcher.run_once() == 1  # notes the broker, publishes the request
+    writer = sqlite3.connect(tmp_path / "d.db", isolation_level=None)
+    writer.execute("BEGIN IMMEDIATE")  # the write lock, held by a create or a plan being saved
+    try:
+        assert dispatcher.run_once() == 0
+    finally:
+        writer.execute("ROLLBACK")
+        writer.close()
+    world.clock["now"] += TTL * 100  # a lease could have run out, the request is due again: writes
+    assert dispatcher.run_once() == 1
