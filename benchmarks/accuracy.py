@@ -279,7 +279,8 @@ def groups_table(data, preds: dict[str, np.ndarray], groups: list[tuple[str, np.
                  title: list[str]) -> str:
     """TTFT and TPOT MdAPE with bias, and how many rows each is over (a row with only a TPOT counts
     for TPOT only), of each scheme of ``preds`` (scheme -> array (2, rows) of TTFT and TPOT ms) on
-    each of ``groups`` (label, mask of ``data``'s rows), under the lines of ``title``."""
+    each of ``groups`` (label, mask of ``data``'s rows), under the lines of ``title``; a group the
+    scheme predicts no row of is left out."""
     from profiler.model.calibrate import median_errors
 
     width = max([18, *(len(label) for label, _ in groups)])
@@ -290,6 +291,8 @@ def groups_table(data, preds: dict[str, np.ndarray], groups: list[tuple[str, np.
         for label, mask in groups:
             n_t, t_ape, t_bias = median_errors(ttft[mask], data.ttft_ms[mask])
             n_p, p_ape, p_bias = median_errors(tpot[mask], data.tpot_ms[mask])
+            if not n_t and not n_p:  # rows this scheme does not predict (held out by another)
+                continue
             lines.append(f"{scheme:<9} {label:<{width}} {n_t:>6} {t_ape:>5.1f}% {t_bias:>+4.0f}% {n_p:>6} "
                          f"{p_ape:>5.1f}% {p_bias:>+4.0f}%")
     return "\n".join(lines)

@@ -28,3 +28,15 @@ def test_two_precisions_are_split_alone_and_by_mode():
                            "mi355x fp4 disagg", "mi355x fp8", "mi355x fp8 agg", "mi355x fp8 disagg"]
     assert table["mi355x fp4"] == table["mi355x fp4 disagg"] == "10.0%"
     assert table["mi355x fp8"] == table["mi355x fp8 agg"] == "50.0%"
+
+
+def test_a_group_the_scheme_does_not_predict_is_left_out():
+    """A scheme that holds some rows out predicts NaN for the others: their groups get no line."""
+    measured = np.full(4, 100.0)
+    labels = {"gpu": np.array(["mi300x", "mi300x", "mi355x", "mi355x"]), "mode": np.array(["agg"] * 4)}
+    data = SimpleNamespace(labels=labels, repeats=np.zeros(4, dtype=bool), ttft_ms=measured, tpot_ms=measured)
+    preds = {"cdna3": np.stack([np.array([110.0, 110.0, np.nan, np.nan])] * 2)}
+    lines = load("accuracy").added_table(data, preds, np.ones(4, dtype=bool), np.array(["fp8"] * 4)).splitlines()
+    labels_shown = [re.split(r"\s{2,}", line)[1] for line in lines if line.startswith("cdna3 ")]
+    assert labels_shown == ["all", "mi300x"]
+    assert "nan" not in "\n".join(lines)
