@@ -12,7 +12,7 @@ from profiler.bench.results import IterationMetrics, Percentiles
 from profiler.model.config import Parallel, ServingConfig
 from profiler.model.errors import ModelError
 from profiler.model.estimate import estimate
-from profiler.model.measured import Point, fit_deployment, fitted_names
+from profiler.model.measured import Point, fit_deployment
 from profiler.model.params import shipped_params
 
 MODEL = "meta-llama/Llama-3.1-8B-Instruct"
