@@ -190,6 +190,37 @@ def test_the_search_loop_runs_on_any_ledger_with_a_clock_it_is_handed():
     assert stopped == "wall-time budget used (60 min)" and len(ledger.rows) == 1
 
 
+def test_runs_of_one_unit_in_a_row_share_its_deployment():
+    from infra.deploy_targets import Endpoint, TargetError
+
+    class Logged:
+        """A target that logs what it brings up and down; ``broken`` units fail to come up."""
+
+        def __init__(self, broken=()):
+            self.log, self.broken = [], set(broken)
+
+        def up(self, unit, request, name):
+            if search.unit_key(unit) in self.broken:
+                raise TargetError("out of memory")
+            self.log.append(("up", name))
+            return Endpoint(name=name, base_url=f"http://{name}", model_name=request.model)
+
+        def down(self, endpoint):
+            self.log.append(("down", endpoint.name))
+
+    a, b = list(search.units(plan(REQUEST).candidates).values())[:2]
+    target = Logged(broken={search.unit_key(b)})
+    with online.one_unit_up(target) as endpoint:
+        assert endpoint(a, REQUEST, "t0") == endpoint(a, REQUEST, "t1")  # the unit's second run: still up
+        with pytest.raises(TargetError):
+            endpoint(b, REQUEST, "t2")  # another unit: the first is torn down before it is tried
+        assert target.log == [("up", "t0"), ("down", "t0")]
+        target.broken.clear()
+        endpoint(b, REQUEST, "t3")
+        endpoint(a, REQUEST, "t4")
+    assert target.log == [("up", "t0"), ("down", "t0"), ("up", "t3"), ("down", "t3"), ("up", "t4"), ("down", "t4")]
+
+
 # --------------------------------------------------------------------------- the search
 
 
