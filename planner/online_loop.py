@@ -118,6 +118,19 @@ def _iterations(trials: Iterable[LedgerTrial], unit: str) -> list[dict[str, Any]
     return [it for t in trials if t.state == "complete" and t.unit == unit for it in t.attrs["iterations"]]
 
 
+def _failed(trials: list[LedgerTrial]) -> Callable[[search.Run], bool]:
+    """Whether a run is ruled out by runs that failed on their own: a unit none of whose runs was
+    measured is out after one failure (it may not come up at all); a measured unit loses the loads
+    at and above a failed run's (more clients than it could serve)."""
+    measured = {t.unit for t in trials if t.state == "complete"}
+    failed = [_run(t) for t in _counted(trials) if t.state == "fail"]
+
+    def out(run: search.Run) -> bool:
+        return any(u == run[0] and (u not in measured or c is None or c <= run[1]) for u, c in failed)
+
+    return out
+
+
 def _best(trials: Iterable[LedgerTrial]) -> LedgerTrial | None:
     done = [t for t in trials if t.state == "complete"]
     return max(done, key=lambda t: t.value) if done else None
@@ -174,9 +187,9 @@ def search_runs(request: PlanRequest, unit_plans: dict[str, Plan], *, deployable
             sleep(poll_s)  # the rest of the budget is being measured by other (or lost) workers' trials
             continue
         if not any(t.state == "waiting" for t in trials):  # else: a lost trial to retry first
-            failed = {t.unit for t in _counted(trials) if t.state == "fail"}
             busy = {_run(t) for t in trials if t.state == "running"}
-            open_runs = {k: p for k, p in predicted.items() if k[0] not in failed and k not in busy}
+            out = _failed(trials)
+            open_runs = {k: p for k, p in predicted.items() if k not in busy and not out(k)}
             run = search.next_run(open_runs, _measured(trials), gpus, request)
             if run is None:
                 if busy:

@@ -190,6 +190,18 @@ def test_the_search_loop_runs_on_any_ledger_with_a_clock_it_is_handed():
     assert stopped == "wall-time budget used (60 min)" and len(ledger.rows) == 1
 
 
+def test_a_failed_run_rules_out_its_unit_or_its_higher_loads():
+    point = {"concurrency": 4, "ttft_ms": 100.0, "itl_ms": 10.0, "output_tok_s": 400.0}
+    trials = [LedgerTrial(number=0, state="complete", unit="a", value=1.0, attrs={"points": [point]}, concurrency=4),
+              LedgerTrial(number=1, state="fail", unit="a", value=None, attrs={"error": "timed out"}, concurrency=16),
+              LedgerTrial(number=2, state="fail", unit="b", value=None, attrs={"error": "not deployed"}, concurrency=1),
+              LedgerTrial(number=3, state="fail", unit="c", value=None, attrs={}, concurrency=1)]  # lost: retried
+    out = online_loop._failed(trials)
+    assert [out(("a", c)) for c in (1, 4, 16, 64)] == [False, False, True, True]  # a served 4 clients, not 16
+    assert out(("b", 16)) and out(("b", 1))  # b never came up
+    assert not out(("c", 1))  # its worker was lost: not its own failure
+
+
 def test_runs_of_one_unit_in_a_row_share_its_deployment():
     from infra.deploy_targets import Endpoint, TargetError
 
