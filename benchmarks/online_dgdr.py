@@ -3,13 +3,14 @@ thorough`` shape against the v1alpha1 ``online: true`` one, for the same request
 
 Starts `slaplan serve` (embedded worker, SQLite in a temporary directory) whose online searches
 run local emulators ``--speed`` times as fast as the model, measured by the real genai-bench
-(``D(100,20)`` at the default sweep), at most ``--trials`` candidates each. The request is one
+(``D(100,20)``, each run at one of the default sweep's concurrencies), at most ``--trials`` runs
+each (default: the service's 8, so the search's own rule ends it). The request is one
 v1beta1 DGDR (Llama-3.1-8B on a100_sxm, 2 GPUs per node, TTFT 1500 ms, ITL 100 ms) and its
 conversion to v1alpha1 (``api.conversion.convert_dgdr``: the same PlanRequest). Each round
 submits one of each in turn (one at a time, alternating which goes first) and times create →
-Ready; it checks that the trials are in ``profilingResults.online``.
+Ready; it counts the runs (measured points) and units in ``profilingResults.online``.
 
-    .venv/bin/python benchmarks/online_dgdr.py [--rounds 2] [--trials 2] [--speed 0.25]
+    .venv/bin/python benchmarks/online_dgdr.py [--rounds 2] [--trials 8] [--speed 0.25]
 """
 
 from __future__ import annotations
@@ -65,14 +66,15 @@ def run_one(api: httpx.Client, body: dict, name: str, timeout_s: float) -> dict:
         raise SystemExit(f"{name} failed: {json.dumps(status.get('conditions'))[:2000]}")
     online = json.loads(status["profilingResults"]).get("online") or {}
     measured = [t for t in online.get("trials", []) if t.get("state") == "complete" and t.get("points")]
-    return {"seconds": seconds, "trials": len(online.get("trials", [])), "measured": len(measured),
-            "profiling": online.get("profiling"), "stopped": online.get("stopped")}
+    return {"seconds": seconds, "trials": len(online.get("trials", [])), "runs": sum(len(t["points"]) for t in measured),
+            "units": len({t["unit"] for t in measured}), "profiling": online.get("profiling"),
+            "stopped": online.get("stopped")}
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=2, help="DGDRs of each shape")
-    parser.add_argument("--trials", type=int, default=2, help="candidates measured per DGDR at most")
+    parser.add_argument("--trials", type=int, default=8, help="runs measured per DGDR at most")
     parser.add_argument("--speed", type=float, default=0.25, help="emulators' speed against the model")
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds one DGDR may take")
     args = parser.parse_args(argv)
@@ -90,16 +92,16 @@ def main(argv: list[str] | None = None) -> int:
                     for label, body in (order if r % 2 == 0 else order[::-1]):
                         name = f"{body['apiVersion'].split('/')[1]}-{r}"
                         results[label].append(one := run_one(api, body, name, args.timeout))
-                        print(f"{label} #{r}: Ready in {one['seconds']:.1f} s, {one['measured']} of {one['trials']} "
-                              f"trial(s) measured ({one['profiling']}; {one['stopped']})", flush=True)
+                        print(f"{label} #{r}: Ready in {one['seconds']:.1f} s, {one['runs']} run(s) of {one['units']} "
+                              f"unit(s) in {one['trials']} trial(s) ({one['profiling']}; {one['stopped']})", flush=True)
         finally:
             stop_serve(proc)
-    print(f"\n| shape | DGDRs | create → Ready, median (min–max) | trials measured in profilingResults |")
+    print(f"\n| shape | DGDRs | create → Ready, median (min–max) | runs (units) measured in profilingResults |")
     print("|---|---:|---|---|")
     for label, runs in results.items():
         secs = [r["seconds"] for r in runs]
         print(f"| {label} | {len(runs)} | {statistics.median(secs):.1f} s ({min(secs):.1f}–{max(secs):.1f}) "
-              f"| {', '.join(str(r['measured']) for r in runs)} |")
+              f"| {', '.join('%d (%d)' % (r['runs'], r['units']) for r in runs)} |")
     return 0
 
 

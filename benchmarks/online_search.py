@@ -4,16 +4,17 @@ The measurement function is the performance model itself with *other* parameters
 planner starts from — the "deployment" is a known truth: every efficiency and fixed cost the
 model has is multiplied by a seeded random factor (log-normal, σ = ``--spread``), so the truth is
 unevenly slower or faster than the shipped model (slower links hurt TP, a heavier framework
-step hurts small batches, KV transfer hurts disaggregation…). Each candidate unit is "measured"
-at the same sweep (ISL/OSL at 1, 4, 16 and 64 clients) the service runs with genai-bench.
+step hurts small batches, KV transfer hurts disaggregation…). A run is one candidate unit
+"measured" at one of the concurrencies (ISL/OSL at 1, 4, 16 or 64 clients) the service may run
+genai-bench at.
 
-Per scenario and truth: the exhaustive sweep measures every unit of the space (aggregated engines
-and prefill/decode pairs, as the offline planner considers them) and picks the best score; the
-online search (``workers.online.profile_online``, its Optuna study in a temporary SQLite file)
-measures until it converges or its budget (a third of the space) is used. Reported: the space, the
-runs each used, the runs the same stop rule needs when the truth itself predicts (what the
-landscape alone asks for: every unit within the margin of the best is measured), whether the
-online pick is the sweep's pick, and the online pick's true score as a share of the sweep's.
+Per scenario and truth: the exhaustive sweep measures every run of every unit of the space
+(aggregated engines and prefill/decode pairs, as the offline planner considers them) and picks the
+unit with the best score; the online search (``workers.online.profile_online``, its Optuna study in
+a temporary SQLite file) measures run by run until it converges or its budget (a third of the
+space's runs) is used. Reported: the space, the runs each used, the runs the same stop rule needs
+when the truth itself predicts (what the landscape alone asks for), whether the online pick is the
+sweep's pick, and the online pick's true score as a share of the sweep's.
 
     python benchmarks/online_search.py [--truths 5] [--spread 0.3] [--seed 1]
 """
@@ -83,18 +84,19 @@ def run(label: str, fields: dict, seed: int, spread: float) -> dict:
     scores = {k: search.score(measured[k], units[k].total_gpus, request) for k in units}
     sweep_pick = max(scores, key=scores.get)
     gpus = {k: u.total_gpus for k, u in units.items()}
-    known: dict[str, list] = {}
-    while (key := search.next_unit(measured, known, gpus, request)) is not None:  # the stop rule, knowing the truth
-        known[key] = measured[key]
+    runs = search.runs(measured)
+    known: dict = {}
+    while (key := search.next_run(runs, known, gpus, request)) is not None:  # the stop rule, knowing the truth
+        known[key] = runs[key]
 
-    calls: list[str] = []
+    calls: list[tuple[str, int]] = []
 
-    def measure(unit, req, name):
-        calls.append(search.unit_key(unit))
-        points = search.predict({"u": unit}, req, SWEEP, true, arch[0])["u"]
+    def measure(unit, clients, req, name):
+        calls.append((search.unit_key(unit), clients))
+        points = search.predict({"u": unit}, req, (clients,), true, arch[0])["u"]
         return model_iterations(points, req.isl_tokens, req.osl_tokens, name), "", None
 
-    budget = max(1, len(units) // 3)
+    budget = max(1, len(runs) // 3)
     with tempfile.TemporaryDirectory() as tmp:
         setup = online.Online(database_url=f"sqlite:///{tmp}/study.db", target=Everywhere(), target_name="model",
                               runner=None, max_trials=budget)
@@ -104,7 +106,8 @@ def run(label: str, fields: dict, seed: int, spread: float) -> dict:
         seconds = time.perf_counter() - started
     pick = result.online.best
     best = scores[sweep_pick]
-    return {"scenario": label, "truth": seed, "space": len(units), "runs": len(calls), "budget": budget,
+    return {"scenario": label, "truth": seed, "units": len(units), "space": len(runs), "runs": len(calls),
+            "budget": budget,
             "oracle": len(known),
             "same": pick == sweep_pick, "share": scores[pick] / best if best > 0 else float("nan"),
             "sweep_pick": sweep_pick, "online_pick": pick, "scale": fit.scale, "seconds": seconds,
@@ -118,14 +121,14 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args()
     rows = []
-    print("| scenario | truth | units | online runs | runs knowing the truth | same pick as the sweep |"
+    print("| scenario | truth | units (runs) | online runs | runs knowing the truth | same pick as the sweep |"
           " online pick's true score / sweep's | sweep pick | online pick | stopped |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     for label, fields in SCENARIOS:
         for i in range(args.truths):
             r = run(label, fields, args.seed * 1000 + i, args.spread)
             rows.append(r)
-            print(f"| {label} | {r['truth']} | {r['space']} | {r['runs']} | {r['oracle']} | {'yes' if r['same'] else 'no'} | "
+            print(f"| {label} | {r['truth']} | {r['units']} ({r['space']}) | {r['runs']} | {r['oracle']} | {'yes' if r['same'] else 'no'} | "
                   f"{r['share']:.3f} | {r['sweep_pick']} | {r['online_pick']} | {r['stopped']} |", flush=True)
     runs, space = sum(r["runs"] for r in rows), sum(r["space"] for r in rows)
     same = sum(r["same"] for r in rows)

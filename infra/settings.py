@@ -118,7 +118,8 @@ class Settings(BaseModel):
         description="kubernetes: where a candidate DGD's frontend answers ({name}, {namespace}); the default "
         "is the operator's service, reachable from inside the cluster",
     )
-    online_max_trials: int = Field(default=8, gt=0, description="candidates measured per online DGDR, unless it says")
+    online_max_trials: int = Field(default=8, gt=0, description="runs measured per online DGDR (a unit at one "
+                                                                "concurrency each), unless it says")
     online_max_minutes: float = Field(default=240.0, ge=1, description="wall time of one online DGDR, unless it says")
     online_heartbeat_seconds: int = Field(
         default=60, gt=0, description="a running trial's heartbeat; one silent for twice this is failed and retried"

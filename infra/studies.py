@@ -148,7 +148,8 @@ def heartbeat(store: optuna.storages.RDBStorage, trial: optuna.Trial) -> Iterato
         thread.join()
 
 
-UNIT_PARAM = "unit"  # the trial parameter: the unit's key
+UNIT_PARAM = "unit"  # the trial parameters: the unit's key and the run's closed-loop clients
+CONCURRENCY_PARAM = "concurrency"
 _STATES = {optuna.trial.TrialState.WAITING: "waiting", optuna.trial.TrialState.RUNNING: "running",
            optuna.trial.TrialState.COMPLETE: "complete", optuna.trial.TrialState.FAIL: "fail",
            optuna.trial.TrialState.PRUNED: "pruned"}
@@ -157,8 +158,8 @@ _OUTCOMES = {"complete": optuna.trial.TrialState.COMPLETE, "fail": optuna.trial.
 
 
 class StudyLedger:
-    """``planner.ledger.Ledger`` on an Optuna study in an RDB storage: a trial's unit is its
-    parameter ``UNIT_PARAM``, what the search records are its user attributes, and the start of
+    """``planner.ledger.Ledger`` on an Optuna study in an RDB storage: a trial's run is its
+    parameters ``UNIT_PARAM`` and ``CONCURRENCY_PARAM``, what the search records are its user attributes, and the start of
     the search is the study's user attribute ``started``."""
 
     def __init__(self, store: optuna.storages.RDBStorage, study: optuna.Study):
@@ -172,7 +173,7 @@ class StudyLedger:
 
     def trials(self) -> list[LedgerTrial]:
         return [LedgerTrial(number=t.number, state=_STATES[t.state], unit=t.params.get(UNIT_PARAM), value=t.value,
-                            attrs=t.user_attrs)
+                            attrs=t.user_attrs, concurrency=t.params.get(CONCURRENCY_PARAM))
                 for t in self._study.get_trials(deepcopy=False)]
 
     def started(self, clock: Callable[[], float]) -> float:
@@ -183,14 +184,15 @@ class StudyLedger:
     def fail_stale(self) -> None:
         fail_stale(self._study)
 
-    def enqueue(self, unit: str) -> None:
-        self._study.enqueue_trial({UNIT_PARAM: unit})
+    def enqueue(self, unit: str, concurrency: int) -> None:
+        self._study.enqueue_trial({UNIT_PARAM: unit, CONCURRENCY_PARAM: concurrency})
 
-    def ask(self, choices: Sequence[str]) -> LedgerTrial:
+    def ask(self, units: Sequence[str], concurrency: Sequence[int]) -> LedgerTrial:
         trial = ask(self._study)
-        unit = trial.suggest_categorical(UNIT_PARAM, list(choices))
+        unit = trial.suggest_categorical(UNIT_PARAM, list(units))
+        clients = trial.suggest_categorical(CONCURRENCY_PARAM, list(concurrency))
         self._asked[trial.number] = trial
-        return LedgerTrial(number=trial.number, state="running", unit=unit, value=None, attrs={})
+        return LedgerTrial(number=trial.number, state="running", unit=unit, value=None, attrs={}, concurrency=clients)
 
     def set_attrs(self, number: int, attrs: Mapping[str, Any]) -> None:
         trial = self._asked[number]

@@ -2,7 +2,7 @@
 worker searching the same DGDR. A Protocol: Optuna's RDB storage implements it
 (``infra.studies.StudyLedger``); the search (``planner.online_loop``) sees only this.
 
-A trial is one unit deployed and benchmarked. States: ``waiting`` (enqueued, nobody asked for it
+A trial is one run: one unit deployed and benchmarked at one concurrency. States: ``waiting`` (enqueued, nobody asked for it
 yet), ``running`` (a worker is measuring it), ``complete`` (measured; ``value`` is its score),
 ``fail`` (could not be measured, or its worker was lost) and ``pruned`` (asked for, then dropped
 unmeasured).
@@ -21,14 +21,17 @@ Outcome = Literal["complete", "fail", "pruned"]
 
 @dataclass(frozen=True)
 class LedgerTrial:
-    """One trial as the ledger holds it. ``unit``: the unit's key (None while waiting);
-    ``value``: the score once complete; ``attrs``: what the search recorded on it."""
+    """One trial as the ledger holds it. ``unit``: the unit's key and ``concurrency`` the run's
+    closed-loop clients (None while waiting; ``concurrency`` also in trials of searches that
+    measured a unit's whole sweep at once); ``value``: the score once complete; ``attrs``: what the
+    search recorded on it."""
 
     number: int
     state: TrialState
     unit: str | None
     value: float | None
     attrs: Mapping[str, Any]
+    concurrency: int | None = None
 
 
 class Ledger(Protocol):
@@ -47,11 +50,12 @@ class Ledger(Protocol):
     def fail_stale(self) -> None:
         """Fail the running trials of workers that stopped reporting (each retried once, waiting)."""
 
-    def enqueue(self, unit: str) -> None:
-        """Add a waiting trial of ``unit``."""
+    def enqueue(self, unit: str, concurrency: int) -> None:
+        """Add a waiting trial: ``unit`` at ``concurrency`` clients."""
 
-    def ask(self, choices: Sequence[str]) -> LedgerTrial:
-        """A new running trial, of a waiting trial's unit if there is one, else of one of ``choices``."""
+    def ask(self, units: Sequence[str], concurrency: Sequence[int]) -> LedgerTrial:
+        """A new running trial, of a waiting trial's run if there is one, else of one of ``units``
+        at one of ``concurrency``."""
 
     def set_attrs(self, number: int, attrs: Mapping[str, Any]) -> None:
         """Record ``attrs`` on trial ``number``."""

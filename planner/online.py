@@ -1,24 +1,22 @@
 """The online search (pure): which deployment units to measure, how a measurement scores
-against the SLA, and which unit to measure next.
+against the SLA, and which run to measure next.
 
 A candidate is one deployment unit of the offline planner's space — one aggregated engine, or
 one prefill engine with one decode engine — as a ``Plan`` with one replica per role, so the
-same renderers deploy it. Each unit is measured by a short sweep: the request's ISL/OSL at a
-few closed-loop concurrencies, one ``SweepPoint`` each.
+same renderers deploy it. A run is one unit benchmarked at one closed-loop concurrency (the
+request's ISL/OSL), one ``SweepPoint``; the concurrencies a run may use are the sweep's.
 
-Score (maximized): goodput per GPU, the highest output tokens/s per GPU among the sweep
-points whose mean TTFT and mean ITL (and end-to-end latency, when the request has a target)
-meet the SLA. A unit with no point within the SLA scores minus its smallest miss ratio
-(−1.3: 30 % over the target at its best point), so the search still moves toward the SLA.
+Score (maximized): goodput per GPU, the highest output tokens/s per GPU among the points whose
+mean TTFT and mean ITL (and end-to-end latency, when the request has a target) meet the SLA. A
+run with no point within the SLA scores minus its smallest miss ratio (−1.3: 30 % over the
+target), so the search still moves toward the SLA.
 
-Next unit: the performance model, calibrated on the best unit measured so far, predicts each
-unit's sweep; ``next_run``, the run-by-run rule ``benchmarks/online_replay.py`` replays on
-measured landscapes, rescales the predictions by what was measured and names the run with the
-highest expected gain (the chance it meets the SLA, from the spread of the model's error, times
-its goodput's expected excess over the best measured); its unit is measured next (the whole
-sweep: the unit is deployed anyway). The search is done once two units were measured and no
-unmeasured run is expected to gain ``RUN_NOISE`` (5 %, the measurement noise) of the best
-measured goodput per GPU.
+Next run (``next_run``, the rule ``benchmarks/online_replay.py`` replays on measured landscapes):
+the performance model predicts every run; the predictions are rescaled by what was measured, and
+the next run is the one with the highest expected gain (the chance it meets the SLA, from the
+spread of the model's error, times its goodput's expected excess over the best measured). The
+search is done once two units were measured and no open run is expected to gain ``RUN_NOISE``
+(5 %, the measurement noise) of the best measured goodput per GPU.
 """
 
 from __future__ import annotations
@@ -33,7 +31,7 @@ from planner.sizing import Candidate
 from planner.types import Plan, PlanRequest
 from profiler.model import Model, Parallel, ServingConfig, evaluate, prepare, stack_prepared
 
-SWEEP_CONCURRENCY = (1, 4, 16)  # closed-loop clients per measured unit
+SWEEP_CONCURRENCY = (1, 4, 16)  # the closed-loop clients a run may use
 
 
 class SweepPoint(BaseModel):
@@ -119,22 +117,6 @@ def predict(unit_plans: dict[str, Plan], req: PlanRequest, concurrency: Sequence
     return out
 
 
-def next_unit(predicted: dict[str, Sequence[SweepPoint]], measured: dict[str, Sequence[SweepPoint]],
-              gpus: dict[str, int], req: PlanRequest, busy: Iterable[str] = ()) -> str | None:
-    """The unit to measure next, or None when none is left worth measuring: ``next_run`` (the one
-    stop rule, also replayed on measured data) over the units' sweep runs. A measured unit counts as swept whole (its sweep is one deployment), so only runs of
-    units neither measured nor ``busy`` (being measured) are open.
-
-    ``predicted``: each candidate unit's predicted sweep (measured ones too: their ratios rescale
-    the others); ``measured``: the sweeps measured so far; ``gpus``: GPUs of each unit."""
-    seen = {(k, p.concurrency): p for k, pts in measured.items() for p in pts}
-    skip = set(measured) | set(busy)
-    runs = {(k, p.concurrency): p for k, pts in predicted.items() for p in pts
-            if (k, p.concurrency) in seen or k not in skip}
-    run = next_run(runs, seen, gpus, req)
-    return None if run is None else run[0]
-
-
 def candidate(unit: Plan) -> Candidate:
     """The planner's search-space point of ``unit`` (``plan(..., only={candidate(unit)})``)."""
     if unit.mode == "agg":
@@ -150,6 +132,11 @@ RUN_NOISE = 0.05  # stop when no open run is expected to gain this share of the 
 # model's on the B200, B300 and H100 workloads of benchmarks/online_replay.py
 ERROR_SPREAD = {"ttft_ms": 0.46, "itl_ms": 0.10}
 MIN_UNITS = 2  # units measured before the search may stop: one unit's error says nothing of the spread between units
+
+
+def runs(sweeps: dict[str, Sequence[SweepPoint]]) -> dict[Run, SweepPoint]:
+    """Each unit's sweep (``predict``'s) as runs: one point per (unit, clients)."""
+    return {(k, p.concurrency): p for k, points in sweeps.items() for p in points}
 
 
 def closed_loop_tok_s(point: SweepPoint, osl_tokens: int) -> float:

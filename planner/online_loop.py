@@ -1,16 +1,20 @@
-"""The online search loop (pure): measure units until a budget runs out or nothing is left worth
+"""The online search loop (pure): measure runs until a budget runs out or nothing is left worth
 measuring, then plan from the measurements.
 
-Everything outside is handed in: the ledger the trials are kept in (``planner.ledger``), the
-function that deploys and benchmarks a unit (``Measure``), the calibration fit of a measured
-trial (``Fit``), the wall clock and the wait between looks at the ledger. Several workers may run
-this loop on one ledger at once: a trial being measured counts against the budget, and the trial
-numbers order workers that ask at the same moment.
+A trial is one run: one unit deployed and benchmarked at one concurrency. Everything outside is
+handed in: the ledger the trials are kept in (``planner.ledger``), the function that deploys and
+benchmarks a run (``Measure``), the calibration fit of a unit's measured runs (``Fit``), the wall
+clock and the wait between looks at the ledger. Several workers may run this loop on one ledger
+at once: a trial being measured counts against the budget, and the trial numbers order workers
+that ask at the same moment.
 
-Each round: the best unit measured so far calibrates the model, which predicts every unit not
-yet measured (``planner.online.predict``); the highest predicted score is enqueued and asked for
-(``planner.online.next_unit``), deployed, benchmarked and told its score (goodput per GPU within
-the SLA, ``planner.online.score``). A trial its worker lost is retried first.
+The model with the starting parameters predicts every run of every unit once
+(``planner.online.predict``); each round, ``planner.online.next_run`` — the rule
+``benchmarks/online_replay.py`` replays on measured landscapes, with the same defaults — rescales
+those predictions by the runs measured so far and names the next run, or none (the search has
+converged). That run is enqueued, asked for, measured and told its score (goodput per GPU within
+the SLA, ``planner.online.score``). A trial its worker lost is retried first. Once the search
+stops, the best run's unit is calibrated on all of its runs and planned (``plan_measured``).
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ from planner.plan import plan
 from planner.request import profiling_label
 from planner.types import Plan, PlanRequest, PlanResult
 
-__all__ = ["Budget", "Fit", "Measure", "Measurement", "SearchError", "budget_for", "plan_measured", "search_units",
+__all__ = ["Budget", "Fit", "Measure", "Measurement", "SearchError", "budget_for", "plan_measured", "search_runs",
            "trial_name"]
 
 
@@ -36,8 +40,8 @@ class SearchError(ValueError):
 
 @dataclass(frozen=True)
 class Budget:
-    """How much one search may measure: trials, wall time (minutes), and the sweep of each unit
-    (closed-loop clients of each benchmark run)."""
+    """How much one search may measure: trials (runs), wall time (minutes), and the closed-loop
+    clients a run may use."""
 
     max_trials: int
     max_minutes: float
@@ -52,7 +56,7 @@ def budget_for(request: PlanRequest, *, max_trials: int, max_minutes: float) -> 
 
 @dataclass(frozen=True)
 class Measurement:
-    """What benchmarking one unit gave: its sweep points (those with a successful request), the
+    """What benchmarking one run gave: its point (none without a successful request), the
     benchmark's iterations as stored (for the calibration fit), where its results are, and why it
     failed (None: it did not)."""
 
@@ -62,8 +66,9 @@ class Measurement:
     failure: str | None
 
 
-Measure = Callable[[Plan, PlanRequest, str], Measurement]  # (unit, request, trial name); never raises
-Fit = Callable[[Plan, LedgerTrial, dict[str, float]], Any]  # (unit, its complete trial, start) → DeploymentFit
+Measure = Callable[[Plan, int, PlanRequest, str], Measurement]  # (unit, clients, request, trial name); never raises
+# (unit, the stored iterations of its measured runs, start) → profiler.model.measured.DeploymentFit
+Fit = Callable[[Plan, list[dict[str, Any]], dict[str, float]], Any]
 
 
 def trial_name(request: PlanRequest, number: int) -> str:
@@ -89,13 +94,41 @@ def _committed(trials: Iterable[LedgerTrial], before: int | None = None) -> list
     return [t for t in trials if (before is None or t.number < before) and (t.state == "running" or _used_budget(t))]
 
 
-def _measured(trials: Iterable[LedgerTrial]) -> dict[str, float]:
-    return {t.unit: t.value for t in trials if t.state == "complete"}
+def _measured(trials: Iterable[LedgerTrial]) -> dict[search.Run, search.SweepPoint]:
+    """Every measured run's point (a trial that measured a whole sweep gives a run per point)."""
+    return {(t.unit, p["concurrency"]): search.SweepPoint(**p)
+            for t in trials if t.state == "complete" for p in t.attrs["points"]}
 
 
-def _sweeps(trials: Iterable[LedgerTrial]) -> dict[str, list[search.SweepPoint]]:
-    """The measured sweep of each completed trial's unit."""
-    return {t.unit: [search.SweepPoint(**p) for p in t.attrs["points"]] for t in trials if t.state == "complete"}
+def _unit_scores(trials: Iterable[LedgerTrial]) -> dict[str, float]:
+    """Each measured unit's best score over its runs."""
+    out: dict[str, float] = {}
+    for t in trials:
+        if t.state == "complete":
+            out[t.unit] = max(out.get(t.unit, t.value), t.value)
+    return out
+
+
+def _run(t: LedgerTrial) -> search.Run:
+    return (t.unit, t.concurrency)
+
+
+def _iterations(trials: Iterable[LedgerTrial], unit: str) -> list[dict[str, Any]]:
+    """The stored genai-bench iterations of ``unit``'s measured runs."""
+    return [it for t in trials if t.state == "complete" and t.unit == unit for it in t.attrs["iterations"]]
+
+
+def _failed(trials: list[LedgerTrial]) -> Callable[[search.Run], bool]:
+    """Whether a run is ruled out by runs that failed on their own: a unit none of whose runs was
+    measured is out after one failure (it may not come up at all); a measured unit loses the loads
+    at and above a failed run's (more clients than it could serve)."""
+    measured = {t.unit for t in trials if t.state == "complete"}
+    failed = [_run(t) for t in _counted(trials) if t.state == "fail"]
+
+    def out(run: search.Run) -> bool:
+        return any(u == run[0] and (u not in measured or c is None or c <= run[1]) for u, c in failed)
+
+    return out
 
 
 def _best(trials: Iterable[LedgerTrial]) -> LedgerTrial | None:
@@ -103,11 +136,12 @@ def _best(trials: Iterable[LedgerTrial]) -> LedgerTrial | None:
     return max(done, key=lambda t: t.value) if done else None
 
 
-def _run_trial(ledger: Ledger, number: int, unit: Plan, request: PlanRequest, measure: Measure) -> None:
+def _run_trial(ledger: Ledger, number: int, unit: Plan, clients: int, request: PlanRequest,
+               measure: Measure) -> None:
     name = trial_name(request, number)
     ledger.set_attrs(number, {"name": name, "gpus": unit.total_gpus})
     with ledger.keep_alive(number):
-        measured = measure(unit, request, name)
+        measured = measure(unit, clients, request, name)
     attrs: dict[str, Any] = {"resultsLocation": measured.location}
     if measured.failure:
         attrs["error"] = measured.failure[:2000]
@@ -122,71 +156,68 @@ def _run_trial(ledger: Ledger, number: int, unit: Plan, request: PlanRequest, me
     ledger.tell(number, "complete", search.score(measured.points, unit.total_gpus, request))
 
 
-def search_units(request: PlanRequest, unit_plans: dict[str, Plan], *, deployable: set[str], ledger: Ledger,
-                 budget: Budget, params: dict[str, float], measure: Measure, fit: Fit, wall: Callable[[], float],
+def search_runs(request: PlanRequest, unit_plans: dict[str, Plan], *, deployable: set[str], ledger: Ledger,
+                 budget: Budget, params: dict[str, float], measure: Measure, wall: Callable[[], float],
                  sleep: Callable[[float], None], model: Any = None,
                  progress: Callable[[str], None] = lambda message: None, poll_s: float = 5.0) -> str:
-    """Measure ``deployable`` units of ``unit_plans`` until a budget runs out or nothing is left
-    worth measuring; ``params`` predict before anything is measured; ``progress`` is told how the
+    """Measure runs of the ``deployable`` units of ``unit_plans`` until a budget runs out or
+    nothing is left worth measuring; ``params`` predict every run; ``progress`` is told how the
     search stands (``progress_message``) before and after each trial. Returns why it stopped.
 
-    The trial's unit is one of every unit's key, sorted: the same for every worker and restart
-    whatever the target or the calibration, as a resumed ledger requires."""
+    A trial's unit is one of every unit's key, sorted, and its clients one of the budget's: the
+    same for every worker and restart whatever the target, as a resumed ledger requires."""
     choices = sorted(unit_plans)
     started = ledger.started(wall)
     deadline = started + budget.max_minutes * 60.0
-    fitted: dict[int, dict[str, float]] = {}
+    predicted = search.runs(search.predict({k: unit_plans[k] for k in sorted(deployable)}, request, budget.concurrency,
+                                           params, model))
+    gpus = {k: u.total_gpus for k, u in unit_plans.items()}
 
-    def report(measuring: str | None = None) -> None:
+    def report(measuring: search.Run | None = None) -> None:
         progress(progress_message(ledger.trials(), len(deployable), budget, started, wall(), measuring))
 
     while True:
         ledger.fail_stale()
         trials = ledger.trials()
         if len(_counted(trials)) >= budget.max_trials:
-            return f"trial budget used ({budget.max_trials} trials)"
+            return f"trial budget used ({budget.max_trials} runs)"
         if wall() >= deadline:
             return f"wall-time budget used ({budget.max_minutes:g} min)"
         if len(_committed(trials)) >= budget.max_trials:
             sleep(poll_s)  # the rest of the budget is being measured by other (or lost) workers' trials
             continue
         if not any(t.state == "waiting" for t in trials):  # else: a lost trial to retry first
-            best = _best(trials)
-            if best is not None and best.number not in fitted:
-                fitted[best.number] = fit(unit_plans[best.unit], best, params).params
-            failed = {t.unit for t in _counted(trials) if t.state == "fail"}
-            pool = {k: u for k, u in unit_plans.items() if k in deployable and k not in failed}
-            predicted = search.predict(pool, request, budget.concurrency,
-                                       fitted[best.number] if best is not None else params, model)
-            busy = {t.unit for t in trials if t.state == "running"}
-            key = search.next_unit(predicted, _sweeps(trials), {k: u.total_gpus for k, u in pool.items()},
-                                   request, busy)
-            if key is None:
+            busy = {_run(t) for t in trials if t.state == "running"}
+            out = _failed(trials)
+            open_runs = {k: p for k, p in predicted.items() if k not in busy and not out(k)}
+            run = search.next_run(open_runs, _measured(trials), gpus, request)
+            if run is None:
                 if busy:
                     sleep(poll_s)  # another (or a lost) worker's trial: wait for it to end or go stale
                     continue
-                return "converged: no unmeasured candidate is predicted to beat the best measured one"
-            ledger.enqueue(key)
-        trial = ledger.ask(choices)
-        key = trial.unit
+                return (f"converged: no run left is expected to gain {search.RUN_NOISE:.0%} of the best "
+                        f"measured goodput")
+            ledger.enqueue(*run)
+        trial = ledger.ask(choices, budget.concurrency)
         current = ledger.trials()
-        others = {t.unit for t in current if t.state == "running" and t.number != trial.number}
-        if key in _measured(current) or key in others:  # now: a calibration fit may have taken seconds
+        others = {_run(t) for t in current if t.state == "running" and t.number != trial.number}
+        if _run(trial) in _measured(current) or _run(trial) in others:
             ledger.tell(trial.number, "pruned")  # another worker measured it meanwhile
             continue
         if len(_committed(current, before=trial.number)) >= budget.max_trials:
             ledger.tell(trial.number, "pruned")  # workers that asked first took the rest of the budget
             continue
-        report(measuring=key)
-        _run_trial(ledger, trial.number, unit_plans[key], request, measure)
+        report(measuring=_run(trial))
+        _run_trial(ledger, trial.number, unit_plans[trial.unit], trial.concurrency, request, measure)
         report()
 
 
 def plan_measured(request: PlanRequest, unit_plans: dict[str, Plan], *, ledger: Ledger, stopped: str, fit: Fit,
                   params: dict[str, float], budget: Budget, target: str, left_out: list[str],
                   model: Any = None, offline_pick: str | None = None) -> tuple[PlanResult, Any]:
-    """Calibrate on the best unit measured and plan ``request`` for its load (``online`` set);
-    returns the result and the fit. Raises SearchError when no unit could be measured.
+    """Calibrate the unit of the best run on all its runs and plan ``request`` for its load
+    (``online`` set); returns the result and the fit. Raises SearchError when no run could be
+    measured.
 
     Measurements rank what was measured: the best measured unit is sized first; the other units
     measured within the SLA only if the calibrated model finds it cannot meet it."""
@@ -196,19 +227,21 @@ def plan_measured(request: PlanRequest, unit_plans: dict[str, Plan], *, ledger: 
         errors = sorted({t.attrs.get("error", "") for t in _counted(trials)} - {""})
         raise SearchError(f"no candidate could be measured ({stopped}): {'; '.join(errors)[:1000]}")
     best_unit = unit_plans[best.unit]
-    calibration = fit(best_unit, best, params)
+    calibration = fit(best_unit, _iterations(trials, best.unit), params)
     result = plan(request, model=model, params=calibration.params, only={search.candidate(best_unit)})
-    good = [k for k, v in _measured(trials).items() if v > 0]
+    good = [k for k, v in _unit_scores(trials).items() if v > 0]
     if not result.feasible and good:
         result = plan(request, model=model, params=calibration.params,
                       only={search.candidate(unit_plans[k]) for k in good})
     f = calibration
-    note = (f"online: {len(_counted(trials))} candidate(s) measured with genai-bench on the {target} "
-            f"target ({stopped}); the model was calibrated on {search.unit_key(best_unit)} "
+    measured = _measured(trials)
+    note = (f"online: {len(measured)} run(s) of {len({k[0] for k in measured})} candidate(s) measured with "
+            f"genai-bench on the {target} target ({stopped}); the model was calibrated on "
+            f"{search.unit_key(best_unit)}'s runs "
             f"({f.times}, TTFT MdAPE {f.before.ttft_mdape_pct:.1f}% → {f.after.ttft_mdape_pct:.1f}%, "
             f"TPOT {f.before.tpot_mdape_pct:.1f}% → {f.after.tpot_mdape_pct:.1f}%) and sized the best "
             f"measured candidate (others measured within the SLA only if it cannot meet it)")
-    swept = {k: unit_plans[k] for k in _sweeps(trials)}
+    swept = {k: unit_plans[k] for k in _unit_scores(trials)}
     engine_model = model[0] if model is not None else None
     doc = online_document(trials, study_name=ledger.name, target=target, budget=budget, stopped=stopped,
                           fit=calibration, best=best, left_out=left_out, request=request, offline_pick=offline_pick,
@@ -225,18 +258,18 @@ def online_document(trials: list[LedgerTrial], *, study_name: str, target: str, 
     """What ``profilingResults.online`` holds: budget, how the search ended, every trial and the
     calibration (times in ms, throughputs in output tokens/s, goodput per GPU); ``offline_pick``:
     the offline plan's unit; ``predicted`` and ``calibrated``: the offline and the calibrated
-    model's sweeps of the measured units."""
+    model's sweeps of the measured units (each trial shows its runs' points)."""
     rows = []
     for t in trials:
         if t.state == "pruned":
             continue
         done = t.state == "complete"
         rows.append(Trial(
-            number=t.number, unit=t.unit, state=t.state, gpus=t.attrs.get("gpus"),
+            number=t.number, unit=t.unit, concurrency=t.concurrency, state=t.state, gpus=t.attrs.get("gpus"),
             score=round(t.value, 3) if done else None, meets_sla=t.value > 0 if done else None,
             points=tuple(_point(p) for p in t.attrs.get("points", [])) if done else None,
-            predicted=_points_of(predicted, t.unit) if done else None,
-            calibrated=_points_of(calibrated, t.unit) if done else None,
+            predicted=_points_of(predicted, t) if done else None,
+            calibrated=_points_of(calibrated, t) if done else None,
             error=t.attrs.get("error") or None, results_location=t.attrs.get("resultsLocation") or None))
     return OnlineSearch(
         profiling=profiling_label(True), study=study_name, target=target,
@@ -249,11 +282,12 @@ def online_document(trials: list[LedgerTrial], *, study_name: str, target: str, 
         left_out=tuple(left_out), offline_pick=offline_pick, trials=tuple(rows))
 
 
-def _points_of(sweeps: dict[str, list[search.SweepPoint]] | None, unit: str | None) -> tuple[MeasuredPoint, ...] | None:
-    """``unit``'s predicted sweep, to 3 decimals (None when not predicted)."""
-    if not sweeps or unit not in sweeps:
+def _points_of(sweeps: dict[str, list[search.SweepPoint]] | None, t: LedgerTrial) -> tuple[MeasuredPoint, ...] | None:
+    """The predicted points of trial ``t``'s runs, to 3 decimals (None when not predicted)."""
+    if not sweeps or t.unit not in sweeps:
         return None
-    return tuple(_point(p.model_dump()) for p in sweeps[unit])
+    clients = {p["concurrency"] for p in t.attrs.get("points", [])}
+    return tuple(_point(p.model_dump()) for p in sweeps[t.unit] if p.concurrency in clients)
 
 
 def _point(p: dict[str, Any]) -> MeasuredPoint:
@@ -262,19 +296,24 @@ def _point(p: dict[str, Any]) -> MeasuredPoint:
                          output_tok_s=round(p["output_tok_s"], 3))
 
 
+def run_text(run: search.Run) -> str:
+    """A run as people read it: ``agg tp2 at 4 clients``."""
+    return f"{run[0]} at {run[1]} clients"
+
+
 def progress_message(trials: list[LedgerTrial], space: int, budget: Budget, started: float | None, now: float,
-                     measuring: str | None = None) -> str:
-    """The Profiling condition's message while the search runs (``measuring``: the unit being
+                     measuring: search.Run | None = None) -> str:
+    """The Profiling condition's message while the search runs (``measuring``: the run being
     deployed and benchmarked now; ``started`` and ``now`` in s since the epoch)."""
     done = len(_counted(trials))
     best = _best(trials)
-    text = f"online: {done}/{budget.max_trials} candidate(s) measured"
+    text = f"online: {done}/{budget.max_trials} run(s) measured"
     if best is not None:
         within = (f"{best.value:.0f} output tok/s/GPU within the SLA" if best.value > 0
                   else f"misses the SLA by ×{-best.value:.2f} at best")
-        text += f"; best so far {best.unit}: {within}"
+        text += f"; best so far {run_text(_run(best)) if best.concurrency else best.unit}: {within}"
     if measuring:
-        text += f"; now measuring {measuring}"
+        text += f"; now measuring {run_text(measuring)}"
     if started is not None:
         text += f"; {(now - started) / 60:.1f} of {budget.max_minutes:g} min used"
     return text + f"; {space} candidate(s) in the space"

@@ -6,8 +6,8 @@ Shape (camelCase keys; times in ms, throughputs in output tokens/s)::
       study: dgdr-<uid>-1                # the Optuna study that holds the trials
       target: local emulator             # where the units ran
       budget: {maxTrials: 8, maxWallTimeMinutes: 240}
-      sweep: {scenario: "D(3000,500)", concurrency: [1, 4, 16]}
-      trialsDone: 3                      # trials that used the budget
+      sweep: {scenario: "D(3000,500)", concurrency: [1, 4, 16]}   # the clients a run may use
+      trialsDone: 3                      # trials (runs) that used the budget
       stopped: "converged: ..."          # why the search ended
       best: "agg tp2"                    # the unit measured best
       score: "output tokens/s per GPU ..."
@@ -15,12 +15,14 @@ Shape (camelCase keys; times in ms, throughputs in output tokens/s)::
                     before: {ttft_mdape_pct, tpot_mdape_pct}, after: {...}, heldOut: {ttft_start, ...}}
       leftOut: ["..."]                   # why some units could not be deployed on the target
         offlinePick: "agg tp1"             # the unit the offline plan chose, which the search replaced
-      trials: [{number, unit, state, gpus, score, meetsSla, points: [{concurrency, ttftMs, itlMs,
+      trials: [{number, unit, concurrency, state, gpus, score, meetsSla, points: [{concurrency, ttftMs, itlMs,
                outputTokPerSec}], predicted: [...], calibrated: [...], error, resultsLocation}, ...]
 
-A trial's ``score``, ``meetsSla`` and ``points`` are there once it completed, with ``predicted``
-(the offline model's sweep of the same unit, which the measurement replaced) and ``calibrated``
-(the calibrated model's); ``error`` when it failed on its own. Trials are read one by one (``planner.stored.Items``): a trial of another shape
+A trial is one run: a unit at ``concurrency`` clients. Its ``score``, ``meetsSla`` and ``points``
+(the run's one point; every sweep point in trials stored before runs were trials of their own,
+which have no ``concurrency``) are there once it completed, with ``predicted`` (the offline
+model's prediction of the same points, which the measurement replaced) and ``calibrated`` (the
+calibrated model's); ``error`` when it failed on its own. Trials are read one by one (``planner.stored.Items``): a trial of another shape
 is left out and the others still read.
 """
 
@@ -35,22 +37,22 @@ from planner.stored import Items, Stored
 __all__ = ["SCORE", "Calibration", "CalibrationErrors", "MeasuredPoint", "OnlineSearch", "SearchBudget", "Sweep",
            "Trial"]
 
-SCORE = ("output tokens/s per GPU at the best sweep point within the SLA; negative: the smallest ratio by which "
-         "the unit misses it")
+SCORE = ("output tokens/s per GPU of the run within the SLA; negative: the smallest ratio by which "
+         "it misses it")
 
 
 class SearchBudget(Stored):
     """How much the search may measure."""
 
-    max_trials: int = Field(alias="maxTrials", description="candidates measured at most")
+    max_trials: int = Field(alias="maxTrials", description="runs measured at most")
     max_wall_minutes: float = Field(alias="maxWallTimeMinutes", description="wall time of the search, minutes")
 
 
 class Sweep(Stored):
-    """How each unit is measured: one genai-bench scenario at each concurrency."""
+    """How runs are measured: one genai-bench scenario, at one of these concurrencies each."""
 
     scenario: str = Field(description="genai-bench traffic scenario, D(isl,osl)")
-    concurrency: tuple[int, ...] = Field(description="closed-loop clients of each measurement")
+    concurrency: tuple[int, ...] = Field(description="closed-loop clients a run may use")
 
 
 class MeasuredPoint(Stored):
@@ -63,19 +65,21 @@ class MeasuredPoint(Stored):
 
 
 class Trial(Stored):
-    """One unit deployed and benchmarked (or being, or failed)."""
+    """One run: a unit deployed and benchmarked at one concurrency (or being, or failed)."""
 
     number: int
     unit: str | None = Field(default=None, description="the unit's key; None before the trial started")
+    concurrency: int | None = Field(default=None, description="the run's closed-loop clients; None before the trial "
+                                                              "started, and in trials that measured a whole sweep")
     state: Literal["running", "waiting", "complete", "fail"]
     gpus: int | None = None
     score: float | None = Field(default=None, description="see OnlineSearch.score")
     meets_sla: bool | None = Field(default=None, alias="meetsSla")
     points: tuple[MeasuredPoint, ...] | None = None
     predicted: tuple[MeasuredPoint, ...] | None = Field(
-        default=None, description="the offline model's prediction of the same sweep (what the search started from)")
+        default=None, description="the offline model's prediction of the same points (what the search started from)")
     calibrated: tuple[MeasuredPoint, ...] | None = Field(
-        default=None, description="the calibrated model's prediction of the same sweep")
+        default=None, description="the calibrated model's prediction of the same points")
     error: str | None = None
     results_location: str | None = Field(default=None, alias="resultsLocation", description="genai-bench's folder")
 
@@ -88,7 +92,7 @@ class CalibrationErrors(Stored):
 
 
 class Calibration(Stored):
-    """How the model was calibrated on the best unit's measurements."""
+    """How the model was calibrated on the measured runs of the best run's unit."""
 
     unit: str
     scale: float = Field(description="the uniform time factor found first")
@@ -117,9 +121,9 @@ class OnlineSearch(Stored):
     target: str = Field(description="where the units were deployed")
     budget: SearchBudget
     sweep: Sweep
-    trials_done: int = Field(alias="trialsDone", description="trials that used the budget")
+    trials_done: int = Field(alias="trialsDone", description="trials (runs) that used the budget")
     stopped: str = Field(description="why the search ended")
-    best: str = Field(description="the unit measured best")
+    best: str = Field(description="the unit of the best run")
     score: str = Field(default=SCORE, description="what a trial's score is")
     calibration: Calibration
     left_out: tuple[str, ...] = Field(default=(), alias="leftOut", description="why units could not be deployed")

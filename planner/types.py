@@ -55,9 +55,10 @@ class PlanRequest(_Frozen):
     gpu_price_per_hour: float | None = Field(default=None, gt=0, description="$ per GPU-hour")
     search_strategy: Literal["rapid", "thorough"] = "rapid"
     online: bool = False
-    max_trials: int | None = Field(default=None, gt=0, description="online: candidates measured at most")
+    max_trials: int | None = Field(default=None, gt=0,
+                                   description="online: runs measured at most (a unit at one concurrency each)")
     max_wall_minutes: float | None = Field(default=None, gt=0, description="online: wall time of the search, minutes")
-    sweep_concurrency: tuple[int, ...] | None = Field(default=None, description="online: clients per measurement")
+    sweep_concurrency: tuple[int, ...] | None = Field(default=None, description="online: the clients a run may use")
     auto_apply: bool = False
     deployment_name: str | None = None
     deployment_namespace: str | None = None

@@ -25,14 +25,14 @@ def truth_params() -> dict[str, float]:
     return p
 
 
-def model_measure(truth: dict[str, float], calls: list[str], model: str, sweep: tuple[int, ...]):
-    """A measurement function: ``model`` with ``truth`` parameters at each ``sweep`` concurrency,
-    as genai-bench iterations; ``calls`` records the units measured."""
+def model_measure(truth: dict[str, float], calls: list[tuple[str, int]], model: str):
+    """A measurement function: ``model`` with ``truth`` parameters at the run's clients, as a
+    genai-bench iteration; ``calls`` records the runs measured, (unit key, clients)."""
     arch = load_model(model)[0]
 
-    def measure(unit, req, name):
-        calls.append(search.unit_key(unit))
-        points = search.predict({"u": unit}, req, sweep, truth, arch)["u"]
+    def measure(unit, clients, req, name):
+        calls.append((search.unit_key(unit), clients))
+        points = search.predict({"u": unit}, req, (clients,), truth, arch)["u"]
         return model_iterations(points, req.isl_tokens, req.osl_tokens, name), f"/results/{name}", None
 
     return measure

@@ -9,13 +9,13 @@ Inside the DGDR lifecycle (state Profiling):
    trials a previous worker completed are kept, a dead worker's running trial is failed and
    retried once;
 3. the search loop (``planner.online_loop``, the study as its ledger): until a budget runs out
-   or ``planner.online.next_unit`` finds nothing worth measuring, the next unit (the model's
-   best prediction: first with the starting parameters — the offline optimum —, then calibrated
-   on the best measurement so far) is enqueued and asked as a trial, deployed on the target,
-   benchmarked with genai-bench (``D(isl,osl)`` at each sweep concurrency), torn down, and told
-   its score (goodput per GPU within the SLA); the Profiling condition shows trials done of
-   the budget and the best so far;
-4. the best unit's measurements calibrate the model (``profiler.model.measured.fit_deployment``),
+   or ``planner.online.next_run`` finds nothing worth measuring, the next run (a unit at one of
+   the sweep's concurrencies, as the rule replayed in ``benchmarks/online_replay.py`` picks it
+   from the model's predictions rescaled by the runs measured) is enqueued and asked as a trial,
+   deployed on the target (a unit stays up while the next run is of it too), benchmarked with
+   genai-bench (``D(isl,osl)`` at the run's concurrency), and told its score (goodput per GPU
+   within the SLA); the Profiling condition shows runs done of the budget and the best so far;
+4. the measured runs of the best run's unit calibrate the model (``profiler.model.measured.fit_deployment``),
    the calibration is stored for later plans of the same model, GPU and backend, and the
    calibrated model sizes the best unit for the load exactly as offline (``plan(params=…,
    only=…)``), or the other units measured within the SLA if it cannot meet it.
@@ -26,7 +26,8 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,7 +35,6 @@ from infra import studies
 from infra.deploy_targets import DeploymentTarget, Endpoint, KubeTarget, LocalTarget, TargetError, deployed
 from planner import online as search
 from planner import online_loop
-from planner.ledger import LedgerTrial
 from planner.types import Plan, PlanRequest, PlanResult
 from profiler.bench.results import IterationMetrics
 from profiler.bench.runner import RunnerSettings, run_benchmarkjob
@@ -88,7 +88,7 @@ def online_setup(settings: Any, cluster: Callable | None = None) -> Online:
 
 
 def sweep_job(endpoint: Endpoint, request: PlanRequest, concurrency: tuple[int, ...], folder: str) -> Any:
-    """The BenchmarkJob spec of one unit's sweep: ``D(isl,osl)`` at each concurrency."""
+    """The BenchmarkJob spec of ``D(isl,osl)`` at each of ``concurrency`` (one, for a run)."""
     from profiler.bench.spec import parse_benchmarkjob
 
     return parse_benchmarkjob({"spec": {
@@ -169,20 +169,41 @@ def run_online(sessions: Any, claimed: Any, request: PlanRequest, *, setup: Onli
     return result, current[0]
 
 
-# --------------------------------------------------------------------------- one unit measured
+# --------------------------------------------------------------------------- one run measured
 
 
-Measure = Callable[[Plan, PlanRequest, str], tuple[list[IterationMetrics], str, str | None]]
+# (unit, clients, request, trial name) → (iterations, results location, failure or None)
+Measure = Callable[[Plan, int, PlanRequest, str], tuple[list[IterationMetrics], str, str | None]]
 
 
-def genai_bench_measure(setup: Online, concurrency: tuple[int, ...], folder: str) -> Measure:
-    """Deploy a unit on ``setup.target``, run the sweep, tear it down: (iterations, results
-    location, failure or None). Raises TargetError when the unit cannot be brought up."""
+@contextmanager
+def one_unit_up(target: DeploymentTarget) -> Iterator[Callable[[Plan, PlanRequest, str], Endpoint]]:
+    """A function that deploys a unit on ``target`` (named after the trial that first needs it)
+    and keeps it up until another unit is asked for or the block ends: runs of one unit in a row
+    share its deployment, and at most one unit is up at a time. Raises TargetError when a unit
+    cannot be brought up."""
+    with ExitStack() as stack:
+        up: dict[str, Endpoint] = {}
 
-    def measure(unit: Plan, request: PlanRequest, name: str) -> tuple[list[IterationMetrics], str, str | None]:
-        with deployed(setup.target, unit, request, name) as endpoint:
-            spec = sweep_job(endpoint, request, concurrency, folder)
-            outcome = run_benchmarkjob(spec, name=name, settings=setup.runner)
+        def endpoint(unit: Plan, request: PlanRequest, name: str) -> Endpoint:
+            key = search.unit_key(unit)
+            if key not in up:
+                stack.close()
+                up.clear()
+                up[key] = stack.enter_context(deployed(target, unit, request, name))
+            return up[key]
+
+        yield endpoint
+
+
+def genai_bench_measure(setup: Online, endpoint: Callable[[Plan, PlanRequest, str], Endpoint], folder: str) -> Measure:
+    """Run genai-bench at a run's clients against the unit ``endpoint`` deploys (``one_unit_up``):
+    (iterations, results location, failure or None)."""
+
+    def measure(unit: Plan, clients: int, request: PlanRequest,
+                name: str) -> tuple[list[IterationMetrics], str, str | None]:
+        spec = sweep_job(endpoint(unit, request, name), request, (clients,), folder)
+        outcome = run_benchmarkjob(spec, name=name, settings=setup.runner)
         return outcome.results, outcome.experiment_dir or "", (None if outcome.ok else outcome.failure)
 
     return measure
@@ -191,9 +212,9 @@ def genai_bench_measure(setup: Online, concurrency: tuple[int, ...], folder: str
 def as_measurement(measure: Measure) -> online_loop.Measure:
     """``measure`` as the search loop takes it: a failure, whatever it is, is the trial's."""
 
-    def run(unit: Plan, request: PlanRequest, name: str) -> online_loop.Measurement:
+    def run(unit: Plan, clients: int, request: PlanRequest, name: str) -> online_loop.Measurement:
         try:
-            iterations, location, failure = measure(unit, request, name)
+            iterations, location, failure = measure(unit, clients, request, name)
         except TargetError as exc:
             iterations, location, failure = [], "", f"not deployed: {exc}"
         except Exception as exc:  # a bug must not leave the trial running forever
@@ -207,13 +228,13 @@ def as_measurement(measure: Measure) -> online_loop.Measure:
 
 
 def trial_fit(request: PlanRequest) -> online_loop.Fit:
-    """The calibration fit of a complete trial's iterations, from ``params``, genai-bench's own time
+    """The calibration fit of a unit's measured iterations, from ``params``, genai-bench's own time
     held apart (the stored parameters describe the engine)."""
     from profiler.model.harness import GENAI_BENCH_MS
     from profiler.model.measured import fit_deployment
 
-    def fit(unit: Plan, trial: LedgerTrial, params: dict[str, float]):
-        iterations = [IterationMetrics.model_validate(it) for it in trial.attrs["iterations"]]
+    def fit(unit: Plan, stored: list[dict[str, Any]], params: dict[str, float]):
+        iterations = [IterationMetrics.model_validate(it) for it in stored]
         return fit_deployment(search.deployment(unit, request), iterations, params=params, harness_ms=GENAI_BENCH_MS)
 
     return fit
@@ -228,7 +249,8 @@ def profile_online(request: PlanRequest, *, uid: str, generation: int, setup: On
                    wall: Callable[[], float] = time.time) -> tuple[PlanResult, Any, Any]:
     """Search, calibrate and plan ``request`` online (``planner.online_loop``, its trials in the
     DGDR's study). Returns the plan result (with ``online`` set), the calibration fit of the best
-    unit and that unit's ``ServingConfig``. Raises OnlineError."""
+    unit and that unit's ``ServingConfig``. ``measure`` stands in for deploying and benchmarking
+    (tests). Raises OnlineError."""
     from planner import plan
     from profiler.hub import load_model
     from profiler.model.params import shipped_params
@@ -246,11 +268,12 @@ def profile_online(request: PlanRequest, *, uid: str, generation: int, setup: On
         raise OnlineError(f"no candidate can be deployed on the {setup.target_name} target: {'; '.join(left_out)}")
     store = studies.storage(setup.database_url, heartbeat_s=setup.heartbeat_s)
     ledger = studies.StudyLedger(store, studies.open_study(store, studies.study_name(uid, generation)))
-    measure = as_measurement(measure or genai_bench_measure(setup, budget.concurrency, f"online/{uid}"))
     fit = trial_fit(request)
-    stopped = online_loop.search_units(request, every, deployable=deployable, ledger=ledger, budget=budget,
-                                       params=base, measure=measure, fit=fit, model=model[0], progress=progress,
-                                       wall=wall, sleep=time.sleep)
+    with one_unit_up(setup.target) as endpoint:
+        runs = as_measurement(measure or genai_bench_measure(setup, endpoint, f"online/{uid}"))
+        stopped = online_loop.search_runs(request, every, deployable=deployable, ledger=ledger, budget=budget,
+                                           params=base, measure=runs, model=model[0], progress=progress,
+                                           wall=wall, sleep=time.sleep)
     try:
         result, calibration = online_loop.plan_measured(request, every, ledger=ledger, stopped=stopped, fit=fit,
                                                         params=base, budget=budget, target=setup.target_name,

@@ -1,5 +1,5 @@
-"""The DGDR page's section for an online search: how it ended, the calibration, every trial with
-what genai-bench measured, and each measured point next to the offline prediction it replaced
+"""The DGDR page's section for an online search: how it ended, the calibration, every trial (one
+run: a candidate at one concurrency) with what genai-bench measured, and each measured point next to the offline prediction it replaced
 and the calibrated model's (``profilingResults.online``, ``planner.online_results``)."""
 
 from __future__ import annotations
@@ -82,9 +82,9 @@ def online_section(online: OnlineSearch) -> str:
     before, after = cal.before, cal.after
     facts = dl([
         ("Deployment target", h(online.target)),
-        ("Measured", h(f"{num(online.trials_done, 0)} of at most {num(budget.max_trials, 0)} candidates; "
+        ("Measured", h(f"{num(online.trials_done, 0)} of at most {num(budget.max_trials, 0)} runs; "
                        f"{online.stopped or '—'}")),
-        ("Sweep", h(f"{sweep.scenario or '—'} at {', '.join(map(str, sweep.concurrency or ['—']))} clients")),
+        ("Runs", h(f"{sweep.scenario or '—'} at one of {', '.join(map(str, sweep.concurrency or ['—']))} clients")),
         ("Offline plan's pick", h(online.offline_pick or "none (no candidate met the SLA offline)")),
         ("Best measured", h(online.best)),
         ("Calibration", h(f"on {cal.unit}: {kept_text(cal.scale, cal.sides)}; TTFT error "
@@ -94,12 +94,14 @@ def online_section(online: OnlineSearch) -> str:
         ("Calibration, held out", h(_held_out(cal))),
     ])
     rows = "".join(
-        f"<tr><td>{h(t.number)}</td><td>{h(t.unit)}</td><td>{h(t.state)}</td><td>{h(t.gpus)}</td>"
+        f"<tr><td>{h(t.number)}</td><td>{h(t.unit)}</td><td>{h(t.concurrency if t.concurrency else 'sweep')}</td>"
+        f"<td>{h(t.state)}</td><td>{h(t.gpus)}</td>"
         f"<td>{h(_score(t))}</td><td class=\"wrap\">{_points(t.points or ())}</td>"
         f"<td class=\"wrap\">{h(t.error or '')}<div class=\"sub\">{h(t.results_location or '')}</div></td></tr>"
         for t in online.trials)
     return f"""<section aria-labelledby="online-h"><h2 id="online-h">Online measurements</h2>{facts}
-<div class="table-wrap"><table id="trials"><caption>Candidates deployed and benchmarked with genai-bench</caption>
-<thead><tr><th scope="col">Trial</th><th scope="col">Candidate</th><th scope="col">State</th><th scope="col">GPUs</th>
+<div class="table-wrap"><table id="trials"><caption>Runs: candidates deployed and benchmarked with genai-bench</caption>
+<thead><tr><th scope="col">Trial</th><th scope="col">Candidate</th><th scope="col">Clients</th><th scope="col">State</th>
+<th scope="col">GPUs</th>
 <th scope="col">Goodput within the SLA</th><th scope="col">Measured (means)</th><th scope="col">Notes</th></tr></thead>
 <tbody>{rows}</tbody></table></div>{_comparison(online)}</section>"""

@@ -19,8 +19,9 @@ Two API versions are accepted, both as documents of kind ``DynamoGraphDeployment
   as ``min_num_gpus_per_engine`` / ``max_num_gpus_per_engine`` / ``num_gpus_per_node``;
   ``enableGpuDiscovery``, ``useMocker``, ``runtimeVersionOverride``) parses too. With
   ``online: true``, ``profilingConfig.config.online`` (slaplan) sets the search's budgets and
-  sweep: ``max_trials`` (candidates measured), ``max_wall_time_minutes`` and ``concurrency``
-  (closed-loop clients of each measurement); the service's settings fill what is missing. A v1alpha1
+  sweep: ``max_trials`` (runs measured: a unit at one concurrency each), ``max_wall_time_minutes``
+  and ``concurrency`` (the closed-loop clients a run may use); the service's settings fill what is
+  missing. A v1alpha1
   request may also carry the v1beta1 blocks ``spec.workload`` (a load) and ``spec.hardware``
   (a GPU budget); ``workload.isl/osl`` win over ``sla.isl/osl``.
 

@@ -94,7 +94,8 @@ class ProfileOnline(SpecModel):
 
     model_config = ConfigDict(alias_generator=None)
 
-    max_trials: int | None = Field(default=None, gt=0, description="candidates measured at most")
+    max_trials: int | None = Field(default=None, gt=0,
+                                   description="runs measured at most (a unit at one concurrency each)")
     max_wall_time_minutes: float | None = Field(default=None, gt=0, description="wall time of the search")
     concurrency: list[Annotated[int, Field(gt=0)]] | None = Field(default=None, min_length=1, max_length=16)
 

@@ -9,6 +9,11 @@ each command under a guard: this file, run as a script by the same interpreter. 
   and also looks at its parent pid every ``PARENT_CHECK_S`` (other systems; a backstop);
 - runs the command in a process group of its own, so that the command's whole tree (a shell's
   children, an engine's workers) is stopped at once;
+- starts that group with a sentinel (this file again, ``--sentinel``): a process of the group that
+  outlives the guard and kills the group with SIGKILL once the guard is gone, however it ended
+  (SIGKILLed itself, the guard cleans nothing up). The sentinel leads the group and the command
+  joins it, so there is no moment when the command runs unwatched, and the group's id cannot be
+  reused while the sentinel lives;
 - on SIGTERM or SIGINT (``stop_group``), or once its parent is gone, stops that group: SIGTERM,
   then, when the command has ended or after ``STOP_GRACE_S``, SIGKILL for whatever is left;
 - exits with the command's exit code when the command ends by itself (127 when it cannot be
@@ -78,12 +83,13 @@ def start_tethered(argv: list[str], *, stdout: IO | int, cwd: str | Path | None 
                             stdout=stdout, stderr=subprocess.STDOUT, cwd=cwd, env=env, start_new_session=True)
 
 
-def stop_group(proc: subprocess.Popen, grace_s: float = 2 * STOP_GRACE_S) -> None:
+def stop_group(proc: subprocess.Popen, grace_s: float = 2 * STOP_GRACE_S, *, group: int | None = None) -> None:
     """Stop a process started in a session (or process group) of its own, and everything in its
-    group: SIGTERM; once it has ended, or after ``grace_s``, SIGKILL for whatever is left."""
+    group (``group``: the group's id when ``proc`` does not lead it): SIGTERM; once ``proc`` has
+    ended, or after ``grace_s``, SIGKILL for whatever is left."""
     for sig in (signal.SIGTERM, signal.SIGKILL):
         try:
-            os.killpg(proc.pid, sig)
+            os.killpg(proc.pid if group is None else group, sig)
         except ProcessLookupError:
             return
         try:
@@ -99,17 +105,31 @@ def _guard(parent: int, argv: list[str]) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: done.set())
     tether_to_parent(done.set, parent=parent)
+    sentinel = subprocess.Popen([sys.executable, "-I", str(_GUARD), "--sentinel", str(os.getpid())],
+                                stdin=subprocess.DEVNULL, process_group=0)
     try:
-        child = subprocess.Popen(argv, start_new_session=True)
+        child = subprocess.Popen(argv, process_group=sentinel.pid)
     except OSError as exc:
         print(f"cannot start {argv[0]!r}: {exc}", flush=True)
+        stop_group(sentinel, STOP_GRACE_S)
         return CANNOT_START
     threading.Thread(target=lambda: (child.wait(), done.set()), name="command", daemon=True).start()
     done.wait()
-    stop_group(child, STOP_GRACE_S)  # also what a command that ended by itself left running
+    stop_group(child, STOP_GRACE_S, group=sentinel.pid)  # also what a command that ended by itself left running
+    sentinel.wait()
     code = child.wait()
     return code if code >= 0 else 128 - code
 
 
+def _sentinel(guard: int) -> None:
+    """Wait in the command's process group until ``guard`` is gone, then kill the group (this
+    process with it). Stopped with the group otherwise."""
+    tether_to_parent(lambda: os.killpg(0, signal.SIGKILL), parent=guard)
+    while True:
+        signal.pause()
+
+
 if __name__ == "__main__":
+    if sys.argv[1] == "--sentinel":
+        _sentinel(int(sys.argv[2]))
     sys.exit(_guard(int(sys.argv[1]), sys.argv[2:]))

@@ -89,8 +89,8 @@ def test_engines_end_with_a_killed_worker(engine):
     try:
         base_url = worker.stdout.readline().strip()
         assert base_url.startswith("http://"), "the engine did not come up"
-        tree = descendants(worker.pid)  # the guard, the engine, and the shell's child
-        assert len(running(tree)) == (2 if engine == "emulator" else 3)
+        tree = descendants(worker.pid)  # the guard, its sentinel, the engine, and the shell's child
+        assert len(running(tree)) == (3 if engine == "emulator" else 4)
         assert httpx.get(f"{base_url}/v1/models", timeout=5).status_code == 200
     finally:
         worker.send_signal(signal.SIGKILL)

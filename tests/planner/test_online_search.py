@@ -1,4 +1,4 @@
-"""The online search without deployments: scoring, the next-unit rule, the Optuna study in the
+"""The online search without deployments: scoring, the next-run rule, the Optuna study in the
 service database (resume, a lost worker's trial, budgets), and budget validation.
 
 Measurements here come from the performance model with *other* parameters than the planner
@@ -38,8 +38,8 @@ REQUEST = PlanRequest(name="big", model="meta-llama/Llama-3.1-70B-Instruct", gpu
 SWEEP = (1, 4, 16)
 
 
-def model_measure(truth: dict[str, float], calls: list[str]):
-    return online_fakes.model_measure(truth, calls, REQUEST.model, SWEEP)
+def model_measure(truth: dict[str, float], calls: list[tuple[str, int]]):
+    return online_fakes.model_measure(truth, calls, REQUEST.model)
 
 
 def setup_for(url: str, **kw) -> online.Online:
@@ -81,28 +81,10 @@ def test_closed_loop_throughput_is_clients_over_the_request_time():
     assert search.closed_loop_tok_s(doubled, 11) == 2 * search.closed_loop_tok_s(point, 11)
 
 
-def test_next_unit_is_the_run_rule_over_whole_sweeps():
-    req = PlanRequest(name="s", model="m", gpu="g", ttft_ms=100, itl_ms=10, osl_tokens=11)
-    gpus = {"a": 1, "b": 1, "c": 2}
-    predicted = {"a": _sweep((1, 50, 5), (4, 80, 8)),
-                 "b": _sweep((1, 50, 5.2), (4, 80, 8.3)),  # a little slower than a
-                 "c": _sweep((1, 50, 5), (4, 80, 8))}  # as fast as a on twice the GPUs
-    assert search.next_unit(predicted, {}, gpus, req) == "a"
-    assert search.next_unit(predicted, {}, gpus, req, busy={"a"}) == "b"
-    # a measured as predicted: one unit cannot tell how far the others are off, so b (the next
-    # best) is measured; then c, at half the goodput per GPU, cannot gain RUN_NOISE of the best
-    assert search.next_unit(predicted, {"a": predicted["a"]}, gpus, req) == "b"
-    assert search.next_unit(predicted, {"a": predicted["a"], "b": predicted["b"]}, gpus, req) is None
-    # a measured twice as fast as predicted: every prediction is rescaled by the same ratio
-    fast = _sweep((1, 25, 2.5), (4, 40, 4))
-    assert search.next_unit(predicted, {"a": fast}, gpus, req) == "b"
-    # a measured over the SLA at every load: the others are predicted within it
-    slow = _sweep((1, 500, 5), (4, 800, 8))
-    assert search.next_unit(predicted, {"a": slow}, gpus, req) in {"b", "c"}
-    # a missing concurrency does not reopen a measured unit
-    assert search.next_unit({"a": predicted["a"]}, {"a": predicted["a"][:1]}, gpus, req) is None
-    assert search.next_unit(predicted, {}, gpus, req) == search.next_run(
-        {(k, p.concurrency): p for k, pts in predicted.items() for p in pts}, {}, gpus, req)[0]
+def test_sweeps_are_runs_one_point_per_unit_and_clients():
+    sweeps = {"a": _sweep((1, 50, 5), (4, 80, 8)), "b": _sweep((1, 50, 5.2))}
+    runs = search.runs(sweeps)
+    assert sorted(runs) == [("a", 1), ("a", 4), ("b", 1)] and runs[("a", 4)] == sweeps["a"][1]
 
 
 def test_next_run_weighs_the_chance_of_meeting_the_sla_by_the_spread_of_the_model_error():
@@ -162,12 +144,13 @@ class MemoryLedger:
     def fail_stale(self):
         pass
 
-    def enqueue(self, unit):
-        self.waiting.append(unit)
+    def enqueue(self, unit, concurrency):
+        self.waiting.append((unit, concurrency))
 
-    def ask(self, choices):
-        unit = self.waiting.pop(0) if self.waiting else choices[0]
-        self.rows.append(LedgerTrial(number=len(self.rows), state="running", unit=unit, value=None, attrs={}))
+    def ask(self, units, concurrency):
+        unit, clients = self.waiting.pop(0) if self.waiting else (units[0], concurrency[0])
+        self.rows.append(LedgerTrial(number=len(self.rows), state="running", unit=unit, value=None, attrs={},
+                                     concurrency=clients))
         return self.rows[-1]
 
     def _replace(self, number, **update):
@@ -183,27 +166,71 @@ class MemoryLedger:
         return contextlib.nullcontext()
 
 
-def in_memory_search(max_trials: int, wall, calls: list[str]) -> tuple[str, MemoryLedger, list[str]]:
+def in_memory_search(max_trials: int, wall, calls: list[tuple[str, int]]) -> tuple[str, MemoryLedger, list[str]]:
     unit_plans = search.units(plan(REQUEST).candidates)
     ledger, said = MemoryLedger(), []
     budget = online_loop.Budget(max_trials=max_trials, max_minutes=60.0, concurrency=SWEEP)
-    stopped = online_loop.search_units(
+    stopped = online_loop.search_runs(
         REQUEST, unit_plans, deployable=set(unit_plans), ledger=ledger, budget=budget, params=shipped_params(),
-        measure=online.as_measurement(model_measure(truth_params(), calls)), fit=online.trial_fit(REQUEST),
-        wall=wall, sleep=lambda s: pytest.fail("nothing to wait for"), progress=said.append)
+        measure=online.as_measurement(model_measure(truth_params(), calls)), wall=wall, sleep=lambda s: pytest.fail("nothing to wait for"), progress=said.append)
     return stopped, ledger, said
 
 
 def test_the_search_loop_runs_on_any_ledger_with_a_clock_it_is_handed():
-    calls: list[str] = []
+    calls: list[tuple[str, int]] = []
     stopped, ledger, said = in_memory_search(2, lambda: 0.0, calls)
-    assert stopped == "trial budget used (2 trials)"
-    assert [t.unit for t in ledger.rows] == calls and len(set(calls)) == 2
-    assert all(t.state == "complete" and t.attrs["points"] for t in ledger.rows)
-    assert said[-1].startswith("online: 2/2 candidate(s) measured") and "0.0 of 60 min used" in said[-1]
+    assert stopped == "trial budget used (2 runs)"
+    assert [(t.unit, t.concurrency) for t in ledger.rows] == calls and len(set(calls)) == 2
+    # a trial is one run: one point, at the run's clients
+    assert all(t.state == "complete" and [p["concurrency"] for p in t.attrs["points"]] == [t.concurrency]
+               for t in ledger.rows)
+    assert said[-1].startswith("online: 2/2 run(s) measured") and "0.0 of 60 min used" in said[-1]
     hour = iter([0.0, 0.0])  # the search starts at 0 and looks once; every later look is an hour on
     stopped, ledger, _ = in_memory_search(4, lambda: next(hour, 3600.0), [])
     assert stopped == "wall-time budget used (60 min)" and len(ledger.rows) == 1
+
+
+def test_a_failed_run_rules_out_its_unit_or_its_higher_loads():
+    point = {"concurrency": 4, "ttft_ms": 100.0, "itl_ms": 10.0, "output_tok_s": 400.0}
+    trials = [LedgerTrial(number=0, state="complete", unit="a", value=1.0, attrs={"points": [point]}, concurrency=4),
+              LedgerTrial(number=1, state="fail", unit="a", value=None, attrs={"error": "timed out"}, concurrency=16),
+              LedgerTrial(number=2, state="fail", unit="b", value=None, attrs={"error": "not deployed"}, concurrency=1),
+              LedgerTrial(number=3, state="fail", unit="c", value=None, attrs={}, concurrency=1)]  # lost: retried
+    out = online_loop._failed(trials)
+    assert [out(("a", c)) for c in (1, 4, 16, 64)] == [False, False, True, True]  # a served 4 clients, not 16
+    assert out(("b", 16)) and out(("b", 1))  # b never came up
+    assert not out(("c", 1))  # its worker was lost: not its own failure
+
+
+def test_runs_of_one_unit_in_a_row_share_its_deployment():
+    from infra.deploy_targets import Endpoint, TargetError
+
+    class Logged:
+        """A target that logs what it brings up and down; ``broken`` units fail to come up."""
+
+        def __init__(self, broken=()):
+            self.log, self.broken = [], set(broken)
+
+        def up(self, unit, request, name):
+            if search.unit_key(unit) in self.broken:
+                raise TargetError("out of memory")
+            self.log.append(("up", name))
+            return Endpoint(name=name, base_url=f"http://{name}", model_name=request.model)
+
+        def down(self, endpoint):
+            self.log.append(("down", endpoint.name))
+
+    a, b = list(search.units(plan(REQUEST).candidates).values())[:2]
+    target = Logged(broken={search.unit_key(b)})
+    with online.one_unit_up(target) as endpoint:
+        assert endpoint(a, REQUEST, "t0") == endpoint(a, REQUEST, "t1")  # the unit's second run: still up
+        with pytest.raises(TargetError):
+            endpoint(b, REQUEST, "t2")  # another unit: the first is torn down before it is tried
+        assert target.log == [("up", "t0"), ("down", "t0")]
+        target.broken.clear()
+        endpoint(b, REQUEST, "t3")
+        endpoint(a, REQUEST, "t4")
+    assert target.log == [("up", "t0"), ("down", "t0"), ("up", "t3"), ("down", "t3"), ("up", "t4"), ("down", "t4")]
 
 
 # --------------------------------------------------------------------------- the search
@@ -212,7 +239,7 @@ def test_the_search_loop_runs_on_any_ledger_with_a_clock_it_is_handed():
 @pytest.mark.slow
 def test_search_finds_what_an_exhaustive_sweep_picks_measuring_only_what_its_noise_allows(tmp_path):
     truth = truth_params()
-    calls: list[str] = []
+    calls: list[tuple[str, int]] = []
     result, fit, _ = online.profile_online(REQUEST, uid="u1", generation=1, setup=setup_for(f"sqlite:///{tmp_path / 's.db'}"),
                                         measure=model_measure(truth, calls))
     space = result.online.trials
@@ -220,12 +247,13 @@ def test_search_finds_what_an_exhaustive_sweep_picks_measuring_only_what_its_noi
     # the sweep's pick, or a unit it cannot tell from it by more than the measurement noise
     scores = sweep_scores(truth)
     assert scores[result.online.best] >= max(scores.values()) * (1 - search.RUN_NOISE)
+    # each run measured once, far fewer than the exhaustive sweep's runs, and stopped by the rule itself
     assert len(calls) == len(set(calls)) and len(calls) < len(units) and result.online.stopped.startswith("converged")
     # (How few units the search needs across many deployments: benchmarks/online_search.py and
     # benchmarks/online_replay.py, which replays the same rule on measured landscapes.)
     assert fit.scale > 1.05 and fit.after.tpot_mdape_pct < fit.before.tpot_mdape_pct  # slower than shipped, learnt
     assert result.feasible and search.unit_key(result.chosen).split()[1] in result.online.best
-    assert [t.unit for t in space] == calls and all(t.state == "complete" for t in space)
+    assert [(t.unit, t.concurrency) for t in space] == calls and all(t.state == "complete" for t in space)
     assert any("calibrated on" in a for a in result.assumptions)
 
 
@@ -239,10 +267,10 @@ def test_a_resumed_study_keeps_its_measurements(tmp_path):
     result, *_ = online.profile_online(REQUEST, uid="u2", generation=1, setup=setup_for(url, max_trials=4),
                                       params=truth, measure=model_measure(truth, second))
     assert len(first) == 1 and first[0] not in second  # the first measurement was not repeated
-    assert [t.unit for t in result.online.trials][0] == first[0]
+    assert [(t.unit, t.concurrency) for t in result.online.trials][0] == first[0]
     assert result.online.trials_done == 1 + len(second)
     # a spec edit (new generation) is a new study
-    third: list[str] = []
+    third: list[tuple[str, int]] = []
     online.profile_online(REQUEST, uid="u2", generation=2, setup=setup_for(url, max_trials=1),
                           measure=model_measure(truth, third))
     assert third == first
@@ -254,19 +282,20 @@ def test_a_lost_workers_trial_is_failed_and_retried(tmp_path):
     store = studies.storage(url, heartbeat_s=1)
     study = studies.open_study(store, studies.study_name("u3", 1))
     units = sorted(search.units(plan(REQUEST).candidates))  # the trial parameter's choices
-    # a worker asked for a trial (the last unit, which the search would not start with), recorded
-    # one heartbeat, and died
-    study.enqueue_trial({studies.UNIT_PARAM: units[-1]})
+    # a worker asked for a trial (the last unit at the most clients, which the search would not start
+    # with), recorded one heartbeat, and died
+    study.enqueue_trial({studies.UNIT_PARAM: units[-1], studies.CONCURRENCY_PARAM: SWEEP[-1]})
     lost = studies.ask(study)
     lost.suggest_categorical(studies.UNIT_PARAM, units)
+    lost.suggest_categorical(studies.CONCURRENCY_PARAM, SWEEP)
     store.record_heartbeat(lost._trial_id)
     time.sleep(4)  # older than the grace period (2 heartbeats; the database clock counts whole seconds)
-    calls: list[str] = []
+    calls: list[tuple[str, int]] = []
     result, *_ = online.profile_online(REQUEST, uid="u3", generation=1, setup=setup_for(url, max_trials=1, heartbeat_s=1),
                                       measure=model_measure(truth_params(), calls))
     states = {t.number: t.state for t in study.get_trials(deepcopy=False)}
     assert states[lost.number] == TrialState.FAIL
-    assert calls == [units[-1]]  # retried first, measured once
+    assert calls == [(units[-1], SWEEP[-1])]  # retried first, measured once
     assert result.online.trials_done == 1
 
 
@@ -278,9 +307,9 @@ def test_two_workers_measure_different_units_of_one_study(tmp_path):
     def worker(name: str) -> None:
         measure = model_measure(truth, calls[name])
 
-        def slow(unit, req, trial_name):  # long enough for the other worker to ask meanwhile
+        def slow(unit, clients, req, trial_name):  # long enough for the other worker to ask meanwhile
             time.sleep(0.5)
-            return measure(unit, req, trial_name)
+            return measure(unit, clients, req, trial_name)
 
         online.profile_online(REQUEST, uid="u8", generation=1, setup=setup_for(url, max_trials=4), measure=slow)
 
@@ -302,7 +331,8 @@ def test_a_trial_another_worker_is_measuring_counts_against_the_budget(tmp_path)
     choices = sorted(unit_plans)
     theirs = studies.ask(study)  # another worker's trial, being measured: the whole budget of 1
     theirs.suggest_categorical(studies.UNIT_PARAM, choices)
-    calls: list[str] = []
+    theirs.suggest_categorical(studies.CONCURRENCY_PARAM, SWEEP)
+    calls: list[tuple[str, int]] = []
     waits: list[float] = []
 
     def sleep(seconds: float) -> None:  # while this worker waits, the other one finishes
@@ -310,10 +340,10 @@ def test_a_trial_another_worker_is_measuring_counts_against_the_budget(tmp_path)
         study.tell(theirs, 50.0)
 
     budget = online_loop.Budget(max_trials=1, max_minutes=60.0, concurrency=SWEEP)
-    stopped = online_loop.search_units(REQUEST, unit_plans, deployable=set(unit_plans),
+    stopped = online_loop.search_runs(REQUEST, unit_plans, deployable=set(unit_plans),
                                        ledger=studies.StudyLedger(store, study), budget=budget, params=shipped_params(),
                                        measure=online.as_measurement(model_measure(truth_params(), calls)),
-                                       fit=online.trial_fit(REQUEST), wall=time.time, sleep=sleep)
+                                       wall=time.time, sleep=sleep)
     assert calls == [] and len(waits) == 1 and stopped.startswith("trial budget used")
     assert len(study.get_trials(deepcopy=False)) == 1
 
@@ -344,10 +374,10 @@ def test_workers_asking_at_once_never_claim_the_same_trial(backend, tmp_path, re
 
 def test_budgets_end_the_search(tmp_path):
     url = f"sqlite:///{tmp_path / 's.db'}"
-    calls: list[str] = []
+    calls: list[tuple[str, int]] = []
     result, *_ = online.profile_online(REQUEST, uid="u4", generation=1, setup=setup_for(url, max_trials=1),
                                       measure=model_measure(truth_params(), calls))
-    assert len(calls) == 1 and result.online.stopped == "trial budget used (1 trials)"
+    assert len(calls) == 1 and result.online.stopped == "trial budget used (1 runs)"
     clock = iter([time.time()])  # the study starts now; every later look at the clock is an hour on
 
     def wall() -> float:
@@ -362,7 +392,7 @@ def test_budgets_end_the_search(tmp_path):
 def test_failed_deployments_are_trials_with_their_reason(tmp_path):
     from infra.deploy_targets import TargetError
 
-    def broken(unit, req, name):
+    def broken(unit, clients, req, name):
         raise TargetError("the engine exited with code 1 before serving: out of memory")
 
     with pytest.raises(online.OnlineError, match="out of memory"):
@@ -446,7 +476,7 @@ def test_the_dgdr_page_lists_the_trials(tmp_path):
     from planner.manifests.dynamo import render_dgd
     from planner.status import dgdr_status
 
-    calls: list[str] = []
+    calls: list[tuple[str, int]] = []
     result, *_ = online.profile_online(REQUEST, uid="u10", generation=1,
                                        setup=setup_for(f"sqlite:///{tmp_path / 's.db'}", max_trials=3),
                                        measure=model_measure(truth_params(), calls))
@@ -461,11 +491,14 @@ def test_the_dgdr_page_lists_the_trials(tmp_path):
                         updated_at=now)
     page = render_dgdr(resource, now)
     table = re.search(r'<table id="trials">.*?</table>', page, re.S).group(0)
-    listed = re.findall(r"<tr><td>\d+</td><td>([^<]+)</td><td>complete</td>", table)
+    listed = [(unit, int(clients)) for unit, clients
+              in re.findall(r"<tr><td>\d+</td><td>([^<]+)</td><td>(\d+)</td><td>complete</td>", table)]
     assert listed == calls and "tok/s/GPU" in table and "clients: TTFT" in table
     cal = result.online.calibration
     assert f"Best measured</dt><dd>{result.online.best}" in page and kept_text(cal.scale, cal.sides) in page
-    assert set(cal.sides) == {"prefill", "decode"} and cal.held_out and held_out_text(cal.held_out) in page
+    # one run of the best unit leaves nothing to hold out, and the page says so
+    assert set(cal.sides) == {"prefill", "decode"}
+    assert (held_out_text(cal.held_out) if cal.held_out else "nothing held out (too few points)") in page
 
 
 def test_a_calibration_stored_before_its_sides_were_recorded_still_reads():

@@ -30,17 +30,33 @@ def test_the_guard_passes_the_exit_code_on_and_says_what_cannot_start(tmp_path):
     assert lines[1].startswith("cannot start 'no-such-engine-here': [Errno 2]")
 
 
+def _tree(guard) -> set[int]:
+    """The guard's descendants once all four run: the sentinel, the shell and its two children."""
+    tree: set[int] = set()
+    deadline = time.monotonic() + 30
+    while len(running(tree)) < 4 and time.monotonic() < deadline:
+        tree = descendants(guard.pid)
+        time.sleep(0.05)
+    assert len(running(tree)) == 4
+    return tree
+
+
 def test_stopping_the_guard_stops_the_whole_tree(tmp_path):
     with (tmp_path / "out.log").open("wb") as out:
         guard = start_tethered(["sh", "-c", "sleep 600 & sleep 600 & wait"], stdout=out)
-    tree: set[int] = set()
-    deadline = time.monotonic() + 30
-    while len(running(tree)) < 3 and time.monotonic() < deadline:  # the shell and its two children
-        tree = descendants(guard.pid)
-        time.sleep(0.05)
-    assert len(running(tree)) == 3
+    tree = _tree(guard)
     stop_group(guard)
     assert guard.returncode is not None and wait_ended(tree) == set()
+
+
+def test_a_killed_guard_takes_the_command_tree_with_it(tmp_path):
+    """SIGKILLed, the guard stops nothing itself: the sentinel in the command's group does."""
+    with (tmp_path / "out.log").open("wb") as out:
+        guard = start_tethered(["sh", "-c", "sleep 600 & sleep 600 & wait"], stdout=out)
+    tree = _tree(guard)
+    guard.kill()
+    assert guard.wait() == -signal.SIGKILL
+    assert wait_ended(tree) == set()
 
 
 @pytest.mark.slow

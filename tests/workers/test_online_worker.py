@@ -84,16 +84,16 @@ def test_an_online_dgdr_through_a_real_worker(pg_url, redis_url, tmp_path):
     seen = [c["message"] for st in states if st.get("state") == "Profiling"
             for c in st.get("conditions", []) if c["type"] == "Profiling"]
     assert status.get("state") == "Ready", (status, (tmp_path / "worker.log").read_text()[-3000:])
-    # progress was visible while it ran: trials done of the budget and the best so far
-    assert any(m.startswith("online: 1/2 candidate(s) measured; best so far ") for m in seen), seen
+    # progress was visible while it ran: runs done of the budget and the best so far
+    assert any(m.startswith("online: 1/2 run(s) measured; best so far ") for m in seen), seen
     results = _results(status)
     measured = results["online"]
     assert measured["target"] == "local emulator" and measured["budget"]["maxTrials"] == 2
     assert 1 <= measured["trialsDone"] <= 2 and measured["sweep"] == {"scenario": "D(100,20)", "concurrency": [1, 4]}
     trials = [t for t in measured["trials"] if t["state"] == "complete"]
-    # every sweep point measured, or the trial says why not (genai-bench's own reason)
-    assert any({p["concurrency"] for p in t["points"]} == {1, 4} for t in trials), trials
-    assert all({p["concurrency"] for p in t["points"]} == {1, 4} or t.get("error") for t in trials), trials
+    # a trial is one run: its one point at the clients it was asked for, each run measured once
+    assert trials and all([p["concurrency"] for p in t["points"]] == [t["concurrency"]] for t in trials), trials
+    assert len({(t["unit"], t["concurrency"]) for t in trials}) == len(trials)
     for t in trials:  # genai-bench's own folders are kept
         assert list(Path(t["resultsLocation"]).glob("D100_20_text-to-text_num_concurrency_*_time_*s.json"))
     # the emulators ran 4× slower than the model: the calibration found it
@@ -102,7 +102,9 @@ def test_an_online_dgdr_through_a_real_worker(pg_url, redis_url, tmp_path):
     best = max(trials, key=lambda t: t["score"])
     assert measured["best"] == best["unit"]
     calibration = measured["calibration"]
-    assert calibration["after"]["tpot_mdape_pct"] < min(15.0, calibration["before"]["tpot_mdape_pct"])
+    # one or two runs of the best unit: one time scale, closer on both TTFT and TPOT than the start
+    assert calibration["points"] == len([t for t in trials if t["unit"] == best["unit"]])
+    assert calibration["after"]["tpot_mdape_pct"] < calibration["before"]["tpot_mdape_pct"]
     # sized with the calibrated model: within the SLA, at a fraction of what the shipped model promises
     request = parse_dgdr(dgdr("online-real"))
     key = f"{chosen['mode']} " + "+".join(f"tp{e['tp']}" for e in chosen["engines"])
@@ -189,9 +191,9 @@ def test_a_restarted_worker_resumes_the_study(sessions, database_url, tmp_path):
     assert stored_status(sessions, kept)["state"] == "Profiling" and len(first) == 1
     assert tasks.process_dgdr(sessions, kept, online=lambda: _setup(database_url, tmp_path, Recording(second))) == "ready"
     measured = _results(stored_status(sessions, kept))["online"]
-    assert first[0] not in second  # the completed measurement was not repeated
+    runs = [(t["unit"], t["concurrency"]) for t in measured["trials"]]
+    assert len(runs) == len(set(runs)) == measured["trialsDone"] == 2  # the completed run was not repeated
     assert (measured["trials"][0]["unit"], measured["trials"][0]["state"]) == (first[0], "complete")
-    assert measured["trialsDone"] == 1 + len(second)
     assert tasks.process_dgdr(sessions, kept) == "done"
 
 
@@ -214,13 +216,16 @@ def test_a_v1beta1_thorough_dgdr_is_profiled_online(sessions, database_url, tmp_
     measured = _results(status)["online"]
     assert measured["profiling"] == "online (thorough)" and measured["target"] == "local emulator"
     trials = [t for t in measured["trials"] if t["state"] == "complete"]
-    assert 1 <= len(trials) <= 2 and [t["unit"] for t in measured["trials"]] == deployed
+    # runs of one unit in a row share its deployment
+    units = [t["unit"] for t in measured["trials"]]
+    assert 1 <= len(trials) <= 2 and [u for i, u in enumerate(units) if i == 0 or u != units[i - 1]] == deployed
     assert all(t["points"] for t in trials) and measured["best"] in deployed
     assert status["generatedDeployment"]["apiVersion"] == "nvidia.com/v1beta1"
     profiling = next(c for c in status["conditions"] if c["type"] == "Profiling")
     assert profiling["message"].startswith("online (thorough): ")
     # the same request with searchStrategy rapid: the performance model only, said so
-    assert tasks.process_dgdr(sessions, rapid) == "ready" and len(deployed) == len(measured["trials"])
+    before = len(deployed)
+    assert tasks.process_dgdr(sessions, rapid) == "ready" and len(deployed) == before
     status = stored_status(sessions, rapid)
     assert "online" not in _results(status)
     assert next(c for c in status["conditions"] if c["type"] == "Profiling")["message"].startswith("offline (rapid): ")
@@ -240,7 +245,7 @@ def test_a_disaggregated_unit_from_prefill_and_decode_commands(sessions, databas
     measured = _results(stored_status(sessions, uid))["online"]
     (trial,) = measured["trials"]
     assert trial["unit"].startswith("disagg ") and trial["state"] == "complete" and measured["best"] == trial["unit"]
-    assert {p["concurrency"] for p in trial["points"]} == {1, 4}
+    assert [p["concurrency"] for p in trial["points"]] == [trial["concurrency"]]
     assert list(Path(trial["resultsLocation"]).glob("D100_20_text-to-text_num_concurrency_*_time_*s.json"))
     assert any("SLAPLAN_ONLINE_ENGINE_COMMAND" in why for why in measured["leftOut"])
 
