@@ -129,7 +129,6 @@ def _planned(source: str, doc: dict[str, Any], target: str, cluster, args: argpa
     """Plan a DGDR (with its stored calibration, if any) and render it for ``target`` as the cluster
     serves it; the notes start with the calibration used."""
     from api.commands.calibration_use import read_calibrations
-    from api.commands.database import command_settings
     from infra.kube_targets import discover
     from infra.planning import plan_with_calibration
     from planner.manifests.targets import render_target
@@ -141,7 +140,7 @@ def _planned(source: str, doc: dict[str, Any], target: str, cluster, args: argpa
     try:
         request = parse_dgdr(doc)
         key = (request.model, request.gpu, request.backend)
-        calibrations = read_calibrations(command_settings(args), [key])
+        calibrations = read_calibrations(args, [key])
         calibration = calibrations.used(key)
         result = plan_with_calibration(request, calibration, model=load_model(request.model))
     except RequestError as exc:
