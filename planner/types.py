@@ -25,17 +25,13 @@ Mode = Literal["agg", "disagg"]
 Role = Literal["aggregated", "prefill", "decode"]
 
 
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
 MIN_OSL = 2  # output tokens a request needs for an inter-token latency to exist
 
 
-
-
-class PlanRequest(_Frozen):
+class PlanRequest(BaseModel):
     """What a DGDR asks for, normalized across its API versions."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
     name: str
     namespace: str = "default"
