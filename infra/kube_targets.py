@@ -44,12 +44,12 @@ class RenderOptions(BaseModel):
 
 
 def served_version(cluster: Cluster, target: str, prefer: str | None = None) -> str | None:
-    """The ``group/version`` to use for ``target`` on ``cluster``: ``prefer`` (a version or a
+    """The ``group/version`` to use for ``target`` on ``cluster``: ``prefer`` (a version, a group or a
     ``group/version``) when served, else the first served candidate, else None."""
     groups, versions, kind = TARGET_KINDS[target]
     served = [f"{g}/{v}" for g in groups for v, kinds in cluster.served(g).items() if kind in kinds]
     if prefer:
-        match = [s for s in served if s == prefer or s.endswith("/" + prefer)]
+        match = [s for s in served if s == prefer or s.endswith("/" + prefer) or s.startswith(prefer + "/")]
         if match:
             return match[0]
     ordered = [f"{g}/{v}" for g in groups for v in versions]

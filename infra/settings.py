@@ -16,16 +16,14 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, ValidationInfo, field_validator
 
+from infra.database_url import check_database_url, database_exists, database_label, default_database_url, sqlite_file
 from profiler.emulator.speed import MAX_SPEED, MIN_SPEED
 
-DATABASE_FILE = Path("slaplan", "slaplan.db")  # under the user's data directory (XDG base directories)
-DATABASE_DRIVERS = ("sqlite", "sqlite+pysqlite", "postgresql+psycopg")  # the drivers slaplan installs
 BROKER_SCHEMES = frozenset({"redis", "rediss", "amqp", "amqps"})
 UNECHOED = ("api_token", "database_url", "broker_url")  # may hold secrets: errors do not repeat them
 DEFAULT_MAX_BODY_BYTES = 1024 * 1024
 DEFAULT_LIST_PAGE_ITEMS = 500  # kubectl's own chunk size
 MAX_LIST_PAGE_ITEMS = 10_000
-_URL_DRIVER = re.compile(r"([\w+]+)://")  # how SQLAlchemy's URL starts (sqlalchemy.engine.url)
 # What SLAPLAN_ONLINE_ENGINE_COMMAND (and the prefill and decode commands) may name, filled in for
 # each engine it starts: ``devices`` its GPU indices on this machine (for CUDA_VISIBLE_DEVICES),
 # ``side_port`` a free port of its own (a KV-transfer side channel or bootstrap server).
@@ -258,62 +256,12 @@ class Settings(BaseModel):
     @property
     def database_exists(self) -> bool:
         """False only for a SQLite file that does not exist yet: nothing is stored there to read."""
-        path = self.database_file
-        return path is None or path.exists()
+        return database_exists(self.database_url)
 
     @property
     def database_label(self) -> str:
         """Where the database is, for messages: a SQLite file's path, or the URL without its password."""
-        path = self.database_file
-        if path is not None:
-            return str(path)
-        if self.database_url.startswith("sqlite"):
-            return self.database_url
-        from sqlalchemy.engine import make_url
-
-        return make_url(self.database_url).render_as_string(hide_password=True)
-
-
-def default_database_url(env: Mapping[str, str]) -> str:
-    """The per-user SQLite file: ``$XDG_DATA_HOME/slaplan/slaplan.db``, or with XDG_DATA_HOME unset
-    or not absolute (as the XDG specification says), ``~/.local/share/slaplan/slaplan.db``."""
-    data = env.get("XDG_DATA_HOME", "")
-    if not os.path.isabs(data):
-        home = env.get("HOME") or os.path.expanduser("~")
-        data = os.path.join(home, ".local", "share")
-    return f"sqlite:///{Path(data) / DATABASE_FILE}"
-
-
-def check_database_url(value: str) -> str:
-    """``value`` when it is a SQLAlchemy URL with a driver slaplan installs; ValueError saying why not.
-
-    A SQLite URL is checked without importing SQLAlchemy (its URL grammar: ``driver://…``); a
-    server's URL is parsed in full (host, port), as SQLAlchemy will parse it to connect."""
-    driver = _URL_DRIVER.match(value)
-    if driver is None:
-        raise ValueError("not a database URL: expected sqlite:///PATH or postgresql+psycopg://USER@HOST:PORT/DB")
-    if driver[1] not in DATABASE_DRIVERS:
-        raise ValueError(f"unsupported database driver {driver[1]!r}: use one of {', '.join(DATABASE_DRIVERS)}")
-    if not driver[1].startswith("sqlite"):
-        from sqlalchemy.engine import make_url
-
-        make_url(value)
-    return value
-
-
-def sqlite_file(url: str) -> Path | None:
-    """The database file a SQLite ``url`` names (relative: to the working directory), as SQLAlchemy's
-    pysqlite dialect reads it; None for another database or SQLite in memory."""
-    driver = _URL_DRIVER.match(url)
-    if driver is None or not driver[1].startswith("sqlite"):
-        return None
-    rest, _, query = url[driver.end():].partition("?")
-    database = rest.partition("/")[2]
-    if "uri=true" in query.split("&"):
-        database = database.removeprefix("file:")
-    if database in ("", ":memory:"):
-        return None
-    return Path(database).absolute()
+        return database_label(self.database_url)
 
 
 def _is_host(host: str) -> bool:

@@ -222,7 +222,8 @@ def size_disaggregated(cands: list[Candidate], pre: dict[Parallel, Prepared], de
         else:
             n_d = max(1, math.ceil(t.load / (b * ranks / ((t.osl - 1) * step)) - 1e-9))
             clients, rate = 0.0, t.load
-        n_p = _prefill_workers(pprep, rate, clients, step * float(first_token_steps(per_rank, clients)), t, p)
+        n_p = _prefill_workers(pprep, _batching(pprep, t, p), rate, clients,
+                               step * float(first_token_steps(per_rank, clients)), t, p)
         items.append((cand, n_p, min(n_d, MAX_WORKERS), True, t.load))
     return _verify_disaggregated(items, t, p, build)
 
@@ -232,10 +233,11 @@ def _unit(pprep: Prepared, dprep: Prepared, b: float, step: float, t: Target, p:
     clients of its decode capacity, ``b`` per attention rank (``step`` s per output token), or,
     when their prefill workers do not fit the GPU budget, those of the largest batch whose do."""
     ranks = dprep.decode["dp"]
+    pf = _batching(pprep, t, p)  # the same for every batch tried
 
     def workers(batch: float, per_token: float) -> int:
         clients = batch * ranks
-        return _prefill_workers(pprep, clients / ((t.osl - 1) * per_token), clients,
+        return _prefill_workers(pprep, pf, clients / ((t.osl - 1) * per_token), clients,
                                 per_token * float(first_token_steps(batch, clients)), t, p)
 
     n_p = workers(b, step)
@@ -252,13 +254,18 @@ def _unit(pprep: Prepared, dprep: Prepared, b: float, step: float, t: Target, p:
     return n_p, batch * ranks
 
 
-def _prefill_workers(prep: Prepared, rate: float, clients: float, t_first: float, t: Target, p: dict) -> int:
+def _batching(prep: Prepared, t: Target, p: dict) -> tuple:
+    """How the prompts of ``prep``'s prefill workers share passes (``prefill_batching``)."""
+    return prefill_batching(prep.prefill, p, float(t.isl))
+
+
+def _prefill_workers(prep: Prepared, pf: tuple, rate: float, clients: float, t_first: float, t: Target,
+                     p: dict) -> int:
     """Fewest prefill workers that prefill ``rate`` prompts/s and whose first-token time (with
     ``t_first`` s of decode iterations) meets the TTFT target; when none does, the fewest within
-    1% of the best any count reaches (more only add GPUs)."""
+    1% of the best any count reaches (more only add GPUs). ``pf`` is ``_batching(prep, t, p)``."""
     n = np.arange(1, MAX_WORKERS + 1, dtype=float)
     f = prep.prefill
-    pf = prefill_batching(f, p, float(t.isl))
     exec_s, wait, burst, _, _ = first_token(f, p, float(t.isl), pf, t_first, rate, n * f["dp"], clients, 1.0)
     keeps_up = n * prefill_capacity(pf, f["dp"]) >= rate
     ttft_ms = np.where(keeps_up, (exec_s + wait + burst) * 1e3, np.inf)

@@ -8,31 +8,30 @@ first output token; ITL (= TPOT) is the mean gap between output tokens after the
 from __future__ import annotations
 
 import math
-from typing import Any, Literal
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, computed_field
 
 from planner.lengths import V1ALPHA1_LENGTHS
-from planner.online_part import OnlinePart
 from planner.stored import Stored
 from profiler.model import Prediction
+
+if TYPE_CHECKING:
+    from planner.online_results import OnlineSearch
 
 Backend = Literal["vllm", "sglang", "trtllm"]
 Mode = Literal["agg", "disagg"]
 Role = Literal["aggregated", "prefill", "decode"]
 
 
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
 MIN_OSL = 2  # output tokens a request needs for an inter-token latency to exist
 
 
-
-
-class PlanRequest(_Frozen):
+class PlanRequest(BaseModel):
     """What a DGDR asks for, normalized across its API versions."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
     name: str
     namespace: str = "default"
@@ -176,14 +175,19 @@ class Margin(Stored):
         return min(self.ttft_pct, self.itl_pct)
 
 
-class PlanResult(_Frozen):
+@dataclass(frozen=True)
+class PlanResult:
     """The planner's answer: the chosen plan (or why none), and everything it evaluated.
 
     ``candidates`` holds every evaluated configuration (feasible or not) for the Pareto
     chart of output tokens/s per GPU against tokens/s per user. ``margin`` is the chosen
     plan's headroom against the SLA. When nothing is feasible, ``closest`` is the one
     configuration the reason names: the cheapest that meets the SLA when only the budget
-    stands in the way, else the one nearest to the SLA.
+    stands in the way, else the one nearest to the SLA. ``online`` is the online search
+    (``OnlineSearch``), when candidates were measured.
+
+    A plain frozen dataclass: the planner makes it of values already validated, and what is stored
+    of it is ``planner.results.ProfilingResults``, which validates what it reads back.
     """
 
     request: PlanRequest
@@ -195,5 +199,4 @@ class PlanResult(_Frozen):
     margin: Margin | None = None
     assumptions: tuple[str, ...] = ()
     evaluated: int = 0
-    online: OnlinePart = Field(default=None, description="the online search (``OnlineSearch``), when candidates "
-                                                         "were measured")
+    online: OnlineSearch | None = None

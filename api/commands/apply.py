@@ -1,4 +1,5 @@
-"""``slaplan apply PLAN_OR_MANIFEST... [--target T] [--dry-run] [--kubeconfig PATH] [--context C] [--namespace NS]``
+"""``slaplan apply PLAN_OR_MANIFEST... [--target T] [--kthena-group GROUP] [--dry-run] [--kubeconfig PATH]
+[--context C] [--namespace NS]``
 
 Server-side applies (field manager ``slaplan``, forced) what ``slaplan plan`` wrote, and prints
 per object whether it was created, configured (with the fields that changed) or unchanged.
@@ -12,7 +13,7 @@ Each argument is one of:
 - a DGDR file: planned here, as ``slaplan plan`` plans it (with the stored calibration of its
   model, GPU and backend from ``--db``'s database, if any, and a note saying which), and rendered
   for ``--target`` in the API version the cluster serves (Dynamo v1alpha1 or v1beta1, Kthena's
-  current or older group).
+  current or older group: ``--kthena-group`` chooses one, which the cluster must then serve).
 
 ``--dry-run`` asks the API server what would change (``dryRun=All``) and stores nothing.
 ``--namespace`` puts every object in that namespace. Exit codes: 0 all applied, 1 any error
@@ -27,7 +28,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from api.commands.arguments import TARGETS
+from api.commands.arguments import KTHENA_GROUPS, TARGETS, kthena_group
 from api.commands.database import add_db_argument
 
 DGDR_KIND = "DynamoGraphDeploymentRequest"
@@ -44,6 +45,11 @@ def register(sub: argparse._SubParsersAction, summary: str) -> None:
                    help="manifest file, NAME.plan.json, output directory or DGDR file ('-' for stdin)")
     p.add_argument("--target", choices=TARGETS, default=None,
                    help="system to deploy to for plan files, directories and DGDRs (default: dynamo)")
+    p.add_argument("--kthena-group", type=kthena_group, default=None, metavar="GROUP",
+                   help=f"API group of Kthena's ModelServing rendered for a DGDR file: {' or '.join(KTHENA_GROUPS)} "
+                        f"(default: the one the cluster serves, {KTHENA_GROUPS[1]} when it serves both; only "
+                        f"{KTHENA_GROUPS[1]} has an AutoscalingPolicy for a replica range); other files are "
+                        "applied as written")
     p.add_argument("--dry-run", action="store_true", help="show what would change; store nothing")
     p.add_argument("--kubeconfig", default=None, help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config, "
                                                       "or the pod's service account)")
@@ -123,7 +129,6 @@ def _planned(source: str, doc: dict[str, Any], target: str, cluster, args: argpa
     """Plan a DGDR (with its stored calibration, if any) and render it for ``target`` as the cluster
     serves it; the notes start with the calibration used."""
     from api.commands.calibration_use import read_calibrations
-    from api.commands.database import command_settings
     from infra.kube_targets import discover
     from infra.planning import plan_with_calibration
     from planner.manifests.targets import render_target
@@ -135,7 +140,7 @@ def _planned(source: str, doc: dict[str, Any], target: str, cluster, args: argpa
     try:
         request = parse_dgdr(doc)
         key = (request.model, request.gpu, request.backend)
-        calibrations = read_calibrations(command_settings(args), [key])
+        calibrations = read_calibrations(args, [key])
         calibration = calibrations.used(key)
         result = plan_with_calibration(request, calibration, model=load_model(request.model))
     except RequestError as exc:
@@ -144,8 +149,12 @@ def _planned(source: str, doc: dict[str, Any], target: str, cluster, args: argpa
         raise InputError(f"{source}: {exc.message}") from None
     if not result.feasible:
         raise InputError(f"{source}: {request.name}: no deployment meets the SLA: {result.reason}")
-    options = discover(cluster, targets=(target,), prefer={"dynamo": doc["apiVersion"].split("/")[-1]})
-    options.api_version(target)  # NotServed when the operator is missing
+    prefer = {"dynamo": doc["apiVersion"].split("/")[-1], "kthena": args.kthena_group}
+    options = discover(cluster, targets=(target,), prefer=prefer)
+    served = options.api_version(target)  # NotServed when the operator is missing
+    if target == "kthena" and args.kthena_group and not served.startswith(args.kthena_group + "/"):
+        raise InputError(f"{source}: --kthena-group {args.kthena_group}: the cluster serves Kthena's ModelServing "
+                         f"as {served} only")
     try:
         objects, notes = render_target(ProfilingResults.of(result), request, target, **options.render_kwargs())
         return objects, [calibrations.line(key), *notes]

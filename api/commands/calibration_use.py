@@ -1,6 +1,7 @@
 """Which stored calibration a planning command used, or why none: looked up in the database
 (``api.commands.database``) and said in the command's output and in plan.json, so that a stored
-fit never changes an answer unannounced. SQLAlchemy is imported only when there is a database."""
+fit never changes an answer unannounced. The settings (pydantic) and SQLAlchemy are loaded only when
+there is a database to read."""
 
 from __future__ import annotations
 
@@ -8,8 +9,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    import argparse
+
     from infra.calibrations import Calibration
-    from infra.settings import Settings
 
 Key = tuple[str, str, str]  # (model, gpu, backend) as a request names them
 
@@ -52,11 +54,17 @@ class Calibrations:
         return doc
 
 
-def read_calibrations(settings: Settings, keys: list[Key]) -> Calibrations:
-    """The stored calibrations of ``keys``; SQLAlchemy is not imported when there is no database."""
-    if not settings.database_exists:
-        return Calibrations(settings.database_label, exists=False, found={})
+def read_calibrations(args: argparse.Namespace, keys: list[Key]) -> Calibrations:
+    """The stored calibrations of ``keys`` in the command's database (``--db``, SLAPLAN_DATABASE_URL
+    or the per-user file); with no database there, neither the settings nor SQLAlchemy are loaded."""
+    from api.commands.database import command_database_url, command_settings
+    from infra.database_url import database_exists, database_label
+
+    url = command_database_url(args)
+    if not database_exists(url):
+        return Calibrations(database_label(url), exists=False, found={})
     from infra.calibrations import read_calibrations as read
 
+    settings = command_settings(args)
     found, problem = read(settings, keys)
     return Calibrations(settings.database_label, exists=True, found=found, problem=problem)

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
 def database_url(text: str) -> str:
     """An argparse type: a SQLAlchemy URL (``driver://…``), or the path of a SQLite file."""
-    from infra.settings import check_database_url
+    from infra.database_url import check_database_url
 
     if not text:
         raise argparse.ArgumentTypeError("must name a SQLite file or a database URL")
@@ -36,6 +36,25 @@ def add_db_argument(parser: argparse.ArgumentParser) -> argparse.Action:
         help="the database of calibrations and requests: a SQLite file or a SQLAlchemy URL (default: "
              "$SLAPLAN_DATABASE_URL, else $XDG_DATA_HOME/slaplan/slaplan.db, ~/.local/share/slaplan/slaplan.db "
              "without XDG_DATA_HOME)")
+
+
+def command_database_url(args: argparse.Namespace) -> str:
+    """The database a command uses (``--db``, SLAPLAN_DATABASE_URL or the per-user file), found
+    without building the settings; a SLAPLAN_DATABASE_URL that is not one raises SettingsError
+    naming it, as ``command_settings`` would."""
+    from infra.database_url import check_database_url, default_database_url
+
+    if args.db:
+        return args.db  # checked by its argparse type
+    url = os.environ.get("SLAPLAN_DATABASE_URL")
+    if not url:
+        return default_database_url(os.environ)
+    try:
+        return check_database_url(url)
+    except ValueError as exc:
+        from infra.settings import SettingsError
+
+        raise SettingsError(f"SLAPLAN_DATABASE_URL: {exc}") from None
 
 
 def command_settings(args: argparse.Namespace) -> Settings:

@@ -186,9 +186,8 @@ def _calibrations(args: argparse.Namespace, requests: list[PlanRequest]) -> Cali
     or the per-user file); one that cannot be read is said, and planning goes on with the shipped
     parameters."""
     from api.commands.calibration_use import read_calibrations
-    from api.commands.database import command_settings
 
-    found = read_calibrations(command_settings(args), [_key(r) for r in requests])
+    found = read_calibrations(args, [_key(r) for r in requests])
     if found.problem:
         print(f"note: {found.problem}; planning with the shipped parameters", file=sys.stderr)
     return found

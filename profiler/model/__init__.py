@@ -13,7 +13,8 @@ from typing import Any
 
 # public name → the module of the model that defines it
 _EXPORTS: dict[str, str] = {
-    **dict.fromkeys(("Estimate", "Figures", "ItlParts", "Memory", "PART_LABELS", "Parallel", "Prediction",
+    "Estimate": "estimate_result",
+    **dict.fromkeys(("Figures", "ItlParts", "Memory", "PART_LABELS", "Parallel", "Prediction",
                      "ServingConfig", "TtftParts", "Unbounded", "ms_text"), "config"),
     **dict.fromkeys(("FREE_FRACTION_BACKENDS", "MEMORY_FRACTION", "check_parallel", "default_max_num_tokens"),
                     "engine"),

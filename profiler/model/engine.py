@@ -34,7 +34,7 @@ ACT_BYTES = 2.0  # activations travel in bf16
 STATE_BYTES = 4.0  # linear-attention recurrent state: engines keep it in fp32 by default
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # never compared: no generated __eq__ and __hash__ over its fields
 class EngineShape:
     """Per-GPU quantities of one engine role; per token means per token on one attention rank."""
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from profiler.model.config import (Estimate, Figures, ItlParts, Memory, Parallel, Prediction, ServingConfig,
-                                   TtftParts)
+from profiler.model.config import Figures, ItlParts, Memory, Parallel, Prediction, ServingConfig, TtftParts
 from profiler.model.engine import RESERVES_WHOLE_OUTPUT, default_max_num_tokens, engine_shape, held_tokens, max_batch_per_rank
 from profiler.model.errors import ModelError
 from profiler.model.gpus import backend_mismatch, get_gpu
@@ -17,6 +17,9 @@ from profiler.model.models import Model
 from profiler.model.params import shipped_params
 from profiler.model.precision import KV_DTYPES, check_precision, default_kv_dtype
 from profiler.model.serving import Load, features, solve, stack
+
+if TYPE_CHECKING:
+    from profiler.model.estimate_result import Estimate
 
 
 @dataclass(frozen=True)
@@ -162,6 +165,8 @@ def estimate(config: ServingConfig, *, params: dict[str, float] | None = None, m
     ``model`` replaces the catalog lookup of ``config.model`` (e.g. a parsed config.json).
     Raises ``ModelError`` (naming the field) for invalid or infeasible configurations.
     """
+    from profiler.model.estimate_result import Estimate  # its model is built for this use only
+
     prep = prepare(config, model)
     r = _evaluate_one(prep, params)
     return Estimate(**_figures(r), total_gpus=prep.total_gpus, decode_batch=float(r["decode_batch"]),

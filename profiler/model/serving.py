@@ -31,7 +31,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, fields
 from functools import lru_cache
-from typing import get_type_hints
 
 import numpy as np
 
@@ -50,9 +49,9 @@ MIXES_PREFILL = ("vllm", "trtllm")
 
 @lru_cache(maxsize=1)
 def _numeric_fields() -> tuple[str, ...]:
-    """EngineShape's numeric fields (what the step-time model reads), found once."""
-    hints = get_type_hints(EngineShape)
-    return tuple(f.name for f in fields(EngineShape) if hints[f.name] in (int, float))
+    """EngineShape's numeric fields (what the step-time model reads), found once from their declared
+    types (names, as ``engine`` declares them: evaluating them would compile each)."""
+    return tuple(f.name for f in fields(EngineShape) if f.type in ("int", "float", int, float))
 
 
 def features(shape: EngineShape, backend: str, max_num_tokens: int, spec_tokens: int = 0,

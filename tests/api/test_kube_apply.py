@@ -219,3 +219,23 @@ def test_a_kubeconfig_that_is_not_yaml_is_a_clear_error(plan_out, tmp_path, caps
     broken.write_text("clusters: [unclosed\n")
     assert main(["apply", str(plan_out), "--kubeconfig", str(broken)]) == 1
     assert "error: cannot load the cluster configuration" in capsys.readouterr().err
+
+
+def test_cli_renders_a_dgdr_in_the_kthena_group_asked(cluster_fake, capsys):
+    """``--kthena-group`` picks the group a DGDR is rendered in; a group the cluster does not serve is
+    an error naming the option, and nothing is applied (the default, the served group: above)."""
+    from api.cli import main
+
+    fake, kubeconfig = cluster_fake
+    base = ["apply", str(EXAMPLE), "--target", "kthena", "--kubeconfig", str(kubeconfig)]
+    assert main([*base, "--kthena-group", "workload.serving.volcano.sh", "-n", "asked"]) == 0
+    assert "modelserving.workload.serving.volcano.sh/llama-70b-h200 created in namespace asked" in capsys.readouterr().out
+    assert fake.get("workload.serving.volcano.sh/v1alpha1", "ModelServing", "asked", "llama-70b-h200") is not None
+    assert main([*base, "--kthena-group", "workload.volcano.sh", "-n", "unserved"]) == 1
+    out, err = capsys.readouterr()
+    assert ("--kthena-group workload.volcano.sh: the cluster serves Kthena's ModelServing as "
+            "workload.serving.volcano.sh/v1alpha1 only") in err
+    assert "0 object(s): nothing applied; 1 failed" in out
+    with pytest.raises(SystemExit):
+        main([*base, "--kthena-group", "volcano.sh"])
+    assert "--kthena-group: must be one of workload.volcano.sh, workload.serving.volcano.sh" in capsys.readouterr().err

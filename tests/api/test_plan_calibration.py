@@ -82,3 +82,17 @@ def test_a_db_option_slaplan_cannot_use_is_a_usage_error(workdir, capsys, value,
     assert info.value.code == 1  # plan's usage errors: 1 (2 means infeasible)
     assert f"argument --db: {says}" in capsys.readouterr().err
     assert not (workdir / "out").exists()
+
+
+@pytest.mark.parametrize("value,says", [
+    ("slaplan.db", "not a database URL"),
+    ("mysql://user@host/db", "unsupported database driver 'mysql'"),
+])
+def test_a_database_variable_slaplan_cannot_use_is_named_and_nothing_is_written(workdir, capsys, monkeypatch, value,
+                                                                                 says):
+    """Found before the settings are built (no database, no settings: ``plan`` starts faster), the
+    variable's error reads as the settings' own."""
+    monkeypatch.setenv("SLAPLAN_DATABASE_URL", value)
+    assert main(["plan", "small.yaml", "--out", "out"]) == 2
+    assert f"slaplan: invalid setting: SLAPLAN_DATABASE_URL: {says}" in capsys.readouterr().err
+    assert not list((workdir / "out").iterdir())
