@@ -39,6 +39,8 @@ if TYPE_CHECKING:
 DATA_NAME = "measured_serving_calibration.csv"
 KERNELS_NAME = "vidur_linear_ops_measured.csv"
 GROUPS = ("mode", "backend", "gpu", "family")
+# The columns that identify a measured row in a file of engine limits (``--limits``).
+LIMIT_KEY = ("provenance", "isl", "osl", "concurrency")
 
 
 def register(subparsers, summary: str) -> None:
@@ -54,6 +56,10 @@ def register(subparsers, summary: str) -> None:
         parser.add_argument("--also", metavar="CSV", action="append", default=[],
                             help="more measured serving data in the same columns, fitted with --data's (may be "
                                  "given more than once; e.g. the repository's benchmarks/data/amd_measured.csv)"),
+        parser.add_argument("--limits", metavar="CSV",
+                            help="engine limits of measured rows, from the recipes they were run with (e.g. the "
+                                 "repository's benchmarks/data/recipe_limits.csv): a max_batch per row named by "
+                                 + ", ".join(LIMIT_KEY)),
         parser.add_argument("--kernels", metavar="CSV",
                             help=f"GEMM kernel measurements the shape efficiencies are first fitted to (default: "
                                  f"{KERNELS_NAME} beside the data; none there: the physical defaults)"),
@@ -132,6 +138,34 @@ def read_rows(path: Path) -> list[dict]:
         raise ValueError(f"{path} is not a UTF-8 CSV file: {exc}") from None
 
 
+def with_limits(rows: list[dict], limits: list[dict]) -> list[dict]:
+    """``rows`` with the engine limits ``limits`` states for them: each limit row names a measured
+    row by ``LIMIT_KEY`` and gives its ``max_batch`` (running sequences per decode or aggregated
+    engine), which fills that row's own when it has none. Raises ValueError naming the field and
+    the limit row (counted from 1) when a limit is not a positive integer, misses a key column, or
+    names no row or a row stating another limit."""
+    index: dict[tuple, list[int]] = {}
+    for i, row in enumerate(rows):
+        index.setdefault(tuple(str(row.get(k) or "").strip() for k in LIMIT_KEY), []).append(i)
+    out = list(rows)
+    for n, limit in enumerate(limits, 1):
+        missing = [k for k in (*LIMIT_KEY, "max_batch") if not str(limit.get(k) or "").strip()]
+        if missing:
+            raise ValueError(f"limit row {n}: {missing[0]}: missing")
+        text = str(limit["max_batch"]).strip()
+        if not text.isdigit() or int(text) < 1:
+            raise ValueError(f"limit row {n}: max_batch: must be a positive integer, got {text!r}")
+        matched = index.get(tuple(str(limit[k]).strip() for k in LIMIT_KEY))
+        if not matched:
+            raise ValueError(f"limit row {n}: {', '.join(LIMIT_KEY)}: no measured row has them")
+        for i in matched:
+            own = str(out[i].get("max_batch") or "").strip()
+            if own and own != text:
+                raise ValueError(f"limit row {n}: max_batch: {text}, but the measured row states {own}")
+            out[i] = {**out[i], "max_batch": text}
+    return out
+
+
 def read_kernels(data_path: Path, given: str | None) -> tuple[list[dict] | None, dict | None]:
     """Kernel measurement rows (``--kernels``, else the file beside the data) and their
     provenance; (None, None) when there is no such file and none was asked for.
@@ -181,7 +215,7 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.out) if args.out else default_params_path()
     kernels_path = Path(args.kernels) if args.kernels else path.parent / KERNELS_NAME
     also = [Path(name) for name in args.also]
-    problem = unwritable(out, (path, kernels_path, *also))
+    problem = unwritable(out, (path, kernels_path, *also, *([Path(args.limits)] if args.limits else [])))
     if problem:
         print(f"error: --out: {problem}", file=sys.stderr)
         return 1
@@ -198,6 +232,17 @@ def run(args: argparse.Namespace) -> int:
             return 1
         rows += read
         files.append({"data": source.name, "sha256": hashlib.sha256(raw).hexdigest(), "rows": len(read)})
+    if args.limits:
+        try:
+            raw = Path(args.limits).read_bytes()
+            rows = with_limits(rows, read_rows(Path(args.limits)))
+        except OSError as exc:
+            print(f"error: --limits: cannot read {args.limits}: {exc.strerror or exc}", file=sys.stderr)
+            return 1
+        except ValueError as exc:
+            print(f"error: --limits: {exc}", file=sys.stderr)
+            return 1
+        files.append({"limits": Path(args.limits).name, "sha256": hashlib.sha256(raw).hexdigest()})
     data = prepare_rows(rows)
     if data.batch is None:
         print(f"error: --data: none of the {len(rows)} rows can be predicted", file=sys.stderr)
@@ -228,7 +273,8 @@ def run(args: argparse.Namespace) -> int:
         kernels["prior"] = {k: _round(prior[k]) for k in sorted(prior) if prior[k] != PARAMS[k][0]}
     fitted = {k: _round(v) for k, v in fit_by_vendor(data, prior, max_evals=args.max_evals).items()}
     params = {k: v for k, v in fitted.items() if not is_harness(k)}
-    command = ["slaplan", "calibrate", "--data", path.name, *(f"--also {extra.name}" for extra in also)]
+    command = ["slaplan", "calibrate", "--data", path.name, *(f"--also {extra.name}" for extra in also),
+               *(["--limits", Path(args.limits).name] if args.limits else [])]
     if args.kernels:
         command += ["--kernels", Path(args.kernels).name]
     if args.max_evals != 400:
@@ -240,7 +286,8 @@ def run(args: argparse.Namespace) -> int:
         "rows_used": used,
         "rows_not_predictable": len(data.errors),
         "kernels": kernels,
-        **({"also": files[1:]} if also else {}),
+        **({"also": files[1:1 + len(also)]} if also else {}),
+        **({"limits": files[-1]} if args.limits else {}),
         "fit_loss_in_sample": in_sample_loss(data, fitted),
         "command": " ".join(command),
     }

@@ -226,3 +226,83 @@ def test_an_out_that_cannot_be_written_is_refused_before_fitting(subset, tmp_pat
         assert err.startswith(f"error: --out: {reason}") and err.count("\n") == 1  # before "fitting …"
     assert subset.read_bytes() == data_before
     assert sorted(p.name for p in tmp_path.rglob("*")) == ["file", "folder", "subset.csv"]  # no side file left
+
+
+def _rows(path: Path) -> list[dict]:
+    from api.commands.calibrate import read_rows
+
+    return read_rows(path)
+
+
+def _limit(row: dict, max_batch: str) -> dict:
+    from api.commands.calibrate import LIMIT_KEY
+
+    return {**{k: row[k] for k in LIMIT_KEY}, "max_batch": max_batch}
+
+
+def test_limits_fill_the_rows_they_name_and_nothing_else(subset):
+    from api.commands.calibrate import with_limits
+
+    rows = _rows(subset)
+    named = next(i for i, row in enumerate(rows) if row["mode"] == "disagg")
+    limited = with_limits(rows, [_limit(rows[named], "12")])
+    assert limited[named]["max_batch"] == "12"
+    assert [r for i, r in enumerate(limited) if i != named] == [r for i, r in enumerate(rows) if i != named]
+    assert not rows[named].get("max_batch")  # the rows read are not changed in place
+
+    from profiler.model.calibrate import prepare_rows
+
+    before, after = prepare_rows(rows), prepare_rows(limited)
+    where = list(after.index).index(named)
+    assert after.batch.load["batch_cap"][where] < before.batch.load["batch_cap"][where]
+
+
+@pytest.mark.parametrize(("cells", "message"), [
+    ({"max_batch": "0"}, "limit row 1: max_batch: must be a positive integer, got '0'"),
+    ({"max_batch": "2.5"}, "limit row 1: max_batch: must be a positive integer, got '2.5'"),
+    ({"max_batch": ""}, "limit row 1: max_batch: missing"),
+    ({"provenance": ""}, "limit row 1: provenance: missing"),
+    ({"concurrency": "123456789"}, "limit row 1: provenance, isl, osl, concurrency: no measured row has them"),
+])
+def test_a_bad_limit_is_an_error_naming_its_field(subset, cells, message):
+    from api.commands.calibrate import with_limits
+
+    rows = _rows(subset)
+    with pytest.raises(ValueError) as caught:
+        with_limits(rows, [{**_limit(rows[0], "8"), **cells}])
+    assert str(caught.value) == message
+
+
+def test_a_limit_that_contradicts_the_rows_own_is_refused(subset):
+    from api.commands.calibrate import with_limits
+
+    rows = _rows(subset)
+    rows[0] = {**rows[0], "max_batch": "64"}
+    with pytest.raises(ValueError, match="limit row 1: max_batch: 8, but the measured row states 64"):
+        with_limits(rows, [_limit(rows[0], "8")])
+    assert with_limits(rows, [_limit(rows[0], "64")])[0]["max_batch"] == "64"
+
+
+def test_calibrate_records_the_limits_and_refuses_a_bad_file(subset, tmp_path, capsys):
+    import csv
+
+    row = next(r for r in _rows(subset) if r["mode"] == "disagg")
+    limits = tmp_path / "limits.csv"
+    with limits.open("w", newline="", encoding="utf-8") as f:
+        writer = csv.DictWriter(f, fieldnames=list(_limit(row, "4")), lineterminator="\n")
+        writer.writeheader()
+        writer.writerow(_limit(row, "4"))
+    out = tmp_path / "p.json"
+    assert main(["calibrate", "--data", str(subset), "--limits", str(limits), "--out", str(out),
+                 "--max-evals", "3"]) == 0
+    prov = _strict_json(out)["provenance"]
+    assert prov["limits"] == {"limits": "limits.csv", "sha256": hashlib.sha256(limits.read_bytes()).hexdigest()}
+    assert prov["command"].endswith("--limits limits.csv --max-evals 3")
+    capsys.readouterr()
+    limits.write_text(limits.read_text().replace(",4\n", ",none\n"))
+    assert main(["calibrate", "--data", str(subset), "--limits", str(limits), "--out", str(out),
+                 "--max-evals", "3"]) == 1
+    assert "error: --limits: limit row 1: max_batch: must be a positive integer, got 'none'" in capsys.readouterr().err
+    assert main(["calibrate", "--data", str(subset), "--limits", str(tmp_path / "absent.csv"), "--out", str(out),
+                 "--max-evals", "3"]) == 1
+    assert "error: --limits: cannot read" in capsys.readouterr().err
