@@ -13,7 +13,9 @@ precision, engine, lengths and clients, and
   limit (its own columns stay as they are);
 - a row that does not: the same GPUs per prefill and decode engine (its source spells an engine's
   GPUs as its ``tp``); it gains the workers, the engine shapes and the limit.
-Entries with and without speculative decoding that both match leave the row's speculation unknown:
+Only entries that name their recipe are read (older ones run scripts that set the engines
+themselves, and the config's shapes are placeholders). Entries with and without speculative
+decoding that both match leave the row's speculation unknown:
 only what they agree on is written. Entries that match but disagree (another worker count, shape
 or limit) leave the row out. Only facts are carried over, with the config's commit, URL and licence.
 
@@ -97,7 +99,9 @@ def entries(repo: Path, commit: str) -> dict[tuple, list[Entry]]:
                 prefill, decode = _engine(space["prefill"]), _engine(space["decode"])
                 files = [s.split("=", 1)[1] for role in ("prefill", "decode")
                          for s in space[role].get("additional-settings") or [] if s.startswith("CONFIG_FILE=")]
-                recipe = files[0] if files else ""
+                if not files:  # older entries run scripts whose engines the config does not state
+                    continue
+                recipe = files[0]
                 batch, drafted = BATCH.search(recipe), DRAFTED.search(recipe)
                 spec = space.get("spec-decoding", "none") != "none"
                 item = Entry(prefill, decode, int(batch.group(1)) if batch else None,

@@ -12,10 +12,11 @@ from tests.benchmark_scripts import load
 recipe_deployments = load("recipe_deployments")
 
 
-def _entry(clients: list[int], decode_workers: int, decode_dp: bool, recipe: str, spec: str | None = None) -> dict:
+def _entry(clients: list[int], decode_workers: int, decode_dp: bool, recipe: str | None,
+           spec: str | None = None) -> dict:
+    settings = [f"CONFIG_FILE={recipe}"] if recipe else ["SCRIPT_MODE=8k1k"]
     space = {"conc-list": clients,
-             "prefill": {"num-worker": 1, "tp": 8, "ep": 8, "dp-attn": True,
-                         "additional-settings": [f"CONFIG_FILE={recipe}"]},
+             "prefill": {"num-worker": 1, "tp": 8, "ep": 8, "dp-attn": True, "additional-settings": settings},
              "decode": {"num-worker": decode_workers, "tp": 8, "ep": 8, "dp-attn": decode_dp}}
     return space | ({"spec-decoding": spec} if spec else {})
 
@@ -55,9 +56,10 @@ def test_recipes_in_force_for_the_rows_engines_say_their_limits_and_deployments(
         _entry([12], 2, False, "recipes/gb200-fp8/8k1k/mtp/ctx1_gen2_tep8_batch4_eplb0_mtp3.yaml", spec="mtp"),
         _entry([70], 2, False, "recipes/gb200-fp8/8k1k/stp/ctx1_gen2_tep8_batch4_eplb0_mtp0.yaml"),
         _entry([70], 5, False, "recipes/gb200-fp8/8k1k/stp/ctx1_gen5_tep8_batch4_eplb0_mtp0.yaml"),
+        _entry([30], 2, False, None),
     ], "2026-02-01")
     rows = [_row(6, 3, 1), _row(18, 3, 1), _row(512, 1, 8), _row(40, 1, 8), _row(24, 3, 1),
-            _row(6, 3, 1, measured="2026-01-20"), _row(18, None, 1), _row(12, None, 1), _row(70, None, 1)]
+            _row(6, 3, 1, measured="2026-01-20"), _row(18, None, 1), _row(12, None, 1), _row(70, None, 1), _row(30, None, 1)]
     found = recipe_deployments.deployments(repo, rows)
     said = [(r["concurrency"], r.get("p_workers"), r.get("d_workers"), r.get("max_batch"), r.get("spec_tokens"))
             for r in found]
@@ -65,7 +67,7 @@ def test_recipes_in_force_for_the_rows_engines_say_their_limits_and_deployments(
     # recipes with and without speculation both match, the limit they disagree on and the
     # speculation are not said; recipes that disagree, none at those clients, or no config yet:
     # nothing. Rows without worker counts gain the deployment, and speculation where only an MTP
-    # recipe measures that load; two deployments at one load: nothing.
+    # recipe measures that load; two deployments at one load, or an entry naming no recipe: nothing.
     assert said == [("18", None, None, 4, 0), ("512", None, None, 512, 0), ("18", 1, 3, 4, 0), ("12", 1, 2, 4, 3)]
     assert (found[2]["p_attn_dp"], found[2]["d_tp"], found[2]["d_moe_ep"]) == (8, 8, 8)
     assert all(r["url"].startswith(f"https://github.com/{recipe_deployments.REPO}/blob/") for r in found)
