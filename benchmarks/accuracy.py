@@ -48,8 +48,13 @@ shipped parameters' errors on them, and (unless ``--in-sample-only``) those of p
 with the code as it is on every row of ``--data`` and ``--also`` (one more fit), which is what
 judges a change of the model's physics before the shipped parameters are refitted.
 
-    python benchmarks/accuracy.py [--data CSV] [--also CSV] [--external CSV] [--max-evals N] [--workers N]
-                                  [--in-sample-only] [--source-prior S]
+With ``--recipes CSV`` (without ``--data``, ``benchmarks/data/recipe_deployments.csv`` by default; ``none``
+for none) rows get what the recipes they were run with state (``recipe_deployments.py``): worker
+counts and engine shapes where the data has none, the decode engines' running-sequence limit,
+speculative decoding.
+
+    python benchmarks/accuracy.py [--data CSV] [--also CSV] [--external CSV] [--recipes CSV] [--max-evals N]
+                                  [--workers N] [--in-sample-only] [--source-prior S]
 
 Cross-validation refits the parameters once per held-out group (each fit starting from and
 pulled toward the GEMM shape efficiencies fitted to the kernel measurements beside the data,
@@ -73,8 +78,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from api.commands.calibrate import (add_workers_argument, default_data_path, error_rows,  # noqa: E402
-                                    format_table, read_kernels, read_rows, run_cross_validation)
+                                    format_table, read_kernels, read_rows, run_cross_validation, with_recipes)
 
+RECIPES = ROOT / "benchmarks" / "data" / "recipe_deployments.csv"  # what the rows' recipes state
 BOOTSTRAP_DRAWS = 2000
 # Cross-validation schemes: what each holds out (one fit per group).
 SCHEMES = {"family": "whole model families held out", "gpu": "whole GPU types held out",
@@ -379,6 +385,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--source-prior", type=float, default=None, metavar="S",
                         help="prior strength pulling each harness's TTFT term toward its backend's typical one "
                              "(default: the shipped fit's; inf: one term per backend)")
+    parser.add_argument("--recipes", metavar="CSV",
+                        help="what measured rows' recipes state (default without --data: "
+                             "benchmarks/data/recipe_deployments.csv; 'none' for none)")
     add_workers_argument(parser)
     args = parser.parse_args(argv)
 
@@ -398,6 +407,9 @@ def main(argv: list[str] | None = None) -> int:
     main_rows = len(rows)
     for extra in args.also:
         rows += read_rows(Path(extra))
+    recipes = args.recipes or (None if args.data else str(RECIPES))
+    if recipes and recipes != "none":
+        rows = with_recipes(rows, read_rows(Path(recipes)))
     data = prepare_rows(rows)
     added = data.index >= main_rows  # rows of --also, reported on their own
     predicted = len(data.index)

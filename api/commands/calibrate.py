@@ -39,6 +39,11 @@ if TYPE_CHECKING:
 DATA_NAME = "measured_serving_calibration.csv"
 KERNELS_NAME = "vidur_linear_ops_measured.csv"
 GROUPS = ("mode", "backend", "gpu", "family")
+# A file of what measured rows' recipes state (``--recipes``): the columns that name a row, the
+# columns it may state, and of those the engine shapes a row without worker counts is re-read by.
+RECIPE_KEY = ("provenance", "model", "gpu", "backend", "precision", "isl", "osl", "concurrency")
+ENGINE_COLUMNS = ("p_tp", "p_attn_dp", "p_moe_ep", "d_tp", "d_attn_dp", "d_moe_ep")
+RECIPE_COLUMNS = ("p_workers", "d_workers", *ENGINE_COLUMNS, "max_batch", "spec_tokens")
 
 
 def register(subparsers, summary: str) -> None:
@@ -54,6 +59,10 @@ def register(subparsers, summary: str) -> None:
         parser.add_argument("--also", metavar="CSV", action="append", default=[],
                             help="more measured serving data in the same columns, fitted with --data's (may be "
                                  "given more than once; e.g. the repository's benchmarks/data/amd_measured.csv)"),
+        parser.add_argument("--recipes", metavar="CSV",
+                            help="what the recipes measured rows were run with state (e.g. the repository's "
+                                 "benchmarks/data/recipe_deployments.csv): worker counts, engine shapes, decode "
+                                 "max_batch, spec_tokens of rows named by " + ", ".join(RECIPE_KEY)),
         parser.add_argument("--kernels", metavar="CSV",
                             help=f"GEMM kernel measurements the shape efficiencies are first fitted to (default: "
                                  f"{KERNELS_NAME} beside the data; none there: the physical defaults)"),
@@ -132,6 +141,65 @@ def read_rows(path: Path) -> list[dict]:
         raise ValueError(f"{path} is not a UTF-8 CSV file: {exc}") from None
 
 
+def _recipe_value(n: int, column: str, text: str) -> str:
+    least = 0 if column == "spec_tokens" else 1
+    if not text.isdigit() or int(text) < least:
+        raise ValueError(f"recipe row {n}: {column}: must be an integer ≥ {least}, got {text!r}")
+    return str(int(text))
+
+
+def _number(text: str) -> float | None:
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
+def _engine_gpus(row: dict, prefix: str) -> int:
+    return int(float(row.get(f"{prefix}tp") or 1)) * int(float(row.get(f"{prefix}attn_dp") or 1))
+
+
+def with_recipes(rows: list[dict], recipes: list[dict]) -> list[dict]:
+    """``rows`` with what the recipes they were run with state (``recipes``: each names a measured
+    row by ``RECIPE_KEY`` and gives any of ``RECIPE_COLUMNS``: worker counts, engine shapes, the
+    decode engines' ``max_batch``, ``spec_tokens``). A row that records its worker counts keeps
+    its own columns and gains only those it leaves empty; a row without them is read as the
+    recipe deploys it (its source spells an engine's GPUs its own way): a recipe that states a
+    role's engine names only rows whose engine of that role has as many GPUs (tp × attn_dp). Raises ValueError naming the recipe row (from 1) and the field
+    when a value is not a whole number in range, a key is missing, no row has the key, or the
+    recipe contradicts what the row records."""
+    index: dict[tuple, list[int]] = {}
+    for i, row in enumerate(rows):
+        index.setdefault(tuple(str(row.get(k) or "").strip() for k in RECIPE_KEY), []).append(i)
+    out = list(rows)
+    for n, recipe in enumerate(recipes, 1):
+        missing = [k for k in RECIPE_KEY if not str(recipe.get(k) or "").strip()]
+        if missing:
+            raise ValueError(f"recipe row {n}: {missing[0]}: missing")
+        facts = {k: _recipe_value(n, k, str(recipe[k]).strip()) for k in RECIPE_COLUMNS
+                 if str(recipe.get(k) or "").strip()}
+        if not facts:
+            raise ValueError(f"recipe row {n}: {', '.join(RECIPE_COLUMNS)}: none given")
+        # A row is named by the key and, where the recipe states a role's engine, that engine's GPUs.
+        roles = [prefix for prefix in ("p_", "d_") if f"{prefix}tp" in facts or f"{prefix}attn_dp" in facts]
+        matched = [i for i in index.get(tuple(str(recipe[k]).strip() for k in RECIPE_KEY), [])
+                   if all(_engine_gpus(out[i], prefix) == _engine_gpus(facts, prefix) for prefix in roles)]
+        if not matched:
+            raise ValueError(f"recipe row {n}: {', '.join(RECIPE_KEY)}: no measured row has them"
+                             + (" and engines of its GPUs" if roles else ""))
+        for i in matched:
+            row = out[i]
+            recorded = all(str(row.get(k) or "").strip() for k in ("p_workers", "d_workers"))
+            for column, value in facts.items():
+                own = str(row.get(column) or "").strip()
+                restated = not recorded and column in ENGINE_COLUMNS
+                if own and not restated and _number(own) != int(value):
+                    raise ValueError(f"recipe row {n}: {column}: {value}, but the measured row states {own}")
+            updated = {**row, **facts}
+            out[i] = updated
+    return out
+
+
 def read_kernels(data_path: Path, given: str | None) -> tuple[list[dict] | None, dict | None]:
     """Kernel measurement rows (``--kernels``, else the file beside the data) and their
     provenance; (None, None) when there is no such file and none was asked for.
@@ -181,7 +249,7 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.out) if args.out else default_params_path()
     kernels_path = Path(args.kernels) if args.kernels else path.parent / KERNELS_NAME
     also = [Path(name) for name in args.also]
-    problem = unwritable(out, (path, kernels_path, *also))
+    problem = unwritable(out, (path, kernels_path, *also, *([Path(args.recipes)] if args.recipes else [])))
     if problem:
         print(f"error: --out: {problem}", file=sys.stderr)
         return 1
@@ -198,6 +266,17 @@ def run(args: argparse.Namespace) -> int:
             return 1
         rows += read
         files.append({"data": source.name, "sha256": hashlib.sha256(raw).hexdigest(), "rows": len(read)})
+    if args.recipes:
+        try:
+            raw = Path(args.recipes).read_bytes()
+            rows = with_recipes(rows, read_rows(Path(args.recipes)))
+        except OSError as exc:
+            print(f"error: --recipes: cannot read {args.recipes}: {exc.strerror or exc}", file=sys.stderr)
+            return 1
+        except ValueError as exc:
+            print(f"error: --recipes: {exc}", file=sys.stderr)
+            return 1
+        files.append({"recipes": Path(args.recipes).name, "sha256": hashlib.sha256(raw).hexdigest()})
     data = prepare_rows(rows)
     if data.batch is None:
         print(f"error: --data: none of the {len(rows)} rows can be predicted", file=sys.stderr)
@@ -228,7 +307,8 @@ def run(args: argparse.Namespace) -> int:
         kernels["prior"] = {k: _round(prior[k]) for k in sorted(prior) if prior[k] != PARAMS[k][0]}
     fitted = {k: _round(v) for k, v in fit_by_vendor(data, prior, max_evals=args.max_evals).items()}
     params = {k: v for k, v in fitted.items() if not is_harness(k)}
-    command = ["slaplan", "calibrate", "--data", path.name, *(f"--also {extra.name}" for extra in also)]
+    command = ["slaplan", "calibrate", "--data", path.name, *(f"--also {extra.name}" for extra in also),
+               *(["--recipes", Path(args.recipes).name] if args.recipes else [])]
     if args.kernels:
         command += ["--kernels", Path(args.kernels).name]
     if args.max_evals != 400:
@@ -240,7 +320,8 @@ def run(args: argparse.Namespace) -> int:
         "rows_used": used,
         "rows_not_predictable": len(data.errors),
         "kernels": kernels,
-        **({"also": files[1:]} if also else {}),
+        **({"also": files[1:1 + len(also)]} if also else {}),
+        **({"recipes": files[-1]} if args.recipes else {}),
         "fit_loss_in_sample": in_sample_loss(data, fitted),
         "command": " ".join(command),
     }

@@ -86,7 +86,7 @@ def prepare(config: ServingConfig, model: Model | None = None) -> Prepared:
         if pre.kv_tokens_per_rank < config.isl_tokens:
             raise ModelError("prefill", f"a prefill rank holds {pre.kv_tokens_per_rank} KV tokens, fewer than ISL {config.isl_tokens}")
     cap = max_batch_per_rank(dec, context, config.max_batch)
-    if cap < 1:
+    if max_batch_per_rank(dec, context, None) < 1:  # a limit below one per rank spreads over ranks; the KV cache may not
         # Name the length at fault: ISL when the prompt alone is too long, else OSL.
         field = "isl_tokens" if config.isl_tokens >= dec.kv_tokens_per_rank else "osl_tokens"
         held = ("ISL + OSL, what TRT-LLM reserves" if config.backend in RESERVES_WHOLE_OUTPUT

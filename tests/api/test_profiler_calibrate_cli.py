@@ -226,3 +226,106 @@ def test_an_out_that_cannot_be_written_is_refused_before_fitting(subset, tmp_pat
         assert err.startswith(f"error: --out: {reason}") and err.count("\n") == 1  # before "fitting …"
     assert subset.read_bytes() == data_before
     assert sorted(p.name for p in tmp_path.rglob("*")) == ["file", "folder", "subset.csv"]  # no side file left
+
+
+def _rows(path: Path) -> list[dict]:
+    from api.commands.calibrate import read_rows
+
+    return read_rows(path)
+
+
+def _recipe(row: dict, **facts: str) -> dict:
+    from api.commands.calibrate import RECIPE_KEY
+
+    return {**{k: row[k] for k in RECIPE_KEY}, **facts}
+
+
+def test_recipes_fill_the_rows_they_name_and_nothing_else(subset):
+    from api.commands.calibrate import with_recipes
+    from profiler.model.calibrate import prepare_rows
+
+    rows = _rows(subset)
+    named = next(i for i, row in enumerate(rows) if row["mode"] == "disagg" and row["p_workers"])
+    limited = with_recipes(rows, [_recipe(rows[named], max_batch="12")])
+    assert limited[named]["max_batch"] == "12"
+    assert [r for i, r in enumerate(limited) if i != named] == [r for i, r in enumerate(rows) if i != named]
+    assert not rows[named].get("max_batch")  # the rows read are not changed in place
+    before, after = prepare_rows(rows), prepare_rows(limited)
+    where = list(after.index).index(named)
+    assert after.batch.load["batch_cap"][where] < before.batch.load["batch_cap"][where]
+
+
+def test_a_row_without_worker_counts_is_read_as_its_recipe_deploys_it(subset):
+    from api.commands.calibrate import with_recipes
+    from profiler.model.calibrate import prepare_rows
+
+    rows = _rows(subset)
+    named = next(i for i, row in enumerate(rows) if row["mode"] == "disagg" and not row["p_workers"]
+                 and row["model"].startswith("deepseek-ai/") and int(row["p_tp"]) == 8 and int(row["d_tp"]) == 8)
+    deployed = with_recipes(rows, [_recipe(rows[named], p_workers="2", d_workers="3", p_tp="1", p_attn_dp="8",
+                                           p_moe_ep="8", d_tp="8", d_attn_dp="1", d_moe_ep="8", spec_tokens="0")])
+    before, after = prepare_rows(rows), prepare_rows(deployed)
+    where = list(after.index).index(named)
+    assert before.inferred[where] and not after.inferred[where]  # now fitted like any recorded row
+    assert after.batch.gpus[where] == 2 * 8 + 3 * 8
+    # the same recipe stating engines of other sizes names no row
+    with pytest.raises(ValueError, match="no measured row has them and engines of its GPUs"):
+        with_recipes(rows, [_recipe(rows[named], p_workers="2", d_workers="3", p_tp="4", p_attn_dp="1")])
+
+
+@pytest.mark.parametrize(("cells", "message"), [
+    ({"max_batch": "0"}, "recipe row 1: max_batch: must be an integer ≥ 1, got '0'"),
+    ({"max_batch": "2.5"}, "recipe row 1: max_batch: must be an integer ≥ 1, got '2.5'"),
+    ({"spec_tokens": "-1"}, "recipe row 1: spec_tokens: must be an integer ≥ 0, got '-1'"),
+    ({"max_batch": ""}, "recipe row 1: p_workers, d_workers, p_tp, p_attn_dp, p_moe_ep, d_tp, d_attn_dp, d_moe_ep, "
+                        "max_batch, spec_tokens: none given"),
+    ({"provenance": ""}, "recipe row 1: provenance: missing"),
+    ({"concurrency": "123456789"}, "recipe row 1: provenance, model, gpu, backend, precision, isl, osl, concurrency: "
+                                   "no measured row has them"),
+])
+def test_a_bad_recipe_row_is_an_error_naming_its_field(subset, cells, message):
+    from api.commands.calibrate import with_recipes
+
+    rows = _rows(subset)
+    with pytest.raises(ValueError) as caught:
+        with_recipes(rows, [{**_recipe(rows[0], max_batch="8"), **cells}])
+    assert str(caught.value) == message
+
+
+def test_a_recipe_that_contradicts_what_the_row_records_is_refused(subset):
+    from api.commands.calibrate import with_recipes
+
+    rows = _rows(subset)
+    rows[0] = {**rows[0], "max_batch": "64"}
+    with pytest.raises(ValueError, match="recipe row 1: max_batch: 8, but the measured row states 64"):
+        with_recipes(rows, [_recipe(rows[0], max_batch="8")])
+    assert with_recipes(rows, [_recipe(rows[0], max_batch="64")])[0]["max_batch"] == "64"
+    recorded = next(i for i, row in enumerate(rows) if row["mode"] == "disagg" and row["p_workers"])
+    other = str(int(rows[recorded]["d_workers"]) + 1)
+    with pytest.raises(ValueError, match=f"recipe row 1: d_workers: {other}, but the measured row states"):
+        with_recipes(rows, [_recipe(rows[recorded], d_workers=other)])
+
+
+def test_calibrate_records_the_recipes_and_refuses_a_bad_file(subset, tmp_path, capsys):
+    import csv
+
+    row = next(r for r in _rows(subset) if r["mode"] == "disagg")
+    recipes = tmp_path / "recipes.csv"
+    with recipes.open("w", newline="", encoding="utf-8") as f:
+        writer = csv.DictWriter(f, fieldnames=list(_recipe(row, max_batch="4")), lineterminator="\n")
+        writer.writeheader()
+        writer.writerow(_recipe(row, max_batch="4"))
+    out = tmp_path / "p.json"
+    assert main(["calibrate", "--data", str(subset), "--recipes", str(recipes), "--out", str(out),
+                 "--max-evals", "3"]) == 0
+    prov = _strict_json(out)["provenance"]
+    assert prov["recipes"] == {"recipes": "recipes.csv", "sha256": hashlib.sha256(recipes.read_bytes()).hexdigest()}
+    assert prov["command"].endswith("--recipes recipes.csv --max-evals 3")
+    capsys.readouterr()
+    recipes.write_text(recipes.read_text().replace(",4\n", ",none\n"))
+    assert main(["calibrate", "--data", str(subset), "--recipes", str(recipes), "--out", str(out),
+                 "--max-evals", "3"]) == 1
+    assert "error: --recipes: recipe row 1: max_batch: must be an integer ≥ 1, got 'none'" in capsys.readouterr().err
+    assert main(["calibrate", "--data", str(subset), "--recipes", str(tmp_path / "absent.csv"), "--out", str(out),
+                 "--max-evals", "3"]) == 1
+    assert "error: --recipes: cannot read" in capsys.readouterr().err

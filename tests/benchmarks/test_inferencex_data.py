@@ -151,7 +151,8 @@ def test_each_instinct_generation_has_its_own_decode_layer_cost():
     base = shipped_params()
     itl = lambda **p: evaluate(batch, dict(base, **p))["itl_ms"]  # noqa: E731
     cdna3, cdna4 = itl(cdna3_layer_us=500.0) - itl(), itl(cdna4_layer_us=500.0) - itl()
-    assert cdna3[0] > 0 and cdna3[1] == 0 and cdna4[0] == 0 and cdna4[1] > 0
+    # the other generation's rows move by the batched solver's round-off at most (ms)
+    assert cdna3[0] > 0 and abs(cdna3[1]) < 1e-9 and abs(cdna4[0]) < 1e-9 and cdna4[1] > 0
     assert np.all(itl(layer_us=500.0) == itl())  # NVIDIA's per-layer cost is not theirs
 
 

@@ -663,3 +663,18 @@ def test_trtllm_attention_dp_engines_hold_prompts_until_their_ranks_prefill_toge
                                     decode=base["engine"], prefill_workers=2, decode_workers=1,
                                     **{k: v for k, v in base.items() if k != "engine"}), params=params)
     assert disagg.ttft_parts.queueing_ms < 0.01 * hold
+
+
+def test_a_decode_limit_below_one_per_attention_rank_is_a_wait_not_an_error(params):
+    # The data's TP-16 decode engines on H100 are read as attention TP 8 × DP 2 (TP stays in the
+    # 8-GPU NVLink domain); a recipe's max_batch_size of 1 for such an engine is half a sequence per rank,
+    # which fits any KV cache: it must be estimated, and the clients beyond it wait for the slot.
+    def disagg(limit):
+        return ServingConfig(model="deepseek-ai/DeepSeek-V3", gpu="h100_sxm", backend="trtllm", precision="fp8",
+                             mode="disagg", prefill=Parallel(dp=16, moe_ep=16), decode=Parallel(tp=8, dp=2, moe_ep=16),
+                             prefill_workers=1, decode_workers=3, isl_tokens=1024, osl_tokens=1024, concurrency=6,
+                             max_batch=limit)
+    limited, free = estimate(disagg(1), params=params), estimate(disagg(None), params=params)
+    assert limited.decode_batch < free.decode_batch
+    # three slots for six clients: each request waits about one other's whole decode for a slot
+    assert limited.ttft_ms - free.ttft_ms > 0.5 * 1024 * limited.itl_ms
