@@ -93,6 +93,23 @@ MIN_CONFIGURATIONS = 3  # distinct measured configurations a workload needs for 
 WORKLOAD = ("model", "gpu", "backend", "backend_version", "isl", "osl")  # the columns a workload shares
 
 
+def add_recipes_argument(parser: argparse.ArgumentParser) -> None:
+    """``--recipes CSV``: what measured rows' recipes state, read by ``with_recipes_of``."""
+    parser.add_argument("--recipes", metavar="CSV",
+                        help="what measured rows' recipes state (default without --data: "
+                             "benchmarks/data/recipe_deployments.csv; 'none' for none)")
+
+
+def with_recipes_of(rows: list[dict], args: argparse.Namespace) -> list[dict]:
+    """``rows`` with what their recipes state (``api.commands.calibrate.with_recipes``): those of
+    ``args.recipes``, by default (without ``args.data``) ``RECIPES``; as read with ``none``. Raises
+    OSError or ValueError as ``read_rows`` and ``with_recipes`` do."""
+    recipes = args.recipes or (None if args.data else str(RECIPES))
+    if not recipes or recipes == "none":
+        return rows
+    return with_recipes(rows, read_rows(Path(recipes)))
+
+
 def rows_short(errors, target: float) -> tuple[int, int]:
     """(errors within ``target`` %, how many more would have to be within it for their median
     to be): the median of n errors is at most the target once ⌊n/2⌋ + 1 of them are (for even
@@ -385,9 +402,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--source-prior", type=float, default=None, metavar="S",
                         help="prior strength pulling each harness's TTFT term toward its backend's typical one "
                              "(default: the shipped fit's; inf: one term per backend)")
-    parser.add_argument("--recipes", metavar="CSV",
-                        help="what measured rows' recipes state (default without --data: "
-                             "benchmarks/data/recipe_deployments.csv; 'none' for none)")
+    add_recipes_argument(parser)
     add_workers_argument(parser)
     args = parser.parse_args(argv)
 
@@ -407,9 +422,7 @@ def main(argv: list[str] | None = None) -> int:
     main_rows = len(rows)
     for extra in args.also:
         rows += read_rows(Path(extra))
-    recipes = args.recipes or (None if args.data else str(RECIPES))
-    if recipes and recipes != "none":
-        rows = with_recipes(rows, read_rows(Path(recipes)))
+    rows = with_recipes_of(rows, args)
     data = prepare_rows(rows)
     added = data.index >= main_rows  # rows of --also, reported on their own
     predicted = len(data.index)

@@ -9,6 +9,12 @@ squares, once for the prefill GPUs and once for the decode GPUs, and prints the 
 with how closely they reproduce the rows' GPU counts (median factor). Rows without worker
 counts are then read as a deployment of that many GPUs per role.
 
+It reads the data as recorded, without what the rows' recipes state (``--recipes`` of
+``benchmarks/accuracy.py``): it reproduces the shipped ``UNRECORDED_GPUS``, fitted on the
+deployments the data itself records, and the rows recipes complete are the ones that constant
+sizes when read without recipes. Fitting it on them too changes the model (a refit of the
+shipped parameters), not this benchmark.
+
     python benchmarks/disagg_sizing.py [--data CSV]
 """
 

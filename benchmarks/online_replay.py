@@ -28,12 +28,14 @@ Also reported, by workload size: the runs per search as a count and a share, aga
 any rule needs to certify its pick (``contenders``: the runs a ``--noise`` measurement noise cannot
 tell from the best), and how many runs came before the first one within the SLA and after the best.
 
+The rows are read with what their recipes state, as in ``benchmarks/accuracy.py`` (``--recipes``).
+
 Last, calibration on held-out concurrencies (``--calibration``): each configuration measured at
 three or more concurrencies is calibrated (``profiler.model.measured.fit_deployment``) on its lowest and
 highest, and the TTFT and TPOT errors of the model before and after are compared on the others.
 
     python benchmarks/online_replay.py [--data CSV] [--hold gb200] [--stop 0.05] [--min-units 2]
-                                       [--budget 1.0] [--noise 0.05] [--calibration]
+                                       [--budget 1.0] [--noise 0.05] [--recipes CSV] [--calibration]
 """
 
 from __future__ import annotations
@@ -49,7 +51,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.accuracy import INPUTS, SLA_QUANTILES, workload_key  # noqa: E402
+from benchmarks.accuracy import (INPUTS, SLA_QUANTILES, add_recipes_argument, with_recipes_of,  # noqa: E402
+                                 workload_key)
 
 MIN_CONFIGURATIONS = 3  # distinct configurations a workload needs to be searched
 MIN_RUNS = 10  # measured runs a workload needs to be searched
@@ -289,6 +292,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--noise", type=float, default=NOISE,
                         help="measurement noise (share) under which runs cannot be told apart (the fewest runs any rule needs)")
     parser.add_argument("--calibration", action="store_true", help="also the calibration check on held-out concurrencies")
+    add_recipes_argument(parser)
     args = parser.parse_args(argv)
 
     path = Path(args.data) if args.data else default_data_path()
@@ -296,7 +300,7 @@ def main(argv: list[str] | None = None) -> int:
         print("error: calibration data not found; pass --data CSV", file=sys.stderr)
         return 1
     started = time.perf_counter()
-    rows = read_rows(path)
+    rows = with_recipes_of(read_rows(path), args)
     data = prepare_rows(rows)
     ws = workloads(rows, data, predictions_for(data, args.hold, args.max_evals))
     print(f"{len(ws)} workloads with ≥ {MIN_CONFIGURATIONS} configurations and ≥ {MIN_RUNS} measured runs; "

@@ -8,13 +8,14 @@ shipped parameters and prints, for output tokens/s per GPU, the median absolute 
 error (MdAPE) and the median bias (median of log(pred/measured), as the % it corresponds to;
 positive = predictions too high), overall and by GPU, model family, backend and mode.
 
-    python benchmarks/throughput.py [--data CSV]
+    python benchmarks/throughput.py [--data CSV] [--recipes CSV]
 
 Without ``--data`` it reads the calibration data, whose rows the shipped parameters were fitted
 on (their TTFT and TPOT, not their throughput): numbers for contrast, not a measure of accuracy.
 An offline run of N requests queued at once is a closed loop of N clients only while it is full:
 its ramp (every prompt prefilled first) and its tail (the last requests decoding alone) are in
-the measured figure, and the model gives the steady state.
+the measured figure, and the model gives the steady state. The rows are read with what their
+recipes state, as in ``benchmarks/accuracy.py`` (``--recipes``).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from api.commands.calibrate import default_data_path, read_rows  # noqa: E402
+from benchmarks.accuracy import add_recipes_argument, with_recipes_of  # noqa: E402
 
 MEASURED = "derived_output_tok_s_per_gpu"
 
@@ -47,6 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", help="CSV with the calibration columns and measured derived_output_tok_s_per_gpu "
                                        "(default: the calibration data, in sample)")
+    add_recipes_argument(parser)
     args = parser.parse_args(argv)
 
     import numpy as np
@@ -63,6 +66,11 @@ def main(argv: list[str] | None = None) -> int:
         rows = read_rows(path)
     except (OSError, ValueError) as exc:
         print(f"error: --data: {exc}", file=sys.stderr)
+        return 1
+    try:
+        rows = with_recipes_of(rows, args)
+    except (OSError, ValueError) as exc:
+        print(f"error: --recipes: {exc}", file=sys.stderr)
         return 1
     data = prepare_rows(rows)
     print(f"data: {path.name}, {len(rows)} rows, {len(data.index)} predicted"
