@@ -16,10 +16,9 @@ SessionFactory = sessionmaker[Session]
 def make_engine(settings: Settings) -> Engine:
     """An engine for ``settings.database_url``.
 
-    SQLite runs in WAL mode so that the API threads and an embedded worker can write the same
-    file (its directory is made, as the per-user default's may not exist yet), its writers
-    taking turns by a lock that hands on at once (``infra.sqlite_writer``), with a busy timeout
-    for writers outside slaplan; PostgreSQL uses a small pre-pinged pool. JSON columns are decoded by
+    SQLite runs in WAL mode with a busy timeout so that the API threads and an embedded
+    worker can write the same file (its directory is made, as the per-user default's may not
+    exist yet); PostgreSQL uses a small pre-pinged pool. JSON columns are decoded by
     pydantic-core's parser (compiled; faster than the standard library's on the large statuses
     lists read).
     """
@@ -27,14 +26,9 @@ def make_engine(settings: Settings) -> Engine:
 
     url = settings.database_url
     if url.startswith("sqlite"):
-        path = settings.database_file
-        if path is not None:
-            path.parent.mkdir(parents=True, exist_ok=True)
-        from infra.sqlite_writer import connection_factory, writer_lock
-
-        factory = connection_factory(writer_lock(str(path) if path is not None else None))
-        engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30, "factory": factory},
-                               json_deserializer=from_json)
+        if settings.database_file is not None:
+            settings.database_file.parent.mkdir(parents=True, exist_ok=True)
+        engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30}, json_deserializer=from_json)
         event.listen(engine, "connect", _sqlite_pragmas)
         return engine
     return create_engine(url, pool_pre_ping=True, pool_size=5, max_overflow=10, json_deserializer=from_json)
