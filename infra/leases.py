@@ -18,12 +18,14 @@ from infra.tables import ResourceRow
 
 
 def take(session: Session, uid: str, owner: str, now: datetime, ttl: timedelta) -> bool:
-    """Hold ``uid`` for ``owner`` until ``now + ttl`` unless another owner holds a live lease.
-    Taking it clears its publish time: the work is in hand. True when taken."""
+    """Hold ``uid`` for ``owner`` until ``now + ttl`` unless another owner holds a live lease
+    (``owner`` may take its own again: a task run once more after its process died). Taking it
+    clears its publish time: the work is in hand. True when taken."""
     return session.execute(
         update(ResourceRow)
         .where(ResourceRow.uid == uid,
-               or_(ResourceRow.lease_owner.is_(None), ResourceRow.lease_expires_at < now))
+               or_(ResourceRow.lease_owner.is_(None), ResourceRow.lease_owner == owner,
+                   ResourceRow.lease_expires_at < now))
         .values(lease_owner=owner, lease_expires_at=now + ttl, publish_due_at=None)
         .execution_options(synchronize_session=False)
     ).rowcount == 1

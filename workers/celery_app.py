@@ -165,8 +165,8 @@ def register_tasks(app: Celery, context: WorkerContext) -> None:
 
     @app.task(name=PLAN_TASK, **common)
     def plan_dgdr(self, uid: str) -> str:
-        if context.plan_pool.running and context.cluster is None:
-            return leased_run(PLAN_TASK, uid, lambda: context.plan_pool.process_dgdr(uid))
+        if context.plan_pool.started and context.cluster is None:  # the child holds the lease
+            return _measured(PLAN_TASK, lambda: context.plan_pool.process_dgdr(uid))
         return leased_run(PLAN_TASK, uid, lambda: process_dgdr(context.sessions(), uid, cluster=context.cluster,
                                                                online=online, model_dirs=settings.model_dirs))
 

@@ -55,9 +55,9 @@ def start_embedded_worker(
 
 
 def stop_embedded_worker(worker: EmbeddedWorker, timeout_s: float = 10.0) -> bool:
-    """Stop consuming and end the planning processes at once (a plan under way there is abandoned:
-    its lease runs out and the next start resumes it), then let tasks running on this process's
-    threads finish, up to ``timeout_s``; returns whether they all did."""
+    """Stop consuming and end the planning processes at once (a plan under way there is abandoned,
+    its lease handed back: the next start plans it again), then let tasks running on this
+    process's threads finish, up to ``timeout_s``; returns whether they all did."""
     if worker.plan_pool is not None:
         worker.plan_pool.stop()
     stopping = threading.Thread(target=worker.controller.stop, kwargs={"in_sighandler": False, "exitcode": 0},

@@ -41,11 +41,12 @@ def owner_name() -> str:
 
 
 @contextmanager
-def leased(sessions: SessionFactory, uid: str, ttl: timedelta, *, clock: Clock = _utcnow) -> Iterator[Lease | None]:
-    """Hold ``uid``'s lease for the block, renewing it every ``ttl / 3``; yields None when another
-    worker holds a live lease (the caller does nothing). A block that raises leaves the request due
-    again one ``ttl`` later."""
-    owner = owner_name()
+def leased(sessions: SessionFactory, uid: str, ttl: timedelta, *, owner: str | None = None,
+           clock: Clock = _utcnow) -> Iterator[Lease | None]:
+    """Hold ``uid``'s lease for the block (as ``owner``, default a new ``owner_name()``), renewing
+    it every ``ttl / 3``; yields None when another worker holds a live lease (the caller does
+    nothing). A block that raises leaves the request due again one ``ttl`` later."""
+    owner = owner or owner_name()
     with session_scope(sessions) as session:
         if not leases.take(session, uid, owner, clock(), ttl):
             yield None

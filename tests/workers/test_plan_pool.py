@@ -53,3 +53,71 @@ def test_children_end_when_the_parent_is_killed(tmp_path):
     finally:
         if parent.poll() is None:
             parent.kill()
+
+
+ONLINE_SPEC = {"modelName": "meta-llama/Llama-3.1-8B-Instruct", "backend": "vllm", "online": True,
+               "sla": {"isl": 200, "osl": 30, "ttft": 300, "itl": 20}, "gpu": {"type": "a100_sxm"}}
+
+
+def _wait_until(check, what: str, limit_s: float = 120.0):
+    """``check()``'s first true value, polled; fails naming ``what`` after ``limit_s``."""
+    deadline = time.monotonic() + limit_s
+    while not (value := check()):
+        assert time.monotonic() < deadline, f"never saw {what}"
+        time.sleep(0.1)
+    return value
+
+
+def _row(sessions, uid: str):
+    from infra.db import session_scope
+    from infra.tables import ResourceRow
+
+    with session_scope(sessions) as session:
+        return session.query(ResourceRow).filter_by(uid=uid).one()
+
+
+def test_a_stop_mid_plan_hands_the_lease_back(sessions, database_url, caplog):
+    """The pool stopped while a child plans a DGDR: no error, the child's lease is handed back and
+    the request is due again now. The child waits for an engine that never serves (an online DGDR
+    whose engine command only sleeps), so it is mid-plan, holding the lease, when the pool stops."""
+    import logging
+    import threading
+    from datetime import UTC, datetime, timedelta
+
+    from infra import outbox
+    from infra.db import session_scope
+    from infra.resources import ResourceCreate, create_resource
+    from infra.settings import load_settings
+    from procs import command_line, descendants, running
+    from workers import lifecycle
+    from workers.plan_pool import STOPPED, PlanPool
+
+    settings = load_settings({}, database_url=database_url, online_engine_command="sleep 600 {port}")
+    with session_scope(sessions) as session:
+        uid = create_resource(session, ResourceCreate(
+            group="nvidia.com", version="v1alpha1", kind="DynamoGraphDeploymentRequest",
+            plural="dynamographdeploymentrequests", namespace="default", name="stopped", spec=ONLINE_SPEC,
+            status=lifecycle.dgdr_pending(1, datetime.now(UTC)))).uid
+    pool = PlanPool(settings)
+    pool.start(1)
+    outcomes: list[str] = []
+    caplog.set_level(logging.INFO, logger="workers")
+    planning = threading.Thread(target=lambda: outcomes.append(pool.process_dgdr(uid)))
+    planning.start()
+    try:
+        engine = _wait_until(lambda: {p for p in descendants(os.getpid()) if command_line(p).startswith("sleep 600")},
+                             "the child start an engine")
+        held = _row(sessions, uid)
+        assert held.lease_owner is not None and held.status["state"] == "Profiling"
+    finally:
+        pool.stop()
+        planning.join(60)
+    assert outcomes == [STOPPED]
+    row = _row(sessions, uid)
+    assert row.lease_owner is None and row.lease_expires_at is None
+    with session_scope(sessions) as session:  # due now: the next dispatcher round publishes it
+        due = outbox.take_due(session, datetime.now(UTC), limit=10, republish_after=timedelta(minutes=10))
+    assert [d.uid for d in due] == [uid]
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR], caplog.text
+    assert f"planning of {uid} stopped" in caplog.text and "picked up again" in caplog.text
+    _wait_until(lambda: not running(engine), "the engine end with its child", 30)
