@@ -1,11 +1,17 @@
 """Resource versions and the history of changes that watches read.
 
-Every write of a resource first takes the next value of one counter (``next_version``): the
-UPDATE locks the counter's row until the writing transaction ends, so versions are handed
-out in commit order, one sequence for the whole table, whichever process writes. Each write
-also records a change (``record``) with the object as it became. A reader that first takes
-the counter's committed value (``latest_version``) and then reads the changes up to it
-therefore never misses one that commits later with a smaller version.
+Every write of a resource takes the next value of one counter: the UPDATE locks the counter's
+row until the writing transaction ends, so versions are handed out in commit order, one sequence
+for the whole table, whichever process writes. Each write also records a change with the object
+as it became. A reader that first takes the counter's committed value (``latest_version``) and
+then reads the changes up to it therefore never misses one that commits later with a smaller
+version.
+
+The lock serialises every writer, so it is held as briefly as the database allows
+(``write_versioned``): on PostgreSQL one statement takes the version, writes the row and records
+the change, and the commit follows; the writing process does none of its own work (building the
+object, its JSON) while it holds the counter. A writer held there by its process (a thread waiting
+for the interpreter's lock, a niced worker off the CPU) would stall every other writer.
 
 The history is bounded: ``compact`` drops old changes and remembers the highest version
 dropped, so a watch resuming from before it is told its version has expired.
@@ -15,10 +21,11 @@ from __future__ import annotations
 
 from datetime import datetime
 from functools import cache
+from collections.abc import Callable
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
-from sqlalchemy import delete, func, insert, select, update
+from sqlalchemy import JSON, BigInteger, Text, cast, delete, exists, func, insert, literal, select, type_coerce, update
 from sqlalchemy.orm import Session
 
 from infra.tables import CounterRow, ResourceEventRow, ResourceRow
@@ -61,6 +68,47 @@ def next_version(session: Session) -> int:
     return int(version)
 
 
+# How an object's JSON text (``infra.resources.to_object``, compact) names a version not yet taken:
+# the first "resourceVersion" in it, in metadata after name, namespace, uid and generation, none
+# of which can hold a quote.
+UNVERSIONED = '"resourceVersion":"0"'
+
+
+def write_versioned(session: Session, write: Callable[[Any, Any], Any], text: str, change: dict[str, Any]) -> int | None:
+    """Take the next resource version for one write of a resource and record its change.
+
+    ``write(version, object_json)``: the INSERT or UPDATE of the resource's row, returning its
+    id, built from the SQL expressions of its new version and its object's JSON text; ``text``:
+    that text with ``UNVERSIONED`` where the version goes; ``change``: the change's row less its
+    version and object. Returns the version; None when the write changed no row (the caller rolls
+    back, which returns the version).
+    """
+    head, found, tail = text.partition(UNVERSIONED)
+    if not found:
+        raise ValueError("the object's text holds no unversioned resourceVersion")
+    events = ResourceEventRow.__table__
+    values = [literal(value, events.c[name].type) for name, value in change.items()]
+    if session.get_bind().dialect.name == "postgresql":
+        version = select(_bump().cte("bumped").c.value).scalar_subquery()
+        object_json = literal(head + '"resourceVersion":"', Text) + cast(version, Text) + literal('"' + tail, Text)
+        written = write(version, object_json).cte("written")
+        return session.scalar(
+            insert(events).from_select(
+                [*change, "version", "object"],
+                select(*values, version, cast(object_json, JSON)).where(exists(select(written.c.id))),
+            ).returning(events.c.version)
+        )
+    number = next_version(session)  # SQLite: writers take turns on the file; no client round trips
+    object_json = f'{head}"resourceVersion":"{number}"{tail}'
+    if session.execute(write(literal(number, BigInteger), literal(object_json, Text))).first() is None:
+        return None
+    session.execute(insert(events).from_select(
+        [*change, "version", "object"],
+        select(*values, literal(number, BigInteger), type_coerce(func.json(literal(object_json, Text)), JSON)),
+    ))
+    return number
+
+
 def latest_version(session: Session) -> int:
     """The last resource version committed (0 before any write)."""
     return _counter(session, VERSION) or 0
@@ -71,8 +119,7 @@ def compacted_through(session: Session) -> int:
     return _counter(session, COMPACTED) or 0
 
 
-def record(
-    session: Session,
+def change_row(
     kind: EventType,
     obj: dict[str, Any],
     *,
@@ -80,20 +127,24 @@ def record(
     plural: str,
     prior_labels: dict[str, str] | None = None,
     at: datetime,
-) -> None:
-    """Remember that ``obj`` (a Kubernetes object with its new resourceVersion) changed."""
+) -> dict[str, Any]:
+    """The row recording that ``obj`` (a Kubernetes object) changed, less its version and object."""
     meta = obj["metadata"]
-    row = {
-        "version": int(meta["resourceVersion"]),
+    return {
         "type": kind,
         "group": group,
         "plural": plural,
         "namespace": meta["namespace"],
         "labels": meta.get("labels") or {},
         "prior_labels": prior_labels,
-        "object": obj,
         "created_at": at,
     }
+
+
+def record(session: Session, kind: EventType, obj: dict[str, Any], **where: Any) -> None:
+    """Remember that ``obj`` (a Kubernetes object with its new resourceVersion) changed; ``where``:
+    ``change_row``'s group, plural, prior_labels and at."""
+    row = {**change_row(kind, obj, **where), "version": int(obj["metadata"]["resourceVersion"]), "object": obj}
     session.execute(insert(ResourceEventRow.__table__), row)
 
 
