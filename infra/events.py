@@ -25,7 +25,7 @@ from collections.abc import Callable
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
-from sqlalchemy import JSON, BigInteger, Text, cast, delete, exists, func, insert, literal, select, type_coerce, update
+from sqlalchemy import JSON, BigInteger, Text, bindparam, cast, delete, exists, func, insert, select, type_coerce, update
 from sqlalchemy.orm import Session
 
 from infra.tables import CounterRow, ResourceEventRow, ResourceRow
@@ -74,39 +74,60 @@ def next_version(session: Session) -> int:
 UNVERSIONED = '"resourceVersion":"0"'
 
 
-def write_versioned(session: Session, write: Callable[[Any, Any], Any], text: str, change: dict[str, Any]) -> int | None:
+def write_versioned(session: Session, write: Callable[[Any, Any], Any], params: dict[str, Any], text: str,
+                    change: dict[str, Any]) -> int | None:
     """Take the next resource version for one write of a resource and record its change.
 
     ``write(version, object_json)``: the INSERT or UPDATE of the resource's row, returning its
-    id, built from the SQL expressions of its new version and its object's JSON text; ``text``:
-    that text with ``UNVERSIONED`` where the version goes; ``change``: the change's row less its
-    version and object. Returns the version; None when the write changed no row (the caller rolls
-    back, which returns the version).
+    id, built from the SQL expressions of its new version and its object's JSON text, its values
+    bind parameters (given in ``params``); ``write`` is a cached function, so the statements
+    around it are built once. ``text``: the object's JSON with ``UNVERSIONED`` where the version
+    goes; ``change``: the change's row less its version and object. Returns the version; None
+    when the write changed no row (the caller rolls back, which returns the version).
     """
     head, found, tail = text.partition(UNVERSIONED)
     if not found:
         raise ValueError("the object's text holds no unversioned resourceVersion")
-    events = ResourceEventRow.__table__
-    values = [literal(value, events.c[name].type) for name, value in change.items()]
+    values = {**params, **{f"change_{name}": value for name, value in change.items()}}
     if session.get_bind().dialect.name == "postgresql":
-        version = select(_bump().cte("bumped").c.value).scalar_subquery()
-        object_json = literal(head + '"resourceVersion":"', Text) + cast(version, Text) + literal('"' + tail, Text)
-        written = write(version, object_json).cte("written")
-        return session.scalar(
-            insert(events).from_select(
-                [*change, "version", "object"],
-                select(*values, version, cast(object_json, JSON)).where(exists(select(written.c.id))),
-            ).returning(events.c.version)
-        )
+        statement = _one_statement(write, tuple(change))
+        return session.scalar(statement, {**values, "head": f'{head}"resourceVersion":"', "tail": f'"{tail}'})
     number = next_version(session)  # SQLite: writers take turns on the file; no client round trips
-    object_json = f'{head}"resourceVersion":"{number}"{tail}'
-    if session.execute(write(literal(number, BigInteger), literal(object_json, Text))).first() is None:
+    values.update(taken_version=number, taken_object=f'{head}"resourceVersion":"{number}"{tail}')
+    row, recorded = _statements_in_turn(write, tuple(change))
+    if session.execute(row, values).first() is None:
         return None
-    session.execute(insert(events).from_select(
-        [*change, "version", "object"],
-        select(*values, literal(number, BigInteger), type_coerce(func.json(literal(object_json, Text)), JSON)),
-    ))
+    session.execute(recorded, values)
     return number
+
+
+@cache
+def _one_statement(write: Callable[[Any, Any], Any], change_columns: tuple[str, ...]):
+    """PostgreSQL: bump the counter, write the row, record the change, in one statement."""
+    events = ResourceEventRow.__table__
+    version = select(_bump().cte("bumped").c.value).scalar_subquery()
+    object_json = bindparam("head", type_=Text) + cast(version, Text) + bindparam("tail", type_=Text)
+    written = write(version, object_json).cte("written")
+    return insert(events).from_select(
+        [*change_columns, "version", "object"],
+        select(*_change_values(change_columns), version, cast(object_json, JSON)).where(exists(select(written.c.id))),
+    ).returning(events.c.version)
+
+
+@cache
+def _statements_in_turn(write: Callable[[Any, Any], Any], change_columns: tuple[str, ...]):
+    """Elsewhere: the row's write and the change's record, given the version taken before them."""
+    version, object_json = bindparam("taken_version", type_=BigInteger), bindparam("taken_object", type_=Text)
+    recorded = insert(ResourceEventRow.__table__).from_select(
+        [*change_columns, "version", "object"],
+        select(*_change_values(change_columns), version, type_coerce(func.json(object_json), JSON)),
+    )
+    return write(version, object_json), recorded
+
+
+def _change_values(columns: tuple[str, ...]):
+    events = ResourceEventRow.__table__
+    return [bindparam(f"change_{name}", type_=events.c[name].type) for name in columns]
 
 
 def latest_version(session: Session) -> int:

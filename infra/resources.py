@@ -16,11 +16,12 @@ import uuid
 from collections import Counter
 from collections.abc import Callable
 from datetime import UTC, datetime
+from functools import cache
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic_core import to_json
-from sqlalchemy import delete, func, insert, literal, select, tuple_, update
+from sqlalchemy import bindparam, delete, func, insert, select, tuple_, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -195,15 +196,9 @@ def create_resource(session: Session, new: ResourceCreate, *, publish_due_at: da
     obj = to_object(created)
     columns = {**created.model_dump(exclude={"managed_fields", "resource_version"}),
                "managed_fields": _stored_entries(new.managed_fields), "publish_due_at": publish_due_at}
-
-    def insert_row(version, object_json):
-        return insert(RESOURCES).from_select(
-            [*columns, "resource_version", "object_json"],
-            select(*(literal(value, RESOURCES.c[name].type) for name, value in columns.items()), version, object_json),
-        ).returning(RESOURCES.c.id)
-
     try:
-        version = events.write_versioned(session, insert_row, _json_text(obj), _change("ADDED", created, obj))
+        version = events.write_versioned(session, _insert_row(tuple(columns)), _row_params(columns), _json_text(obj),
+                                         _change("ADDED", created, obj))
     except IntegrityError as exc:
         session.rollback()
         raise AlreadyExists(f'{new.plural} "{new.name}" already exists') from exc
@@ -339,6 +334,37 @@ def _change(kind: events.EventType, resource: Resource, obj: dict[str, Any], pri
                              at=resource.updated_at)
 
 
+def _row_params(columns: dict[str, Any]) -> dict[str, Any]:
+    return {f"row_{name}": value for name, value in columns.items()}
+
+
+@cache
+def _insert_row(columns: tuple[str, ...]) -> Callable:
+    """The INSERT of a resource's row with ``columns`` (bind parameters ``row_<column>``)."""
+
+    def insert_row(version, object_json):
+        return insert(RESOURCES).from_select(
+            [*columns, "resource_version", "object_json"],
+            select(*(bindparam(f"row_{name}", type_=RESOURCES.c[name].type) for name in columns), version, object_json),
+        ).returning(RESOURCES.c.id)
+
+    return insert_row
+
+
+@cache
+def _update_row(columns: tuple[str, ...]) -> Callable:
+    """The UPDATE of ``columns`` of the row ``row_id`` if still at version ``row_seen``."""
+
+    def update_row(version, object_json):
+        return (update(RESOURCES)
+                .where(RESOURCES.c.id == bindparam("row_id"), RESOURCES.c.resource_version == bindparam("row_seen"))
+                .values(**{name: bindparam(f"row_{name}", type_=RESOURCES.c[name].type) for name in columns},
+                        resource_version=version, object_json=object_json)
+                .returning(RESOURCES.c.id))
+
+    return update_row
+
+
 def _write(session: Session, key: ResourceKey | None, uid: str | None, expected_version: int | None, **changes) -> Resource:
     """Conditional update of one row, by key or uid: ``changes`` are ``Resource`` fields (spec,
     labels, annotations, managed_fields, status); returns the new state. The row is read before
@@ -363,11 +389,8 @@ def _write(session: Session, key: ResourceKey | None, uid: str | None, expected_
         if "managed_fields" in changes:
             values["managed_fields"] = _stored_entries(changes["managed_fields"])
 
-        def update_row(version, object_json, row_id=row.id, seen=current.resource_version, values=values):
-            return (update(RESOURCES).where(RESOURCES.c.id == row_id, RESOURCES.c.resource_version == seen)
-                    .values(**values, resource_version=version, object_json=object_json).returning(RESOURCES.c.id))
-
-        version = events.write_versioned(session, update_row, _json_text(obj),
+        params = {**_row_params(values), "row_id": row.id, "row_seen": current.resource_version}
+        version = events.write_versioned(session, _update_row(tuple(values)), params, _json_text(obj),
                                          _change("MODIFIED", updated, obj, dict(current.labels)))
         session.expire(row)
         if version is not None:
