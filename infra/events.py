@@ -1,11 +1,17 @@
 """Resource versions and the history of changes that watches read.
 
-Every write of a resource first takes the next value of one counter (``next_version``): the
-UPDATE locks the counter's row until the writing transaction ends, so versions are handed
-out in commit order, one sequence for the whole table, whichever process writes. Each write
-also records a change (``record``) with the object as it became. A reader that first takes
-the counter's committed value (``latest_version``) and then reads the changes up to it
-therefore never misses one that commits later with a smaller version.
+Every write of a resource takes the next value of one counter: the UPDATE locks the counter's
+row until the writing transaction ends, so versions are handed out in commit order, one sequence
+for the whole table, whichever process writes. Each write also records a change with the object
+as it became. A reader that first takes the counter's committed value (``latest_version``) and
+then reads the changes up to it therefore never misses one that commits later with a smaller
+version.
+
+The lock serialises every writer, so it is held as briefly as the database allows
+(``write_versioned``): on PostgreSQL one statement takes the version, writes the row and records
+the change, and the commit follows; the writing process does none of its own work (building the
+object, its JSON) while it holds the counter. A writer held there by its process (a thread waiting
+for the interpreter's lock, a niced worker off the CPU) would stall every other writer.
 
 The history is bounded: ``compact`` drops old changes and remembers the highest version
 dropped, so a watch resuming from before it is told its version has expired.
@@ -15,10 +21,11 @@ from __future__ import annotations
 
 from datetime import datetime
 from functools import cache
+from collections.abc import Callable
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
-from sqlalchemy import delete, func, insert, select, update
+from sqlalchemy import JSON, BigInteger, Text, bindparam, cast, delete, exists, func, insert, select, type_coerce, update
 from sqlalchemy.orm import Session
 
 from infra.tables import CounterRow, ResourceEventRow, ResourceRow
@@ -61,6 +68,68 @@ def next_version(session: Session) -> int:
     return int(version)
 
 
+# How an object's JSON text (``infra.resources.to_object``, compact) names a version not yet taken:
+# the first "resourceVersion" in it, in metadata after name, namespace, uid and generation, none
+# of which can hold a quote.
+UNVERSIONED = '"resourceVersion":"0"'
+
+
+def write_versioned(session: Session, write: Callable[[Any, Any], Any], params: dict[str, Any], text: str,
+                    change: dict[str, Any]) -> int | None:
+    """Take the next resource version for one write of a resource and record its change.
+
+    ``write(version, object_json)``: the INSERT or UPDATE of the resource's row, returning its
+    id, built from the SQL expressions of its new version and its object's JSON text, its values
+    bind parameters (given in ``params``); ``write`` is a cached function, so the statements
+    around it are built once. ``text``: the object's JSON with ``UNVERSIONED`` where the version
+    goes; ``change``: the change's row less its version and object. Returns the version; None
+    when the write changed no row (the caller rolls back, which returns the version).
+    """
+    head, found, tail = text.partition(UNVERSIONED)
+    if not found:
+        raise ValueError("the object's text holds no unversioned resourceVersion")
+    values = {**params, **{f"change_{name}": value for name, value in change.items()}}
+    if session.get_bind().dialect.name == "postgresql":
+        statement = _one_statement(write, tuple(change))
+        return session.scalar(statement, {**values, "head": f'{head}"resourceVersion":"', "tail": f'"{tail}'})
+    number = next_version(session)  # SQLite: writers take turns on the file; no client round trips
+    values.update(taken_version=number, taken_object=f'{head}"resourceVersion":"{number}"{tail}')
+    row, recorded = _statements_in_turn(write, tuple(change))
+    if session.execute(row, values).first() is None:
+        return None
+    session.execute(recorded, values)
+    return number
+
+
+@cache
+def _one_statement(write: Callable[[Any, Any], Any], change_columns: tuple[str, ...]):
+    """PostgreSQL: bump the counter, write the row, record the change, in one statement."""
+    events = ResourceEventRow.__table__
+    version = select(_bump().cte("bumped").c.value).scalar_subquery()
+    object_json = bindparam("head", type_=Text) + cast(version, Text) + bindparam("tail", type_=Text)
+    written = write(version, object_json).cte("written")
+    return insert(events).from_select(
+        [*change_columns, "version", "object"],
+        select(*_change_values(change_columns), version, cast(object_json, JSON)).where(exists(select(written.c.id))),
+    ).returning(events.c.version)
+
+
+@cache
+def _statements_in_turn(write: Callable[[Any, Any], Any], change_columns: tuple[str, ...]):
+    """Elsewhere: the row's write and the change's record, given the version taken before them."""
+    version, object_json = bindparam("taken_version", type_=BigInteger), bindparam("taken_object", type_=Text)
+    recorded = insert(ResourceEventRow.__table__).from_select(
+        [*change_columns, "version", "object"],
+        select(*_change_values(change_columns), version, type_coerce(func.json(object_json), JSON)),
+    )
+    return write(version, object_json), recorded
+
+
+def _change_values(columns: tuple[str, ...]):
+    events = ResourceEventRow.__table__
+    return [bindparam(f"change_{name}", type_=events.c[name].type) for name in columns]
+
+
 def latest_version(session: Session) -> int:
     """The last resource version committed (0 before any write)."""
     return _counter(session, VERSION) or 0
@@ -71,8 +140,7 @@ def compacted_through(session: Session) -> int:
     return _counter(session, COMPACTED) or 0
 
 
-def record(
-    session: Session,
+def change_row(
     kind: EventType,
     obj: dict[str, Any],
     *,
@@ -80,20 +148,24 @@ def record(
     plural: str,
     prior_labels: dict[str, str] | None = None,
     at: datetime,
-) -> None:
-    """Remember that ``obj`` (a Kubernetes object with its new resourceVersion) changed."""
+) -> dict[str, Any]:
+    """The row recording that ``obj`` (a Kubernetes object) changed, less its version and object."""
     meta = obj["metadata"]
-    row = {
-        "version": int(meta["resourceVersion"]),
+    return {
         "type": kind,
         "group": group,
         "plural": plural,
         "namespace": meta["namespace"],
         "labels": meta.get("labels") or {},
         "prior_labels": prior_labels,
-        "object": obj,
         "created_at": at,
     }
+
+
+def record(session: Session, kind: EventType, obj: dict[str, Any], **where: Any) -> None:
+    """Remember that ``obj`` (a Kubernetes object with its new resourceVersion) changed; ``where``:
+    ``change_row``'s group, plural, prior_labels and at."""
+    row = {**change_row(kind, obj, **where), "version": int(obj["metadata"]["resourceVersion"]), "object": obj}
     session.execute(insert(ResourceEventRow.__table__), row)
 
 

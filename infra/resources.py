@@ -16,17 +16,21 @@ import uuid
 from collections import Counter
 from collections.abc import Callable
 from datetime import UTC, datetime
+from functools import cache
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic_core import to_json
-from sqlalchemy import delete, func, select, tuple_, update
+from sqlalchemy import bindparam, delete, func, insert, select, tuple_, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from infra import events
 from infra.labels import Requirement, matches
 from infra.tables import ResourceRow
+
+RESOURCES = ResourceRow.__table__  # writes go through Core: no unit of work to flush
+UNCONDITIONAL_TRIES = 5  # reads of a row a write without an expected version makes before it gives up
 
 
 class ResourceError(Exception):
@@ -185,25 +189,20 @@ def create_resource(session: Session, new: ResourceCreate, *, publish_due_at: da
         managed_fields=new.managed_fields,
         uid=str(uuid.uuid4()),
         generation=1,
-        resource_version=events.next_version(session),
+        resource_version=0,  # taken with the write (events.write_versioned)
         created_at=now,
         updated_at=now,
     )
     obj = to_object(created)
-    row = ResourceRow(
-        **created.model_dump(exclude={"managed_fields"}),
-        managed_fields=_stored_entries(new.managed_fields),
-        object_json=_json_text(obj),
-        publish_due_at=publish_due_at,
-    )
-    session.add(row)
+    columns = {**created.model_dump(exclude={"managed_fields", "resource_version"}),
+               "managed_fields": _stored_entries(new.managed_fields), "publish_due_at": publish_due_at}
     try:
-        session.flush()
+        version = events.write_versioned(session, _insert_row(tuple(columns)), _row_params(columns), _json_text(obj),
+                                         _change("ADDED", created, obj))
     except IntegrityError as exc:
         session.rollback()
         raise AlreadyExists(f'{new.plural} "{new.name}" already exists') from exc
-    _record(session, "ADDED", created, obj)
-    return created
+    return created.model_copy(update={"resource_version": version})
 
 
 def get_resource(session: Session, key: ResourceKey) -> Resource | None:
@@ -324,48 +323,81 @@ def delete_resource(session: Session, key: ResourceKey) -> Resource:
     return gone
 
 
-def _record(session: Session, kind: events.EventType, resource: Resource, obj: dict[str, Any] | None = None,
-            prior_labels: dict | None = None) -> None:
-    """Record the change for watches; ``obj``: the resource's ``to_object``, when already made."""
-    events.record(
-        session, kind, obj or to_object(resource), group=resource.group, plural=resource.plural,
-        prior_labels=prior_labels, at=resource.updated_at,
-    )
+def _record(session: Session, kind: events.EventType, resource: Resource) -> None:
+    """Record the change for watches."""
+    obj = to_object(resource)
+    events.record(session, kind, obj, group=resource.group, plural=resource.plural, at=resource.updated_at)
+
+
+def _change(kind: events.EventType, resource: Resource, obj: dict[str, Any], prior_labels: dict | None = None):
+    return events.change_row(kind, obj, group=resource.group, plural=resource.plural, prior_labels=prior_labels,
+                             at=resource.updated_at)
+
+
+def _row_params(columns: dict[str, Any]) -> dict[str, Any]:
+    return {f"row_{name}": value for name, value in columns.items()}
+
+
+@cache
+def _insert_row(columns: tuple[str, ...]) -> Callable:
+    """The INSERT of a resource's row with ``columns`` (bind parameters ``row_<column>``)."""
+
+    def insert_row(version, object_json):
+        return insert(RESOURCES).from_select(
+            [*columns, "resource_version", "object_json"],
+            select(*(bindparam(f"row_{name}", type_=RESOURCES.c[name].type) for name in columns), version, object_json),
+        ).returning(RESOURCES.c.id)
+
+    return insert_row
+
+
+@cache
+def _update_row(columns: tuple[str, ...]) -> Callable:
+    """The UPDATE of ``columns`` of the row ``row_id`` if still at version ``row_seen``."""
+
+    def update_row(version, object_json):
+        return (update(RESOURCES)
+                .where(RESOURCES.c.id == bindparam("row_id"), RESOURCES.c.resource_version == bindparam("row_seen"))
+                .values(**{name: bindparam(f"row_{name}", type_=RESOURCES.c[name].type) for name in columns},
+                        resource_version=version, object_json=object_json)
+                .returning(RESOURCES.c.id))
+
+    return update_row
 
 
 def _write(session: Session, key: ResourceKey | None, uid: str | None, expected_version: int | None, **changes) -> Resource:
     """Conditional update of one row, by key or uid: ``changes`` are ``Resource`` fields (spec,
-    labels, annotations, managed_fields, status); returns the new state."""
-    version = events.next_version(session)
+    labels, annotations, managed_fields, status); returns the new state. The row is read before
+    the version is taken (the version counter is held only by the write itself); a write without
+    ``expected_version`` that loses a race with another writer reads the row again."""
     query = _select_key(key) if key is not None else select(ResourceRow).where(ResourceRow.uid == uid)
-    row = session.scalars(query).one_or_none()
-    if row is None:
-        raise NotFound(f'{key.plural if key else "resource"} "{key.name if key else uid}" not found')
-    if expected_version is not None and row.resource_version != expected_version:
-        raise Conflict(
-            f'the object "{row.name}" has been modified; please apply your changes to the latest version and try again'
-        )
-    current = _to_domain(row)
-    changes["resource_version"] = version
-    changes["updated_at"] = _now()
-    if "spec" in changes and changes["spec"] != current.spec:
-        changes["generation"] = current.generation + 1
-    updated = current.model_copy(update=changes)
-    obj = to_object(updated)
-    values = {**changes, "object_json": _json_text(obj)}
-    if "managed_fields" in changes:
-        values["managed_fields"] = _stored_entries(changes["managed_fields"])
-    result = session.execute(
-        update(ResourceRow)
-        .where(ResourceRow.id == row.id, ResourceRow.resource_version == current.resource_version)
-        .values(**values)
-        .execution_options(synchronize_session=False)
-    )
-    if result.rowcount != 1:
-        raise Conflict(f'the object "{row.name}" has been modified concurrently; try again')
-    session.expire(row)
-    _record(session, "MODIFIED", updated, obj, dict(current.labels))
-    return updated
+    for _attempt in range(UNCONDITIONAL_TRIES):
+        row = session.scalars(query.execution_options(populate_existing=True)).one_or_none()
+        if row is None:
+            raise NotFound(f'{key.plural if key else "resource"} "{key.name if key else uid}" not found')
+        if expected_version is not None and row.resource_version != expected_version:
+            raise Conflict(
+                f'the object "{row.name}" has been modified; please apply your changes to the latest version and try again'
+            )
+        current = _to_domain(row)
+        fields = {**changes, "resource_version": 0, "updated_at": _now()}  # the version: taken with the write
+        if "spec" in changes and changes["spec"] != current.spec:
+            fields["generation"] = current.generation + 1
+        updated = current.model_copy(update=fields)
+        obj = to_object(updated)
+        values = {name: value for name, value in fields.items() if name != "resource_version"}
+        if "managed_fields" in changes:
+            values["managed_fields"] = _stored_entries(changes["managed_fields"])
+
+        params = {**_row_params(values), "row_id": row.id, "row_seen": current.resource_version}
+        version = events.write_versioned(session, _update_row(tuple(values)), params, _json_text(obj),
+                                         _change("MODIFIED", updated, obj, dict(current.labels)))
+        session.expire(row)
+        if version is not None:
+            return updated.model_copy(update={"resource_version": version})
+        if expected_version is not None:
+            break
+    raise Conflict(f'the object "{row.name}" has been modified concurrently; try again')
 
 
 def update_spec(

@@ -45,7 +45,9 @@ def leased(sessions: SessionFactory, uid: str, ttl: timedelta, *, owner: str | N
            clock: Clock = _utcnow) -> Iterator[Lease | None]:
     """Hold ``uid``'s lease for the block (as ``owner``, default a new ``owner_name()``), renewing
     it every ``ttl / 3``; yields None when another worker holds a live lease (the caller does
-    nothing). A block that raises leaves the request due again one ``ttl`` later."""
+    nothing). A block that raises leaves the request due again one ``ttl`` later; one interrupted
+    because its process is stopping (``SystemExit``, ``KeyboardInterrupt``) leaves it due at once,
+    for another worker to resume."""
     owner = owner or owner_name()
     with session_scope(sessions) as session:
         if not leases.take(session, uid, owner, clock(), ttl):
@@ -57,6 +59,9 @@ def leased(sessions: SessionFactory, uid: str, ttl: timedelta, *, owner: str | N
     beat.start()
     try:
         yield lease
+    except (SystemExit, KeyboardInterrupt):
+        lease.next_due = clock()
+        raise
     except BaseException:
         lease.next_due = clock() + ttl
         raise

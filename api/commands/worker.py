@@ -2,7 +2,8 @@
 
 Beside it runs a dispatcher (``workers.dispatcher``) on its own database engine: it expires the
 leases of dead workers and publishes what is due, so recovery does not wait on ``slaplan serve``.
-The worker reconnects to a lost broker for as long as it is away."""
+The worker reconnects to a lost broker for as long as it is away. Asked to stop (SIGTERM), it
+abandons its running tasks, hands their leases back and exits 0 (``workers.shutdown``)."""
 
 from __future__ import annotations
 
@@ -45,6 +46,7 @@ def queue_list(text: str) -> list[str]:
 def run(args: argparse.Namespace) -> int:
     from api.commands.database import command_settings, export_database
     from workers.celery_app import make_celery
+    from workers.shutdown import stop_promptly
 
     settings = command_settings(args)
     if settings.embedded:
@@ -62,6 +64,7 @@ def run(args: argparse.Namespace) -> int:
     export_database(settings)
     app = make_celery(settings)
     _dispatch_beside(app, settings)
+    stop_promptly()
     app.worker_main(argv)
     return 0
 

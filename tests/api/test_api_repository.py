@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from sqlalchemy import update
+from sqlalchemy import text, update
 
 from infra import resources as repo
 from infra.db import session_scope
@@ -74,3 +74,88 @@ def test_a_row_stored_before_the_text_was_kept_is_rendered_on_read(sessions):
         assert json.loads(repo.get_stored(s, created.key).text) == repo.to_object(created)
         assert [json.loads(i.text) for i in repo.list_page(s, "ome.io", "benchmarkjobs", limit=10).items] == [
             repo.to_object(created)]
+
+
+@pytest.fixture
+def pg_sessions(pg_url):
+    """A session factory on a freshly migrated PostgreSQL database."""
+    from infra import migrate
+    from infra.db import make_engine, make_session_factory
+    from infra.settings import load_settings
+
+    settings = load_settings({}, database_url=pg_url)
+    migrate.upgrade(settings)
+    engine = make_engine(settings)
+    yield make_session_factory(engine)
+    engine.dispose()
+
+
+def _history(sessions):
+    from infra import events
+
+    with session_scope(sessions) as s:
+        return events.changes(s, "ome.io", "benchmarkjobs", None, after=0, upto=events.latest_version(s), limit=10_000)
+
+
+@pytest.mark.parametrize("store", ["sessions", "pg_sessions"])
+def test_concurrent_writes_each_get_a_version_and_one_change(store, request):
+    import threading
+
+    sessions = request.getfixturevalue(store)
+    with session_scope(sessions) as s:
+        created = repo.create_resource(s, _new())
+
+    def writer(i: int) -> None:
+        for j in range(10):
+            with session_scope(sessions) as s:
+                repo.update_status(s, {"state": f"{i}-{j}"}, uid=created.uid)
+
+    threads = [threading.Thread(target=writer, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    history = _history(sessions)
+    versions = [c.version for c in history]
+    assert len(history) == 41 and versions == sorted(set(versions)) and history[0].type == "ADDED"
+    assert all(c.object["metadata"]["resourceVersion"] == str(c.version) for c in history)
+    with session_scope(sessions) as s:
+        stored = json.loads(repo.get_stored(s, created.key).text)
+    assert stored == history[-1].object and stored["status"] == {"state": stored["status"]["state"]}
+
+
+def test_a_writer_building_its_object_does_not_hold_up_other_writers(pg_sessions, monkeypatch):
+    """The version counter is taken inside the write's one statement: a writer still working on
+    its object (here stopped in the middle of it) holds no lock another writer waits for."""
+    import threading
+
+    with session_scope(pg_sessions) as s:
+        slow, other = repo.create_resource(s, _new("slow")), repo.create_resource(s, _new("other"))
+    building, release = threading.Event(), threading.Event()
+    real = repo._json_text
+
+    def stopped_for_slow(obj):
+        if obj["metadata"]["name"] == "slow":
+            building.set()
+            release.wait()
+        return real(obj)
+
+    monkeypatch.setattr(repo, "_json_text", stopped_for_slow)
+    done = []
+
+    def slow_write():
+        with session_scope(pg_sessions) as s:
+            done.append(repo.update_status(s, {"state": "Running"}, uid=slow.uid))
+
+    thread = threading.Thread(target=slow_write)
+    thread.start()
+    try:
+        assert building.wait(60)
+        with session_scope(pg_sessions) as s:
+            s.execute(text("SET LOCAL lock_timeout = '30s'"))  # a lock held by the stopped writer fails this
+            moved = repo.update_status(s, {"state": "Running"}, uid=other.uid)
+    finally:
+        release.set()
+        thread.join()
+    assert moved.resource_version < done[0].resource_version
+    assert [c.object["metadata"]["name"] for c in _history(pg_sessions)][-2:] == ["other", "slow"]

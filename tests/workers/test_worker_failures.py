@@ -214,6 +214,48 @@ def test_worker_killed_mid_task_another_takes_it_over_once(stack):
     assert again.resource_version == done.resource_version and again.status == done.status
 
 
+def _lock_waiters(connection, fragment: str) -> int:
+    """How many other backends of this database wait on a lock in a statement containing ``fragment``."""
+    connection.execute(text("SELECT pg_stat_clear_snapshot()"))  # a transaction sees one snapshot otherwise
+    return connection.execute(text(
+        "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' "
+        "AND pid <> pg_backend_pid() AND query LIKE :fragment"
+    ), {"fragment": f"%{fragment}%"}).scalar()
+
+
+def _until(condition, what: str) -> None:
+    deadline = time.monotonic() + 60
+    while not condition():
+        assert time.monotonic() < deadline, f"{what}: not seen"
+        time.sleep(0.05)
+
+
+def test_a_worker_asked_to_stop_hands_its_request_back_and_exits(stack):
+    """SIGTERM to a worker in the middle of a DGDR (held writing its result, as above): it does not
+    finish the task (Celery's warm shutdown would), hands the lease back with the request due at
+    once, and exits 0; the next worker plans it: one result."""
+    spec = yaml.safe_load((ROOT / "examples" / "deepseek-v3-h200.dgdr.yaml").read_text())["spec"]
+    first = stack["start_worker"]()
+    uid = _submit(stack, "stopped-mid-task", spec)
+    assert _wait(stack, uid, lambda r: r.status.get("state") != "Pending", 120, "claimed").status["state"] == "Profiling"
+    assert _owner(stack, uid)
+    with stack["engine"].connect() as lock:
+        lock.execute(text("SELECT 1 FROM slaplan_resources WHERE uid = :uid FOR UPDATE"), {"uid": uid})
+        _until(lambda: _lock_waiters(lock, "SET resource_version"), "the worker writing its result")
+        first.send_signal(signal.SIGTERM)
+        _until(lambda: not _lock_waiters(lock, "SET resource_version"), "the write abandoned")
+        lock.rollback()
+    assert first.wait(60) == 0
+    with stack["engine"].connect() as db:
+        owner, due, now = db.execute(text(
+            "SELECT lease_owner, publish_due_at, now() FROM slaplan_resources WHERE uid = :uid"), {"uid": uid}).one()
+    assert owner is None and due is not None and due <= now
+    assert _state(stack, uid).status["state"] == "Profiling"  # abandoned, not finished
+
+    stack["start_worker"]()
+    _one_result(_wait(stack, uid, _final, 120, "the next worker"))
+
+
 def test_redis_restarted_twice_with_work_queued_and_in_flight(stack):
     """Two workers; Redis (without persistence: its queue is lost) is restarted twice while
     requests are queued and being planned. The workers stay up, their dispatchers publish what
