@@ -221,6 +221,7 @@ def list_client(base: str, path: str, page: int, rounds: int, objects: int, star
     """One closed-loop list client (run in a process of its own): lists `path` whole `rounds` times
     in pages of `page`, from wall time `start_at` (s). Returns each page's latency (s: request sent
     to last byte read) and the number of failed lists (a non-200 page, or not `objects` items)."""
+    os.nice(10)  # the clients stand in for other machines: the service comes first for this machine's cores
     latencies: list[float] = []
     errors = 0
     with httpx.Client(base_url=base, timeout=60) as http:
