@@ -78,9 +78,9 @@ def database_url(tmp_path):
     return f"sqlite:///{tmp_path / 'sessions.db'}"
 
 
-@pytest.fixture
-def sessions(database_url):
-    """A session factory on a freshly migrated SQLite database."""
+def _migrated_sessions(database_url: str):
+    """A session factory on the database at ``database_url``, migrated first; the engine is
+    disposed of when the generator closes (a fixture's body)."""
     from infra import migrate
     from infra.db import make_engine, make_session_factory
     from infra.settings import load_settings
@@ -90,6 +90,18 @@ def sessions(database_url):
     engine = make_engine(settings)
     yield make_session_factory(engine)
     engine.dispose()
+
+
+@pytest.fixture
+def sessions(database_url):
+    """A session factory on a freshly migrated SQLite database."""
+    yield from _migrated_sessions(database_url)
+
+
+@pytest.fixture
+def pg_sessions(pg_url):
+    """A session factory on a freshly migrated PostgreSQL database."""
+    yield from _migrated_sessions(pg_url)
 
 
 @pytest.fixture(scope="module")

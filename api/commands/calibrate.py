@@ -225,6 +225,21 @@ def stray_option(args: argparse.Namespace) -> str | None:
     return f"{stray[0]}: not used by {mode}" if stray else None
 
 
+class _Unreadable(Exception):
+    """A file an option names cannot be read; the message names the option."""
+
+
+def _read_rows(option: str, source: Path, read):
+    """(the bytes of ``source``, ``read(source)``); ``_Unreadable`` naming ``option`` when the
+    file cannot be read or ``read`` refuses it (a ``ValueError``)."""
+    try:
+        return source.read_bytes(), read(source)
+    except OSError as exc:
+        raise _Unreadable(f"{option}: cannot read {source}: {exc.strerror or exc}") from None
+    except ValueError as exc:
+        raise _Unreadable(f"{option}: {exc}") from None
+
+
 def run(args: argparse.Namespace) -> int:
     stray = stray_option(args)
     if stray:
@@ -254,29 +269,17 @@ def run(args: argparse.Namespace) -> int:
         print(f"error: --out: {problem}", file=sys.stderr)
         return 1
     rows, files = [], []
-    for option, source in (("--data", path), *(("--also", extra) for extra in also)):
-        try:
-            raw = source.read_bytes()
-            read = read_rows(source)
-        except OSError as exc:
-            print(f"error: {option}: cannot read {source}: {exc.strerror or exc}", file=sys.stderr)
-            return 1
-        except ValueError as exc:
-            print(f"error: {option}: {exc}", file=sys.stderr)
-            return 1
-        rows += read
-        files.append({"data": source.name, "sha256": hashlib.sha256(raw).hexdigest(), "rows": len(read)})
-    if args.recipes:
-        try:
-            raw = Path(args.recipes).read_bytes()
-            rows = with_recipes(rows, read_rows(Path(args.recipes)))
-        except OSError as exc:
-            print(f"error: --recipes: cannot read {args.recipes}: {exc.strerror or exc}", file=sys.stderr)
-            return 1
-        except ValueError as exc:
-            print(f"error: --recipes: {exc}", file=sys.stderr)
-            return 1
-        files.append({"recipes": Path(args.recipes).name, "sha256": hashlib.sha256(raw).hexdigest()})
+    try:
+        for option, source in (("--data", path), *(("--also", extra) for extra in also)):
+            raw, read = _read_rows(option, source, read_rows)
+            rows += read
+            files.append({"data": source.name, "sha256": hashlib.sha256(raw).hexdigest(), "rows": len(read)})
+        if args.recipes:
+            raw, rows = _read_rows("--recipes", Path(args.recipes), lambda p: with_recipes(rows, read_rows(p)))
+            files.append({"recipes": Path(args.recipes).name, "sha256": hashlib.sha256(raw).hexdigest()})
+    except _Unreadable as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
     data = prepare_rows(rows)
     if data.batch is None:
         print(f"error: --data: none of the {len(rows)} rows can be predicted", file=sys.stderr)

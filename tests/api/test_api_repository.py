@@ -76,20 +76,6 @@ def test_a_row_stored_before_the_text_was_kept_is_rendered_on_read(sessions):
             repo.to_object(created)]
 
 
-@pytest.fixture
-def pg_sessions(pg_url):
-    """A session factory on a freshly migrated PostgreSQL database."""
-    from infra import migrate
-    from infra.db import make_engine, make_session_factory
-    from infra.settings import load_settings
-
-    settings = load_settings({}, database_url=pg_url)
-    migrate.upgrade(settings)
-    engine = make_engine(settings)
-    yield make_session_factory(engine)
-    engine.dispose()
-
-
 def _history(sessions):
     from infra import events
 
