@@ -7,11 +7,14 @@ way to change ``status``; the main resource ignores status in bodies.
 
 from __future__ import annotations
 
+import asyncio
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
+import anyio
+import anyio.to_thread
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse, Response
 from pydantic_core import from_json, to_json
@@ -269,14 +272,32 @@ def _watch_request(kind: ServedKind, version: str, namespace: str | None, select
     )
 
 
+LIST_TURNS = 1  # lists of one API process that read and join their pages at a time
+
+
+def _list_turns(request: Request) -> anyio.CapacityLimiter:
+    """The limiter lists take turns by, one per app and event loop (a limiter is bound to the
+    loop that first waits on it). Lists read and join up to megabytes in a thread: run together,
+    the GIL interleaves them and every page ends as late as the last; in turns, each waits only
+    for those before it, and the event loop, gets and creates keep running meanwhile
+    (docs/performance.md has the figures)."""
+    loop = asyncio.get_running_loop()
+    turns = getattr(request.app.state, "list_turns", None)
+    if turns is None or turns[0] is not loop:
+        turns = request.app.state.list_turns = (loop, anyio.CapacityLimiter(LIST_TURNS))
+    return turns[1]
+
+
 @router.get("/apis/{group}/{version}/{plural}", summary="List (or watch) a kind in all namespaces")
-def list_all(request: Request, group: str, version: str, plural: str, session: SessionDep, query: ListQueryDep):
-    return _list(request, session, _kind(group, version, plural), version, None, query)
+async def list_all(request: Request, group: str, version: str, plural: str, session: SessionDep, query: ListQueryDep):
+    return await anyio.to_thread.run_sync(_list, request, session, _kind(group, version, plural), version, None,
+                                          query, limiter=_list_turns(request))
 
 
 @router.get(NS, summary="List (or watch) a kind in one namespace")
-def list_namespaced(request: Request, group: str, version: str, namespace: str, plural: str, session: SessionDep, query: ListQueryDep):
-    return _list(request, session, _kind(group, version, plural), version, namespace, query)
+async def list_namespaced(request: Request, group: str, version: str, namespace: str, plural: str, session: SessionDep, query: ListQueryDep):
+    return await anyio.to_thread.run_sync(_list, request, session, _kind(group, version, plural), version, namespace,
+                                          query, limiter=_list_turns(request))
 
 
 @router.post(NS, status_code=201, summary="Create (JSON or YAML body)", dependencies=WRITE)
