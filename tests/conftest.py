@@ -1,19 +1,20 @@
 """Fixtures shared by the test modules: a migrated SQLite database with its sessions, the engine
-emulator, and the real services the integration tests use (PostgreSQL, Redis).
+emulator, and the real services the integration tests use: the machine's PostgreSQL (a fresh
+database per test) and a redis-server the test session starts on a free port.
 
 Outside CI a missing service skips the test with the reason; in CI (``CI`` set), where
-.ci/run starts both, it fails the test instead, so a broken service cannot hide.
+.ci/run starts PostgreSQL, it fails the test instead, so a broken service cannot hide.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import uuid
 
 import pytest
 
 PG_ADMIN = "host=127.0.0.1 port=5432 user=postgres dbname=postgres"
-REDIS_URL = "redis://127.0.0.1:6379/11"  # a database number kept for tests
 
 
 @pytest.fixture(autouse=True, scope="session")
@@ -60,16 +61,24 @@ def pg_url():
         admin.close()
 
 
-@pytest.fixture
-def redis_url():
-    """URL of the Redis database the tests may use."""
-    import redis
+@pytest.fixture(scope="session")
+def _session_redis(tmp_path_factory):
+    """Port of a redis-server this test session starts and stops: another checkout's tests on the
+    same machine never take this session's tasks, nor it theirs."""
+    from procs import free_port, start_redis, stop
 
-    try:
-        redis.Redis.from_url(REDIS_URL, socket_connect_timeout=2).ping()
-    except redis.exceptions.ConnectionError as exc:
-        _unavailable(f"Redis not reachable on 127.0.0.1:6379: {exc}")
-    return REDIS_URL
+    if shutil.which("redis-server") is None:
+        _unavailable("redis-server is not installed")
+    port = free_port()
+    proc = start_redis(tmp_path_factory.mktemp("redis"), port)
+    yield port
+    stop(proc)
+
+
+@pytest.fixture
+def redis_url(_session_redis):
+    """URL of the Redis database the tests may use (the session's own redis-server)."""
+    return f"redis://127.0.0.1:{_session_redis}/11"
 
 
 @pytest.fixture

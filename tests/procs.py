@@ -1,5 +1,5 @@
 """Helpers for tests that start real processes: a free loopback port, the CLI command, the
-service, a worker and the engine emulator."""
+service, a worker, a private redis-server and the engine emulator."""
 
 from __future__ import annotations
 
@@ -18,6 +18,31 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def start_redis(folder, port: int):
+    """A redis-server only its caller uses, on 127.0.0.1:``port``, without persistence, logging
+    into ``folder``; returned once it answers PING (``RuntimeError`` after 10 s)."""
+    import subprocess
+    import time
+
+    import redis
+
+    folder.mkdir(parents=True, exist_ok=True)
+    proc = subprocess.Popen(
+        ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--dir", str(folder),
+         "--save", "", "--appendonly", "no"],
+        stdin=subprocess.DEVNULL, stdout=(folder / "redis.log").open("a"), stderr=subprocess.STDOUT,
+    )
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            redis.Redis(port=port, socket_connect_timeout=0.5).ping()
+            return proc
+        except redis.exceptions.ConnectionError:
+            time.sleep(0.05)
+    proc.kill()
+    raise RuntimeError(f"redis-server did not start:\n{(folder / 'redis.log').read_text()}")
 
 
 def wait_ready(proc, url: str, log_path, timeout_s: float = 30.0, *, verify=True) -> None:

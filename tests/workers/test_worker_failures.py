@@ -26,7 +26,7 @@ from infra.settings import load_settings
 from planner import status as dgdr_states
 from workers import lifecycle
 from workers.celery_app import enqueue, make_celery
-from procs import SLAPLAN, free_port, start_serve
+from procs import SLAPLAN, free_port, start_redis, start_serve
 from procs import stop as stop_proc
 from paths import ROOT
 
@@ -39,26 +39,6 @@ LEASE_S = 3  # the workers' lease: a dead worker's request is queued again this 
 # benchmarks/service_faults.py measures the targets themselves (30 s; no wait on the broker).
 BACK_WITHIN_S = 90
 NOT_WAITING_S = 10
-
-
-def _start_redis(folder: Path, port: int) -> subprocess.Popen:
-    import redis
-
-    folder.mkdir(parents=True, exist_ok=True)
-    proc = subprocess.Popen(
-        ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--dir", str(folder),
-         "--save", "", "--appendonly", "no"],
-        stdin=subprocess.DEVNULL, stdout=(folder / "redis.log").open("a"), stderr=subprocess.STDOUT,
-    )
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        try:
-            redis.Redis(port=port, socket_connect_timeout=0.5).ping()
-            return proc
-        except redis.exceptions.ConnectionError:
-            time.sleep(0.05)
-    proc.kill()
-    raise RuntimeError("redis-server did not start")
 
 
 def _stop(proc: subprocess.Popen, sig: int = signal.SIGTERM) -> None:
@@ -78,7 +58,7 @@ def private_redis(tmp_path, pg_url):
         pytest.skip("redis-server is not installed")
     port = free_port()
     folder = tmp_path / "redis"
-    holder = {"proc": _start_redis(folder, port)}
+    holder = {"proc": start_redis(folder, port)}
     try:
         yield f"redis://127.0.0.1:{port}/0", port, folder, holder
     finally:
@@ -268,7 +248,7 @@ def test_redis_restarted_twice_with_work_queued_and_in_flight(stack):
         _wait(stack, uids[0], lambda r: r.status.get("state") != "Pending", 120, "work started")
         _stop(holder["proc"])
         time.sleep(1)
-        holder["proc"] = _start_redis(folder, port)
+        holder["proc"] = start_redis(folder, port)
     for uid in uids:
         _one_result(_wait(stack, uid, _final, 180, "after the restarts"))
     assert [w.poll() for w in workers] == [None, None]
