@@ -13,7 +13,8 @@ TPOT; after each measurement the predictions are rescaled by the median measured
 of each (the unit's own runs when it has some), the goodput of a run follows from its latencies
 (Little's law for closed-loop clients), and the next run is the one with the highest expected gain:
 the chance it meets the SLA (log-normal around the prediction, with the spread of the measured
-errors pooled with a prior) times the expected excess of its goodput over the best measured. The
+errors between units and within one, learned from the runs measured, from a prior) times the
+expected excess of its goodput over the best measured. The
 search stops once ``--min-units`` units were measured and no expected gain reaches ``--stop`` of the
 best; the pick is the best measured run within the SLA, so no pick misses it in reality (a search
 that measured nothing within it has no pick: regret 1). ``--budget`` caps the runs of one search at
@@ -23,6 +24,11 @@ Held out: every workload on ``--hold`` (default gb200) is kept out of the tuning
 ``--min-units``, ``--budget`` and the prior spread, and its predictions come from parameters fitted
 without that GPU type (one fit, about a minute); the other workloads use the shipped parameters.
 Reported apart.
+
+The prior spread (``--spread``, ``planner.online.ERROR_SPREAD``): the model's error between units
+and within a unit on the workloads of every other GPU type, each predicted by parameters fitted
+without its type and without ``--hold`` (one fit per type, about 2 minutes), and the replay on
+those predictions: the search judged on GPUs it was not fitted on, with no ``--hold`` row in sight.
 
 Also reported, by workload size: the runs per search as a count and a share, against the fewest runs
 any rule needs to certify its pick (``contenders``: the runs a ``--noise`` measurement noise cannot
