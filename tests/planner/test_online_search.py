@@ -142,9 +142,9 @@ def test_the_spread_is_wider_for_units_not_measured_and_learned_from_units_that_
     wide = search.spread(runs, disagree)[None]
     assert all(wide[name] > sds[None][name] for name in search.QUANTITIES)
     # a unit whose loads the model misses unevenly widens the spread within a unit
+    even = {k: off(k, 1.0) for k in (("a", 1), ("a", 4))}
     uneven = {("a", 1): off(("a", 1), 1.0), ("a", 4): off(("a", 4), 1.5)}
-    assert search.spread(runs, uneven)["a"]["itl_ms"] > search.spread(runs, {("a", 1): off(("a", 1), 1.0),
-                                                                             ("a", 4): off(("a", 4), 1.0)})["a"]["itl_ms"]
+    assert search.spread(runs, uneven)["a"]["itl_ms"] > search.spread(runs, even)["a"]["itl_ms"]
 
 
 @pytest.mark.parametrize("kw, field", [(dict(between={"ttft_ms": 0.3}), "between"),
