@@ -13,7 +13,8 @@ TPOT; after each measurement the predictions are rescaled by the median measured
 of each (the unit's own runs when it has some), the goodput of a run follows from its latencies
 (Little's law for closed-loop clients), and the next run is the one with the highest expected gain:
 the chance it meets the SLA (log-normal around the prediction, with the spread of the measured
-errors pooled with a prior) times the expected excess of its goodput over the best measured. The
+errors between units and within one, learned from the runs measured, from a prior) times the
+expected excess of its goodput over the best measured. The
 search stops once ``--min-units`` units were measured and no expected gain reaches ``--stop`` of the
 best; the pick is the best measured run within the SLA, so no pick misses it in reality (a search
 that measured nothing within it has no pick: regret 1). ``--budget`` caps the runs of one search at
@@ -23,6 +24,11 @@ Held out: every workload on ``--hold`` (default gb200) is kept out of the tuning
 ``--min-units``, ``--budget`` and the prior spread, and its predictions come from parameters fitted
 without that GPU type (one fit, about a minute); the other workloads use the shipped parameters.
 Reported apart.
+
+The prior spread (``--spread``, ``planner.online.ERROR_SPREAD``): the model's error between units
+and within a unit on the workloads of every other GPU type, each predicted by parameters fitted
+without its type and without ``--hold`` (one fit per type, about 2 minutes), and the replay on
+those predictions: the search judged on GPUs it was not fitted on, with no ``--hold`` row in sight.
 
 Also reported, by workload size: the runs per search as a count and a share, against the fewest runs
 any rule needs to certify its pick (``contenders``: the runs a ``--noise`` measurement noise cannot
@@ -36,6 +42,7 @@ highest, and the TTFT and TPOT errors of the model before and after are compared
 
     python benchmarks/online_replay.py [--data CSV] [--hold gb200] [--stop 0.05] [--min-units 2]
                                        [--budget 1.0] [--noise 0.05] [--recipes CSV] [--calibration]
+                                       [--spread]
 """
 
 from __future__ import annotations
@@ -43,6 +50,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import math
+import statistics
 import sys
 import time
 from dataclasses import dataclass, field
@@ -222,16 +230,47 @@ def predictions_for(data, hold: str, max_evals: int) -> dict[str, dict]:
     predicted by parameters fitted without any of its rows."""
     import numpy as np
 
-    from profiler.model.calibrate import _subset, fit_by_vendor, kernel_prior
     from profiler.model.estimate import evaluate
     from profiler.model.params import shipped_params
 
     shipped = evaluate(data.batch, shipped_params())
     out = {gpu: shipped for gpu in np.unique(data.labels["gpu"])}
     if hold in out:
-        held = data.labels["gpu"] == hold
-        params = fit_by_vendor(_subset(data, ~held), kernel_prior(None), max_evals=max_evals)
-        out[hold] = evaluate(data.batch, params)
+        out[hold] = fitted_without(data, {hold}, max_evals)
+    return out
+
+
+def fitted_without(data, gpus: set[str], max_evals: int) -> dict:
+    """The model's predictions of every row by parameters fitted without the rows of ``gpus``."""
+    import numpy as np
+
+    from profiler.model.calibrate import _subset, fit_by_vendor, kernel_prior
+    from profiler.model.estimate import evaluate
+
+    params = fit_by_vendor(_subset(data, ~np.isin(data.labels["gpu"], sorted(gpus))), kernel_prior(None),
+                           max_evals=max_evals)
+    return evaluate(data.batch, params)
+
+
+def error_spread(ws: list[Workload]) -> dict[str, dict[str, float]]:
+    """The model's error (ln measured / predicted) on ``ws``, per quantity: the RMS of the units'
+    medians around their workload's median (``between``) and of the runs around their unit's median
+    (``within``), pooled over the workloads (``planner.online.ErrorSpread``)."""
+    from planner.online import QUANTITIES
+
+    out: dict[str, dict[str, float]] = {"between": {}, "within": {}}
+    for name in QUANTITIES:
+        between, within = [], []
+        for w in ws:
+            logs: dict[str, list[float]] = {}
+            for k, m in w.measured.items():
+                logs.setdefault(k[0], []).append(math.log(getattr(m, name) / getattr(w.predicted[k], name)))
+            mid = statistics.median(x for xs in logs.values() for x in xs)
+            for xs in logs.values():
+                between.append(statistics.median(xs) - mid)
+                within += [x - statistics.median(xs) for x in xs]
+        out["between"][name] = math.sqrt(statistics.fmean(d * d for d in between))
+        out["within"][name] = math.sqrt(statistics.fmean(d * d for d in within))
     return out
 
 
@@ -276,6 +315,29 @@ def calibration_check(rows: list[dict], data) -> list[tuple[float, float, float,
     return out
 
 
+def print_spread(rows: list[dict], data, args: argparse.Namespace) -> int:
+    """Print ``error_spread`` of the workloads of every GPU type but ``args.hold``, each predicted by
+    parameters fitted without its type and without ``args.hold``, and the replay on them per type."""
+    from profiler.model.estimate import evaluate
+    from profiler.model.params import shipped_params
+
+    shipped = evaluate(data.batch, shipped_params())
+    types = sorted(set(data.labels["gpu"]) - {args.hold})
+    predictions = {gpu: shipped for gpu in set(data.labels["gpu"])}
+    predictions.update({gpu: fitted_without(data, {gpu, args.hold}, args.max_evals) for gpu in types})
+    ws = [w for w in workloads(rows, data, predictions) if w.gpu != args.hold]
+    print(f"error spread (log-sd) of {len(ws)} workloads on {', '.join(types)}, each type predicted by a fit "
+          f"without it (and without {args.hold}):")
+    for part, sds in error_spread(ws).items():
+        print(f"  {part}: " + ", ".join(f"{name} {sd:.3f}" for name, sd in sds.items()))
+    print("replay on them: | GPU type | searches | runs / exhaustive | true best | mean regret | no pick |")
+    for label, part in [(gpu, [w for w in ws if w.gpu == gpu]) for gpu in types] + [("all", ws)]:
+        s = summary(replay(part, args.stop, args.min_units, args.budget, args.noise))
+        print(f"| {label} | {s['searches']} | {s['runs']} / {s['space']} = {s['runs_pct']:.1f}% | {s['best_pct']:.0f}% "
+              f"| {s['regret_pct']:.1f}% | {s['none']} |")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     from api.commands.calibrate import default_data_path, read_rows
     from planner import online
@@ -292,6 +354,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--noise", type=float, default=NOISE,
                         help="measurement noise (share) under which runs cannot be told apart (the fewest runs any rule needs)")
     parser.add_argument("--calibration", action="store_true", help="also the calibration check on held-out concurrencies")
+    parser.add_argument("--spread", action="store_true",
+                        help="only the model's error spread on each GPU type but --hold, fitted without it (the "
+                             "search's prior, planner.online.ERROR_SPREAD), and the replay on those predictions")
     add_recipes_argument(parser)
     args = parser.parse_args(argv)
 
@@ -302,6 +367,8 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     rows = with_recipes_of(read_rows(path), args)
     data = prepare_rows(rows)
+    if args.spread:
+        return print_spread(rows, data, args)
     ws = workloads(rows, data, predictions_for(data, args.hold, args.max_evals))
     print(f"{len(ws)} workloads with ≥ {MIN_CONFIGURATIONS} configurations and ≥ {MIN_RUNS} measured runs; "
           f"stop {args.stop:g}, at least {args.min_units} units, budget {args.budget:g} of a workload's runs")

@@ -14,7 +14,8 @@ target), so the search still moves toward the SLA.
 Next run (``next_run``, the rule ``benchmarks/online_replay.py`` replays on measured landscapes):
 the performance model predicts every run; the predictions are rescaled by what was measured, and
 the next run is the one with the highest expected gain (the chance it meets the SLA, from the
-spread of the model's error, times its goodput's expected excess over the best measured). The
+spread of the model's error — between units and within one, learned from the runs measured — times
+its goodput's expected excess over the best measured). The
 search is done once two units were measured and no open run is expected to gain ``RUN_NOISE``
 (5 %, the measurement noise) of the best measured goodput per GPU.
 """
@@ -24,6 +25,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -128,9 +130,32 @@ def candidate(unit: Plan) -> Candidate:
 
 Run = tuple[str, int]  # (unit key, closed-loop clients): one benchmark run
 RUN_NOISE = 0.05  # stop when no open run is expected to gain this share of the best measured goodput
-# prior log-sd of the model's error (measured / predicted) between the runs of one workload: the shipped
-# model's on the B200, B300 and H100 workloads of benchmarks/online_replay.py
-ERROR_SPREAD = {"ttft_ms": 0.46, "itl_ms": 0.10}
+QUANTITIES = ("ttft_ms", "itl_ms")  # the latencies the model's error is rescaled and spread on
+
+
+@dataclass(frozen=True)
+class ErrorSpread:
+    """The log-sd of the model's error (ln measured / predicted) per quantity (``QUANTITIES``) within
+    one workload: ``between`` the units (their runs' medians around the workload's), ``within`` a
+    unit (its runs at other loads around its median); ``weight``: runs the prior counts as when the
+    measured runs update it."""
+
+    between: dict[str, float]
+    within: dict[str, float]
+    weight: float = 1.0
+
+    def __post_init__(self) -> None:
+        for field in ("between", "within"):
+            sds = getattr(self, field)
+            if set(sds) != set(QUANTITIES) or not all(sd > 0 for sd in sds.values()):
+                raise ValueError(f"ErrorSpread.{field}: a positive log-sd for each of {', '.join(QUANTITIES)}")
+        if not self.weight > 0:
+            raise ValueError("ErrorSpread.weight: the runs the prior counts as must be positive")
+
+
+# Measured by ``benchmarks/online_replay.py --spread``: the model fitted without one GPU type, on that
+# type's workloads (B200, B300, H100 in turn), pooled: the spread on a GPU the model was not fitted on.
+ERROR_SPREAD = ErrorSpread(between={"ttft_ms": 0.385, "itl_ms": 0.100}, within={"ttft_ms": 0.350, "itl_ms": 0.071})
 MIN_UNITS = 2  # units measured before the search may stop: one unit's error says nothing of the spread between units
 
 
@@ -157,7 +182,7 @@ def rescale(predicted: dict[Run, SweepPoint], measured: dict[Run, SweepPoint]) -
     def factors(keys: list[Run]) -> dict[str, float]:
         return {name: math.exp(statistics.median(math.log(getattr(measured[k], name) / getattr(predicted[k], name))
                                                  for k in keys))
-                for name in ERROR_SPREAD}
+                for name in QUANTITIES}
 
     overall = factors(both)
     own = {unit: factors([k for k in both if k[0] == unit]) for unit in {k[0] for k in both}}
@@ -165,15 +190,40 @@ def rescale(predicted: dict[Run, SweepPoint], measured: dict[Run, SweepPoint]) -
             for k, p in predicted.items()}
 
 
+def _pooled(prior: float, weight: float, deviations: list[float], dof: int) -> float:
+    """A log-sd from ``prior`` counted as ``weight`` runs and ``deviations`` with ``dof`` degrees of freedom."""
+    return math.sqrt((weight * prior * prior + sum(d * d for d in deviations)) / (weight + dof))
+
+
 def spread(predicted: dict[Run, SweepPoint], measured: dict[Run, SweepPoint],
-           prior: dict[str, float] = ERROR_SPREAD) -> dict[str, float]:
-    """The log-sd of the model's error per quantity (TTFT, ITL): the spread of the measured runs' log
-    ratios (measured / predicted) around their median, pooled with ``prior`` counted as one run."""
-    out = {}
-    for name, sd in prior.items():
-        logs = [math.log(getattr(m, name) / getattr(predicted[k], name)) for k, m in measured.items() if k in predicted]
-        mid = statistics.median(logs) if logs else 0.0
-        out[name] = math.sqrt((sd * sd + sum((x - mid) ** 2 for x in logs)) / max(1, len(logs)))
+           prior: ErrorSpread = ERROR_SPREAD) -> dict[str | None, dict[str, float]]:
+    """The log-sd per quantity of the model's error at a run, after ``rescale``: by measured unit, and
+    for every unit not measured yet (key None).
+
+    The log ratios (measured / predicted) of the measured runs update ``prior``: the within-unit
+    spread with their deviations from their unit's median, the between-unit spread with the units'
+    medians' deviations from the overall median (a search that finds the model unevenly off widens
+    both). A measured unit's runs are rescaled by its median of n runs: within-unit spread × √(1 + 1/n);
+    another unit's by the median of m units: √((between² + within²)(1 + 1/m)); nothing measured,
+    between and within alone."""
+    out: dict[str | None, dict[str, float]] = {None: {}}
+    for name in QUANTITIES:
+        logs: dict[str, list[float]] = {}
+        for k, m in measured.items():
+            if k in predicted:
+                logs.setdefault(k[0], []).append(math.log(getattr(m, name) / getattr(predicted[k], name)))
+        if not logs:
+            out[None][name] = math.hypot(prior.between[name], prior.within[name])
+            continue
+        medians = {u: statistics.median(x) for u, x in logs.items()}
+        mid = statistics.median(x for xs in logs.values() for x in xs)
+        n = sum(len(x) for x in logs.values())
+        within = _pooled(prior.within[name], prior.weight, [x - medians[u] for u, xs in logs.items() for x in xs],
+                         n - len(logs))
+        between = _pooled(prior.between[name], prior.weight, [v - mid for v in medians.values()], len(logs) - 1)
+        out[None][name] = math.hypot(between, within) * math.sqrt(1 + 1 / len(logs))
+        for u, xs in logs.items():
+            out.setdefault(u, {})[name] = within * math.sqrt(1 + 1 / len(xs))
     return out
 
 
@@ -203,7 +253,7 @@ def _gain(goodput: float, best: float, sd: float) -> float:
 
 def next_run(predicted: dict[Run, SweepPoint], measured: dict[Run, SweepPoint], gpus: dict[str, int],
              req: PlanRequest, *, noise: float = RUN_NOISE, min_units: int = MIN_UNITS,
-             prior: dict[str, float] = ERROR_SPREAD) -> Run | None:
+             prior: ErrorSpread = ERROR_SPREAD) -> Run | None:
     """The run to measure next, or None when none is left worth measuring.
 
     ``predicted``: the model's prediction of every run the search may measure (rescaled here by
@@ -218,7 +268,7 @@ def next_run(predicted: dict[Run, SweepPoint], measured: dict[Run, SweepPoint], 
     say nothing of the spread between units), or None when no such run is open."""
     within = [m.output_tok_s / gpus[k[0]] for k, m in measured.items() if _miss(m, req) <= 1.0]
     best = max(within, default=0.0)
-    sd = spread(predicted, measured, prior)
+    spreads = spread(predicted, measured, prior)
     scored = []
     for key, p in rescale(predicted, measured).items():
         unit, clients = key
@@ -227,6 +277,7 @@ def next_run(predicted: dict[Run, SweepPoint], measured: dict[Run, SweepPoint], 
                                   for (u, c), m in measured.items()):
             continue
         goodput = closed_loop_tok_s(p, req.osl_tokens) / gpus[unit]
+        sd = spreads.get(unit, spreads[None])
         scored.append((_within(p, req, sd) * _gain(goodput, best, sd["itl_ms"]), key))
     if not scored:
         return None

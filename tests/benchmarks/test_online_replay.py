@@ -58,3 +58,17 @@ def test_outcomes_are_summed_by_workload_size():
     assert list(sized) == ["10–19", "20–39", "≥ 40"]
     assert sized["10–19"]["mean_runs"] == 4.0 and sized["10–19"]["runs_pct"] == 100 * 8 / 30
     assert sized["20–39"]["searches"] == sized["≥ 40"]["searches"] == 1 and sized["≥ 40"]["minimum_pct"] == 100 / 80
+
+
+def test_error_spread_parts_the_model_error_between_units_and_within_one():
+    w = _landscape(predicted_scale=2.0)  # every TTFT off by the same factor: no spread at all
+    assert replay.error_spread([w]) == {"between": {"ttft_ms": 0.0, "itl_ms": 0.0},
+                                        "within": {"ttft_ms": 0.0, "itl_ms": 0.0}}
+    for clients in (1, 4, 16):  # one unit off by another factor at every load: spread between units only
+        w.predicted[("c", clients)] = w.predicted[("c", clients)].model_copy(
+            update={"ttft_ms": w.predicted[("c", clients)].ttft_ms * 3})
+    spread = replay.error_spread([w])
+    assert spread["between"]["ttft_ms"] > 0 and spread["within"]["ttft_ms"] == 0.0
+    # one load of a unit off: spread within it too
+    w.predicted[("a", 16)] = w.predicted[("a", 16)].model_copy(update={"itl_ms": w.predicted[("a", 16)].itl_ms * 2})
+    assert replay.error_spread([w])["within"]["itl_ms"] > 0

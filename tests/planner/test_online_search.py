@@ -96,11 +96,12 @@ def test_next_run_weighs_the_chance_of_meeting_the_sla_by_the_spread_of_the_mode
     # c would double a's goodput but is predicted 5 % over the ITL target: with the model's usual
     # error it is worth measuring, with a model known to be exact it is not
     assert search.next_run(runs, measured, gpus, req) == ("c", 8)
-    exact = {name: 1e-3 for name in search.ERROR_SPREAD}
+    tiny = {name: 1e-3 for name in search.QUANTITIES}
+    exact = search.ErrorSpread(between=tiny, within=tiny)
     assert search.next_run(runs, measured, gpus, req, prior=exact) is None
     # measured errors that scatter widen the spread the prior starts from
     scattered = {("a", 4): runs[("a", 4)].model_copy(update={"itl_ms": 6.0}), ("b", 4): runs[("b", 4)]}
-    assert search.spread(runs, scattered)["itl_ms"] > search.spread(runs, measured)["itl_ms"]
+    assert search.spread(runs, scattered)[None]["itl_ms"] > search.spread(runs, measured)[None]["itl_ms"]
     # nothing measured within the SLA yet: the search goes on however little any run is expected to give
     over = {k: m.model_copy(update={"ttft_ms": 300.0}) for k, m in measured.items()}
     assert search.next_run(runs, over, gpus, req, noise=1e9) == ("c", 8)
@@ -110,18 +111,49 @@ def test_the_units_the_search_must_measure_are_other_units_not_other_loads():
     req = PlanRequest(name="s", model="m", gpu="g", ttft_ms=100, itl_ms=10, osl_tokens=11)
     gpus = {"a": 1, "b": 1}
     runs = {(k, p.concurrency): p for k, pts in {"a": _sweep((4, 80, 8), (8, 200, 9.5)),
-                                                 "b": _sweep((4, 90, 9.0))}.items() for p in pts}
+                                                 "b": _sweep((4, 95, 9.8))}.items() for p in pts}
     measured = {("a", 4): runs[("a", 4)]}
     # no run is expected to gain 5% of a's goodput; a's higher load is expected to gain more than b,
     # but a second load of a says nothing of how far the model is off for other units: b is next
-    gains = {k: v for v, k in [(search._within(p, req, search.ERROR_SPREAD)
-                                * search._gain(search.closed_loop_tok_s(p, 11), 275.0, 0.1), k)
+    sds = search.spread(runs, measured)
+    gains = {k: v for v, k in [(search._within(p, req, sds.get(k[0], sds[None]))
+                                * search._gain(search.closed_loop_tok_s(p, 11), 275.0,
+                                               sds.get(k[0], sds[None])["itl_ms"]), k)
                                for k, p in runs.items() if k not in measured]}
     assert gains[("a", 8)] > gains[("b", 4)] and max(gains.values()) < 0.05 * 275.0
     assert search.next_run(runs, measured, gpus, req) == ("b", 4)
     assert search.next_run(runs, measured, gpus, req, min_units=1) is None
     # no other unit left to measure: the search stops rather than measure a's other load
     assert search.next_run({k: p for k, p in runs.items() if k[0] == "a"}, measured, gpus, req) is None
+
+
+def test_the_spread_is_wider_for_units_not_measured_and_learned_from_units_that_disagree():
+    runs = search.runs({u: _sweep((1, 50, 5), (4, 80, 8)) for u in "abc"})
+    off = lambda key, x: runs[key].model_copy(update={"ttft_ms": runs[key].ttft_ms * x, "itl_ms": runs[key].itl_ms * x})
+    agree = {("a", 1): off(("a", 1), 1.1), ("b", 1): off(("b", 1), 1.1)}
+    sds = search.spread(runs, agree)
+    # a measured unit's other load differs from its measurement only within the unit; an unmeasured
+    # unit also by the spread between units, and the rescaling is surer with more units measured
+    for name in search.QUANTITIES:
+        assert sds["a"][name] < sds[None][name]
+        assert sds[None][name] < search.spread(runs, {("a", 1): agree[("a", 1)]})[None][name]
+    # units the model misses unevenly: the spread between units grows past the prior
+    disagree = {("a", 1): off(("a", 1), 1.1), ("b", 1): off(("b", 1), 2.0)}
+    wide = search.spread(runs, disagree)[None]
+    assert all(wide[name] > sds[None][name] for name in search.QUANTITIES)
+    # a unit whose loads the model misses unevenly widens the spread within a unit
+    even = {k: off(k, 1.0) for k in (("a", 1), ("a", 4))}
+    uneven = {("a", 1): off(("a", 1), 1.0), ("a", 4): off(("a", 4), 1.5)}
+    assert search.spread(runs, uneven)["a"]["itl_ms"] > search.spread(runs, even)["a"]["itl_ms"]
+
+
+@pytest.mark.parametrize("kw, field", [(dict(between={"ttft_ms": 0.3}), "between"),
+                                       (dict(within={"ttft_ms": 0.3, "itl_ms": 0.0}), "within"),
+                                       (dict(weight=0.0), "weight")])
+def test_an_error_spread_names_the_field_it_lacks(kw, field):
+    good = {"ttft_ms": 0.3, "itl_ms": 0.1}
+    with pytest.raises(ValueError, match=f"ErrorSpread.{field}"):
+        search.ErrorSpread(**{"between": good, "within": good, **kw})
 
 
 class MemoryLedger:
