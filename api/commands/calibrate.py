@@ -98,14 +98,15 @@ def add_workers_argument(parser) -> argparse.Action:
 
 
 def run_cross_validation(data, prior: dict[str, float], workers: int, max_evals: int = 200,
-                         held_out: dict[str, np.ndarray] | None = None, source_prior: float | None = None) -> dict:
-    """``cross_validate`` (with its ``held_out`` groups and harness prior ``source_prior``, default
-    ``harness.SOURCE_PRIOR_STRENGTH``), its folds spread over ``workers`` processes (the same
-    results as one)."""
+                         held_out: dict[str, np.ndarray] | None = None, source_prior: float | None = None,
+                         schemes: tuple[str, ...] = ("family", "gpu")) -> dict:
+    """``cross_validate`` (with its ``held_out`` groups, harness prior ``source_prior``, default
+    ``harness.SOURCE_PRIOR_STRENGTH``, and grouped ``schemes``), its folds spread over ``workers``
+    processes (the same results as one)."""
     from profiler.model.calibrate import cross_validate
     from profiler.model.harness import SOURCE_PRIOR_STRENGTH
 
-    options = dict(max_evals=max_evals, held_out=held_out,
+    options = dict(max_evals=max_evals, held_out=held_out, schemes=schemes,
                    source_prior=SOURCE_PRIOR_STRENGTH if source_prior is None else source_prior)
     if workers == 1:
         return cross_validate(data, prior, **options)

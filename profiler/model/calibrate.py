@@ -288,10 +288,11 @@ ENGINE_ALONE = "/engine"  # suffix of ``cross_validate``'s schemes predicted wit
 
 def cross_validate(data: Prepared, start: dict[str, float] | None = None, max_evals: int = 200,
                    map_folds=map, held_out: dict[str, np.ndarray] | None = None,
-                   source_prior: float = harnesses.SOURCE_PRIOR_STRENGTH) -> dict[str, np.ndarray]:
-    """Grouped CV: one fold per model family and one per GPU type, and one per entry of
-    ``held_out`` (a name and a mask of ``data``'s rows held out together, e.g. every
-    disaggregated row).
+                   source_prior: float = harnesses.SOURCE_PRIOR_STRENGTH,
+                   schemes: tuple[str, ...] = ("family", "gpu")) -> dict[str, np.ndarray]:
+    """Grouped CV: one fold per model family and one per GPU type (the ``schemes`` named of the
+    two), and one per entry of ``held_out`` (a name and a mask of ``data``'s rows held out
+    together, e.g. every disaggregated row).
 
     Returns held-out predictions for each scheme (``family``, ``gpu`` and the names of
     ``held_out``), one row each of TTFT (ms), TPOT (ms) and output tokens/s per GPU: every
@@ -302,7 +303,7 @@ def cross_validate(data: Prepared, start: dict[str, float] | None = None, max_ev
     ``map_folds`` runs the folds (``map``: one after another; a process pool's ``map`` runs
     them side by side with the same results, each fit being deterministic).
     """
-    folds = [(scheme, data.labels[scheme] == group) for scheme in ("family", "gpu")
+    folds = [(scheme, data.labels[scheme] == group) for scheme in ("family", "gpu") if scheme in schemes
              for group in np.unique(data.labels[scheme])]
     folds += [(name, np.asarray(mask, dtype=bool)) for name, mask in (held_out or {}).items()]
     result = {scheme + suffix: np.full((3, len(data.index)), np.nan) for scheme, _ in folds

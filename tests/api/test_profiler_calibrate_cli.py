@@ -329,3 +329,23 @@ def test_calibrate_records_the_recipes_and_refuses_a_bad_file(subset, tmp_path, 
     assert main(["calibrate", "--data", str(subset), "--recipes", str(tmp_path / "absent.csv"), "--out", str(out),
                  "--max-evals", "3"]) == 1
     assert "error: --recipes: cannot read" in capsys.readouterr().err
+
+
+def test_cross_validation_runs_only_the_schemes_asked_for(subset):
+    """``schemes=()`` leaves out the family and GPU folds: only the groups of ``held_out`` are fitted,
+    and their predictions are those of the full run (each fold's fit is its own)."""
+    import numpy as np
+
+    from api.commands.calibrate import read_rows, run_cross_validation
+    from profiler.model.calibrate import prepare_rows
+    from profiler.model.params import default_params
+
+    data = prepare_rows(read_rows(subset))
+    disagg = data.labels["mode"] == "disagg"
+    only = run_cross_validation(data, default_params(), workers=1, max_evals=3, held_out={"disagg": disagg},
+                                schemes=())
+    assert set(only) == {"disagg", "disagg/engine"}
+    every = run_cross_validation(data, default_params(), workers=1, max_evals=3, held_out={"disagg": disagg},
+                                 schemes=("gpu",))
+    assert set(every) == {"gpu", "gpu/engine", "disagg", "disagg/engine"}
+    np.testing.assert_array_equal(only["disagg"], every["disagg"])
