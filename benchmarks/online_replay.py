@@ -222,7 +222,7 @@ def predictions_for(data, hold: str, max_evals: int) -> dict[str, dict]:
     predicted by parameters fitted without any of its rows."""
     import numpy as np
 
-    from profiler.model.calibrate import _subset, fit_by_vendor, kernel_prior
+    from profiler.model.calibrate import fit_without, kernel_prior
     from profiler.model.estimate import evaluate
     from profiler.model.params import shipped_params
 
@@ -230,7 +230,7 @@ def predictions_for(data, hold: str, max_evals: int) -> dict[str, dict]:
     out = {gpu: shipped for gpu in np.unique(data.labels["gpu"])}
     if hold in out:
         held = data.labels["gpu"] == hold
-        params = fit_by_vendor(_subset(data, ~held), kernel_prior(None), max_evals=max_evals)
+        params = fit_without(data, held, kernel_prior(None), max_evals=max_evals)
         out[hold] = evaluate(data.batch, params)
     return out
 
