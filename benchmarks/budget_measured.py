@@ -55,6 +55,7 @@ from benchmarks.accuracy import SLA_QUANTILES, add_recipes_argument, with_recipe
 from benchmarks.budget_use import run, table_rows  # noqa: E402
 
 BUDGET = 8  # GPUs of every request: one node of the GPU types below
+NOTHING_FEASIBLE = "found no SLA-feasible configuration"  # AIConfigurator's words when nothing meets the SLA
 
 
 @dataclass(frozen=True)
@@ -162,6 +163,7 @@ class Capacity:
     clients: int  # the most closed-loop clients within the SLA
     tok_s: float  # output tokens/s of the engine there
     at_least: bool  # the SLA holds at the most clients measured: the engine may serve more
+    bound_by: str = ""  # "TTFT" or "TPOT": the target reached first as clients grow ("" if neither)
 
 
 def capacity(c: Curve, ttft_ms: float, tpot_ms: float) -> Capacity | None:
@@ -170,17 +172,18 @@ def capacity(c: Curve, ttft_ms: float, tpot_ms: float) -> Capacity | None:
     measured (more than one) are already over it."""
     ok = [t <= ttft_ms and p <= tpot_ms for t, p in zip(c.ttft_ms, c.tpot_ms)]
     if not ok[0]:
-        return Capacity(0, 0.0, False) if c.clients[0] <= 1 else None
+        bound = "TTFT" if c.ttft_ms[0] > ttft_ms else "TPOT"
+        return Capacity(0, 0.0, False, bound) if c.clients[0] <= 1 else None
     miss = next((i for i, good in enumerate(ok) if not good), None)
     if miss is None:
         return Capacity(int(c.clients[-1]), c.tok_s[-1], True)
     lo, hi = c.clients[miss - 1], c.clients[miss]
-    crossing = hi
-    for values, target in ((c.ttft_ms, ttft_ms), (c.tpot_ms, tpot_ms)):
-        if values[miss] > target:  # the SLA is first missed on this metric between lo and hi
-            crossing = min(crossing, _log_between(target, values[miss - 1], values[miss], lo, hi))
-    clients = max(int(lo), math.floor(crossing + 1e-9))
-    return Capacity(clients, _log_between(clients, lo, hi, c.tok_s[miss - 1], c.tok_s[miss]), False)
+    crossings = {name: _log_between(target, values[miss - 1], values[miss], lo, hi)
+                 for name, values, target in (("TTFT", c.ttft_ms, ttft_ms), ("TPOT", c.tpot_ms, tpot_ms))
+                 if values[miss] > target}  # the targets first missed between lo and hi
+    bound = min(crossings, key=crossings.__getitem__)
+    clients = max(int(lo), math.floor(crossings[bound] + 1e-9))
+    return Capacity(clients, _log_between(clients, lo, hi, c.tok_s[miss - 1], c.tok_s[miss]), False, bound)
 
 
 @dataclass(frozen=True)
@@ -204,6 +207,7 @@ class Judged:
     at_least: bool
     missed: bool | None
     capacity_over_planned: float
+    bound_by: frozenset[str] = frozenset()  # the targets that bound the capacity of the engines planned over it
 
 
 def judge(engines: Engines, measured: dict[tuple[int, int], Curve], sla: tuple[float, float], osl: int) -> Judged | None:
@@ -221,8 +225,25 @@ def judge(engines: Engines, measured: dict[tuple[int, int], Curve], sla: tuple[f
     missed = True if any(over) else (False if all(o is False for o in over) else None)
     planned = sum(n * clients for _, n, clients in engines.shapes)
     served = sum(cap.clients * n for cap, (_, n, _) in zip(caps, engines.shapes))
+    bound = frozenset(cap.bound_by for cap, o in zip(caps, over) if o and cap.bound_by)
     return Judged(engines, tok_s, tok_s / osl, any(cap.at_least for cap in caps), missed,
-                  served / planned if planned > 0 else math.nan)
+                  served / planned if planned > 0 else math.nan, bound)
+
+
+def best_measured(measured: dict[tuple[int, int], Curve], sla: tuple[float, float], osl: int) -> Judged | None:
+    """The yardstick: of the deployments of one measured shape on the budget, each engine at its
+    measured capacity, the one serving the most output tokens/s within the SLA (None: none judged)."""
+    best = None
+    for (tp, pp), curve in measured.items():
+        cap = capacity(curve, *sla) if BUDGET >= tp * pp else None
+        if cap is None:
+            continue
+        n = BUDGET // (tp * pp)
+        label = f"{n}×tp{tp}" + (f"pp{pp}" if pp > 1 else "")
+        judged = judge(Engines(label, (((tp, pp), n, float(cap.clients)),)), measured, sla, osl)
+        if best is None or judged.tok_s > best.tok_s:
+            best = judged
+    return best
 
 
 def _slaplan_engines(plan) -> Engines | None:
@@ -275,7 +296,7 @@ def aic_engines(command: list[str], w: Workload, sla: tuple[float, float], work:
     argv = [*command, "--model-path", w.aic_model, "--total-gpus", str(BUDGET), "--system", w.gpu, "--backend",
             w.backend, "--isl", str(w.isl), "--osl", str(w.osl), "--ttft", f"{sla[0]:.1f}", "--tpot", f"{sla[1]:.2f}",
             "--serving-mode", "agg", "--save-dir", str(work / f"{w.gpu}-{w.backend}-{w.isl}-{w.osl}-{sla[0]:.0f}")]
-    text = run(argv)
+    text = run(argv, answer_if=NOTHING_FEASIBLE)
     if "agg Top Configurations" not in text:
         return None
     listed = [Engines(f"{int(r['replicas'])}×tp{_parallel(r['parallel'])[0]}",
@@ -335,16 +356,24 @@ def summary(label: str, pairs: list[tuple[Judged, Judged]]) -> str:
             f"({bounded} of the pairs involve a lower bound, taken at its value)")
 
 
-def tool_line(label: str, judged: list[Judged]) -> str:
-    """SLA misses in reality and measured capacity over planned clients of one tool's judged plans."""
-    known = [j for j in judged if j.missed is not None]
-    ratios = [j.capacity_over_planned for j in judged if math.isfinite(j.capacity_over_planned)]
-    exact = [j.capacity_over_planned for j in judged if not j.at_least and math.isfinite(j.capacity_over_planned)]
-    under = sum(r > 1.1 for r in exact)
-    return (f"{label}: {len(judged)} plans judged; planned load over the SLA in reality in "
-            f"{sum(j.missed for j in known)} of {len(known)} decidable; measured capacity / planned clients median "
-            f"{statistics.median(ratios):.2f} (exact capacities only: {statistics.median(exact) if exact else math.nan:.2f},"
-            f" {under} of {len(exact)} more than 10% under-loaded)" if ratios else f"{label}: nothing judged")
+def tool_line(label: str, plans: list[Engines | None], judged: list[Judged | None], best: list[Judged | None]) -> str:
+    """Of one tool's plans: how many were made, judged, measured over the SLA at their planned load,
+    the measured capacity over the clients planned, and the share of the best measured deployment
+    of one shape (``best_measured``, per request) they serve."""
+    made = [j for e, j in zip(plans, judged) if e is not None]
+    done = [j for j in made if j is not None]
+    known = [j for j in done if j.missed is not None]
+    ratios = [j.capacity_over_planned for j in done if not j.at_least and math.isfinite(j.capacity_over_planned)]
+    spread = (f"median {statistics.median(ratios):.2f} (quartiles {statistics.quantiles(ratios, n=4)[0]:.2f}–"
+              f"{statistics.quantiles(ratios, n=4)[2]:.2f}), {sum(r > 1.1 for r in ratios)} of {len(ratios)} "
+              "more than 10% under the capacity" if len(ratios) > 1 else "—")
+    shares = [j.tok_s / b.tok_s for j, b in zip(judged, best) if j is not None and b is not None and b.tok_s > 0]
+    of_best = (f"{sum(s >= 1 - 1e-9 for s in shares)} of {len(shares)} serve the best measured one-shape deployment, "
+               f"median share of it {statistics.median(shares):.2f}" if shares else "—")
+    return (f"{label}: {len(made)} of {len(plans)} requests planned (the rest: nothing feasible), {len(done)} judged; "
+            f"planned load measured over the SLA in {sum(j.missed for j in known)} of {len(known)} decidable "
+            f"({sum(j.bound_by == {'TTFT'} for j in known if j.missed)} on TTFT alone); "
+            f"measured capacity / planned clients (exact capacities): {spread}; {of_best}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -372,9 +401,9 @@ def main(argv: list[str] | None = None) -> int:
           "Cells: plan (clients per engine planned, measured capacity over them) | measured output tok/s · req/s "
           "of the deployment at the SLA\n")
     print("| workload | SLA TTFT / TPOT ms | slaplan, shipped | tok/s · req/s | slaplan, family held out | tok/s · req/s "
-          "| AIConfigurator | tok/s · req/s |")
-    print("|---|---|---|---:|---|---:|---|---:|")
-    results: list[tuple[Judged | None, Judged | None, Judged | None]] = []
+          "| AIConfigurator | tok/s · req/s | best measured, one shape | tok/s |")
+    print("|---|---|---|---:|---|---:|---|---:|---|---:|")
+    results: list[tuple[list[Engines | None], list[Judged | None], Judged | None]] = []
     for w in WORKLOADS:
         measured = curves(rows, w)
         key = family(w.model)
@@ -384,17 +413,18 @@ def main(argv: list[str] | None = None) -> int:
             plans = [slaplan_engines(w, sla, None, measured), slaplan_engines(w, sla, fitted[key], measured),
                      aic_engines(command, w, sla, work, measured) if command else None]
             judged = [judge(e, measured, sla, w.osl) if e is not None else None for e in plans]
-            results.append(tuple(judged))
+            best = best_measured(measured, sla, w.osl)
+            results.append((plans, judged, best))
             cells = " | ".join([_cell(j, e) for j, e in zip(judged[:2], plans[:2])]
                                + [_cell(judged[2], plans[2]) if command else "— | —"])
-            print(f"| {w.name} | {sla[0]:.0f} / {sla[1]:.1f} | {cells} |", flush=True)
+            yardstick = f"{best.engines.label} | {'≥ ' if best.at_least else ''}{best.tok_s:,.0f}" if best else "— | —"
+            print(f"| {w.name} | {sla[0]:.0f} / {sla[1]:.1f} | {cells} | {yardstick} |", flush=True)
     print()
-    for i, label in enumerate(("slaplan, shipped", "slaplan, family held out")):
-        if command:
-            print(summary(label, [(r[i], r[2]) for r in results if r[i] is not None and r[2] is not None]))
-        print(tool_line(label, [r[i] for r in results if r[i] is not None]))
-    if command:
-        print(tool_line("AIConfigurator", [r[2] for r in results if r[2] is not None]))
+    labels = ("slaplan, shipped", "slaplan, family held out", "AIConfigurator")
+    for i, label in enumerate(labels[:3] if command else labels[:2]):
+        if command and i < 2:
+            print(summary(label, [(j[i], j[2]) for _, j, _ in results if j[i] is not None and j[2] is not None]))
+        print(tool_line(label, [e[i] for e, _, _ in results], [j[i] for _, j, _ in results], [b for *_, b in results]))
     print(f"\n{len(results)} requests; {time.perf_counter() - started:.0f} s")
     return 0
 

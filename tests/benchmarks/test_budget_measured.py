@@ -19,6 +19,7 @@ def test_capacity_interpolates_the_first_crossing_in_log_log():
     assert 700.0 < cap.tok_s < 1200.0
     tighter = bench.capacity(curve, ttft_ms=160.0, tpot_ms=11.5)  # TPOT binds first, between 8 and 16 too
     assert 8 <= tighter.clients < cap.clients
+    assert (cap.bound_by, tighter.bound_by) == ("TTFT", "TPOT")
 
 
 def test_capacity_is_a_lower_bound_or_not_judged_outside_the_measured_range():
@@ -40,7 +41,7 @@ def test_judge_sums_engines_and_flags_a_planned_load_over_the_sla():
     assert within.tok_s == 2 * cap.tok_s and within.req_s == within.tok_s / 1000 and within.missed is False
     assert within.capacity_over_planned > 1
     over = bench.judge(bench.Engines("2×tp4", (((4, 1), 2, cap.clients + 3.0),)), measured, sla, osl=1000)
-    assert over.missed is True and over.capacity_over_planned < 1
+    assert over.missed is True and over.capacity_over_planned < 1 and over.bound_by == {"TTFT"}
     beyond = bench.judge(bench.Engines("1×tp4", (((4, 1), 1, 64.0),)), measured, (1000.0, 100.0), osl=1000)
     assert beyond.missed is None and beyond.at_least  # planned past the most clients measured, all within
     assert bench.judge(bench.Engines("1×tp8", (((8, 1), 1, 4.0),)), measured, sla, osl=1000) is None
@@ -79,3 +80,13 @@ def test_aiconfigurator_rows_are_read_per_table():
     rows = load("budget_use").table_rows(AIC_TABLE, "agg")
     assert [(r["parallel"], r["replicas"], r["bs"]) for r in rows] == [("tp8pp1", "1", "224"), ("tp4pp1", "2", "112")]
     assert load("budget_measured")._parallel("tp4pp2") == (4, 2)
+
+
+def test_best_measured_fills_the_budget_with_the_shape_serving_most():
+    bench = load("budget_measured")
+    slow = bench.Curve(**{**CURVE, "tok_s": tuple(t / 4 for t in CURVE["tok_s"])})
+    measured = {(4, 1): bench.Curve(**CURVE), (8, 1): slow, (16, 1): bench.Curve(**CURVE)}  # tp16: over the budget
+    best = bench.best_measured(measured, (160.0, 30.0), osl=1000)
+    cap = bench.capacity(measured[(4, 1)], 160.0, 30.0)
+    assert best.engines.label == f"{bench.BUDGET // 4}×tp4" and best.tok_s == bench.BUDGET // 4 * cap.tok_s
+    assert bench.best_measured(measured, (50.0, 30.0), osl=1000) is None  # over at the fewest clients measured
