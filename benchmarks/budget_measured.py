@@ -33,7 +33,7 @@ clients each tool planned (above 1: load the measurements say the engines could 
                                                    [--max-evals N] [--data CSV] [--recipes CSV]
 
 Each family held out costs one fit (about a minute on the 2-core machine); AIConfigurator takes
-30–40 s a request: about 18 min for the 33 requests.
+15–35 s a request: 9–15 min for the 33 requests.
 """
 
 from __future__ import annotations
