@@ -118,7 +118,8 @@ def curves(rows: list[dict], w: Workload) -> dict[tuple[int, int], Curve]:
             continue
         values = [_number(row.get(k)) for k in ("concurrency", "ttft_ms", "tpot_ms", "derived_output_tok_s_per_gpu",
                                                  "num_gpus", "tp")]
-        if not all(math.isfinite(v) and v > 0 for v in values):
+        if not all(math.isfinite(v) and v > 0 for v in values) or any(
+                _number(row.get(k)) > 1 for k in ("attn_dp", "moe_ep")):  # dense engines alone
             continue
         clients, ttft, tpot, per_gpu, gpus, tp = values
         pp = _number(row.get("pp"))
