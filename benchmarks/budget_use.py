@@ -101,16 +101,24 @@ def _number(text: str, label: str) -> float:
     return float(found.group(1).replace(",", ""))
 
 
+def table_rows(text: str, mode: str) -> list[dict[str, str]]:
+    """The rows of AIConfigurator's ``<mode> Top Configurations`` table, best first, by column name."""
+    lines: list[str] = []
+    for line in text.split(f"{mode} Top Configurations", 1)[1].splitlines()[1:]:
+        if line.startswith("|"):
+            lines.append(line)
+        elif lines and not line.startswith("+"):
+            break  # the table ended
+    head, *rows = ([c.strip() for c in line.strip("|").split("|")] for line in lines)
+    return [dict(zip(head, row)) for row in rows]
+
+
 def _table_row(text: str, mode: str) -> dict[str, str]:
     """The first row of AIConfigurator's ``<mode> Top Configurations`` table, by column name."""
-    block = text.split(f"{mode} Top Configurations", 1)[1]
-    lines = [ln for ln in block.splitlines() if ln.startswith("|")]
-    head = [c.strip() for c in lines[0].strip("|").split("|")]
-    row = [c.strip() for c in lines[1].strip("|").split("|")]
-    return dict(zip(head, row))
+    return table_rows(text, mode)[0]
 
 
-def _tp(parallel: str) -> int:
+def tp_of(parallel: str) -> int:
     return int(re.match(r"tp(\d+)", parallel).group(1))
 
 
@@ -122,17 +130,18 @@ def parse_aic(text: str) -> AicBest:
     replicas = int(row["replicas"])
     gpus = round(tok_s / per_gpu)
     if mode == "agg":
-        tp = _tp(row["parallel"])
+        tp = tp_of(row["parallel"])
         return AicBest(Served(f"{replicas}×tp{tp}", gpus, tok_s, _number(text, "Request Rate")), mode, replicas, tp=tp)
-    p_tp, d_tp = _tp(row["(p)parallel"]), _tp(row["(d)parallel"])
+    p_tp, d_tp = tp_of(row["(p)parallel"]), tp_of(row["(d)parallel"])
     n_p, n_d = int(row["(p)workers"]) * replicas, int(row["(d)workers"]) * replicas
     return AicBest(Served(f"P{n_p}×tp{p_tp} + D{n_d}×tp{d_tp}", gpus, tok_s, _number(text, "Request Rate")), mode,
                    replicas, prefill_tp=p_tp, prefill_workers=n_p, decode_tp=d_tp, decode_workers=n_d)
 
 
-def run(argv: list[str]) -> str:
+def run(argv: list[str], *, answer_if: str | None = None) -> str:
+    """``argv``'s output (stdout and stderr); a failure is an error unless its output holds ``answer_if``."""
     done = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, text=True)
-    if done.returncode:
+    if done.returncode and not (answer_if and answer_if in done.stdout + done.stderr):
         raise SystemExit(f"{shlex.join(argv)} exited with {done.returncode}:\n{done.stderr[-2000:]}")
     return done.stdout + done.stderr
 

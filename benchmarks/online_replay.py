@@ -244,11 +244,10 @@ def fitted_without(data, gpus: set[str], max_evals: int) -> dict:
     """The model's predictions of every row by parameters fitted without the rows of ``gpus``."""
     import numpy as np
 
-    from profiler.model.calibrate import _subset, fit_by_vendor, kernel_prior
+    from profiler.model.calibrate import fit_without, kernel_prior
     from profiler.model.estimate import evaluate
 
-    params = fit_by_vendor(_subset(data, ~np.isin(data.labels["gpu"], sorted(gpus))), kernel_prior(None),
-                           max_evals=max_evals)
+    params = fit_without(data, np.isin(data.labels["gpu"], sorted(gpus)), kernel_prior(None), max_evals=max_evals)
     return evaluate(data.batch, params)
 
 

@@ -272,12 +272,19 @@ def kernel_prior(kernel_rows: list[dict] | None) -> dict[str, float]:
     return prior
 
 
+def fit_without(data: Prepared, held: np.ndarray, start: dict[str, float] | None = None, max_evals: int = 200,
+                source_prior: float = harnesses.SOURCE_PRIOR_STRENGTH) -> dict[str, float]:
+    """The parameters (and harness terms) one cross-validation fold fits: ``fit_by_vendor`` on
+    ``data``'s rows outside the mask ``held``, from and toward ``start``."""
+    return fit_by_vendor(_subset(data, ~held), start, max_evals=max_evals, source_prior=source_prior)
+
+
 def _fold_predictions(data: Prepared, start: dict[str, float] | None, max_evals: int, source_prior: float,
                       held: np.ndarray) -> np.ndarray:
     """One cross-validation fold: fit without the ``held`` rows, predict them: TTFT and TPOT in
     ms and output tokens/s per GPU as measured (harness terms in), then the same of the engine
     alone (no harness term), six rows."""
-    params = fit_by_vendor(_subset(data, ~held), start, max_evals=max_evals, source_prior=source_prior)
+    params = fit_without(data, held, start, max_evals=max_evals, source_prior=source_prior)
     sub = _subset(data, held)
     readings = (evaluate(as_measured(sub, params), params), evaluate(sub.batch, params))
     return np.array([out[k] for out in readings for k in ("ttft_ms", "itl_ms", "output_tok_s_per_gpu")])
