@@ -33,7 +33,8 @@ of every fold; the tables above stay on ``--data``'s rows, and the added rows ge
 their own by GPU type, mode and precision: held out by GPU type (each AMD type fitted on every
 other GPU), with the CDNA3 GPUs (MI300X, MI325X) held out together, and with every AMD row held
 out (fitted on NVIDIA rows alone, as before AMD rows were in the fit). Rows with only a TPOT (a published
-median, see ``benchmarks/inferencex_data.py``) are fitted and scored on TPOT only.
+median, see ``benchmarks/inferencex_data.py``) are fitted and scored on TPOT only. ``--amd-only`` runs
+those AMD folds alone (below).
 
 Every prediction is read twice: *as measured*, with the term each row's harness adds to its TTFT
 (its client, tokenizer, HTTP path, polling; ``profiler/model/harness.py``), fitted in each fold
@@ -54,7 +55,11 @@ counts and engine shapes where the data has none, the decode engines' running-se
 speculative decoding.
 
     python benchmarks/accuracy.py [--data CSV] [--also CSV] [--external CSV] [--recipes CSV] [--max-evals N]
-                                  [--workers N] [--in-sample-only] [--source-prior S]
+                                  [--workers N] [--in-sample-only | --amd-only] [--source-prior S]
+
+``--amd-only`` cross-validates only the folds that hold out AMD rows (each AMD GPU type, the CDNA3
+types together, every AMD row) and prints the added rows' table: their NVIDIA step sees the same
+rows in every such fold, so it is fitted once, and the numbers are those of the full run.
 
 Cross-validation refits the parameters once per held-out group (each fit starting from and
 pulled toward the GEMM shape efficiencies fitted to the kernel measurements beside the data,
@@ -399,6 +404,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--external", action="append", default=[], metavar="CSV",
                         help="measured rows never fitted, scored on their own: an external check (repeatable)")
     parser.add_argument("--in-sample-only", action="store_true", help="skip cross-validation (seconds, not minutes)")
+    parser.add_argument("--amd-only", action="store_true",
+                        help="cross-validate only the folds holding out AMD rows of --also (each AMD GPU type, "
+                             "CDNA3, every AMD row): their NVIDIA fit done once, the same numbers in a fraction "
+                             "of the time")
     parser.add_argument("--source-prior", type=float, default=None, metavar="S",
                         help="prior strength pulling each harness's TTFT term toward its backend's typical one "
                              "(default: the shipped fit's; inf: one term per backend)")
@@ -476,6 +485,16 @@ def main(argv: list[str] | None = None) -> int:
         refit = evaluate(as_measured(external, refitted), refitted)
         print("\n" + external_table(external, {scheme: np.stack([p["ttft_ms"], p["itl_ms"]])
                                                 for scheme, p in (("shipped", ext_shipped), ("refit", refit))}))
+    if args.amd_only:
+        if not (data.batch.decode["cdna"] > 0).any():
+            print("error: --amd-only needs AMD rows (e.g. --also benchmarks/data/amd_measured.csv)", file=sys.stderr)
+            return 1
+        every = run_cross_validation(data, prior, args.workers, max_evals=args.max_evals,
+                                     source_prior=args.source_prior, amd_only=True)
+        print("\n" + added_table(data, {scheme: every[scheme][:2] for scheme in ADDED_SCHEMES if scheme in every},
+                                 added, precision))
+        print(f"\ncross-validation of the AMD folds took {(time.perf_counter() - start) / 60:.1f} min")
+        return 0
     disagg = data.labels["mode"] == "disagg"
     held_out = {"disagg": disagg}
     amd = data.batch.decode["cdna"] > 0
