@@ -48,6 +48,9 @@ fitted get a table of their own, by model family × GPU type (and mode, where a 
 shipped parameters' errors on them, and (unless ``--in-sample-only``) those of parameters fitted
 with the code as it is on every row of ``--data`` and ``--also`` (one more fit), which is what
 judges a change of the model's physics before the shipped parameters are refitted.
+The rows of ``--also`` and ``--external`` that publish both a mean and a median TTFT get a table of
+their TTFT's tail (mean less median, aggregated, at few clients) per run: what the per-request
+harness term stands for on average, and how far apart runs of one harness lie.
 
 With ``--recipes CSV`` (without ``--data``, ``benchmarks/data/recipe_deployments.csv`` by default; ``none``
 for none) rows get what the recipes they were run with state (``recipe_deployments.py``): worker
@@ -370,6 +373,35 @@ def external_table(external, preds: dict[str, np.ndarray]) -> str:
     return groups_table(external, preds, groups, title)
 
 
+TAIL_MAX_CLIENTS = 16  # the loads a TTFT tail is compared at (beyond them queueing spreads TTFTs too)
+
+
+def tail_table(rows: list[dict]) -> str:
+    """Mean less median TTFT (ms) of the aggregated rows that publish both, at up to
+    ``TAIL_MAX_CLIENTS`` clients, by GPU, backend, precision, container image and month, ranges
+    over clients per prompt length: what a run adds to its slowest requests beyond the engine's
+    typical first token (the tail its harness term stands for on average)."""
+    ranges: dict[tuple[str, ...], dict[str, list[float]]] = {}
+    for row in rows:
+        try:
+            mean, median, clients = float(row["ttft_ms"]), float(row["median_ttft_ms"]), float(row["concurrency"])
+        except (KeyError, TypeError, ValueError):
+            continue
+        if row.get("mode") != "agg" or clients > TAIL_MAX_CLIENTS or not (mean > 0 and median > 0):
+            continue
+        image = str(row.get("provenance", "")).rpartition("image=")[2].strip() or "?"
+        key = (row["gpu"], row["backend"], row["precision"], image, str(row.get("date", ""))[:7])
+        ranges.setdefault(key, {}).setdefault(str(row["isl"]), []).append(mean - median)
+    head = f"{'gpu':<9} {'backend':<7} {'prec':<5} {'month':<8} {'image':<45} mean − median TTFT, ms, by ISL"
+    lines = [f"TTFT TAIL of rows publishing mean and median (aggregated, ≤ {TAIL_MAX_CLIENTS} clients)", head,
+             "-" * len(head)]
+    for (gpu, backend, precision, image, month), by_isl in sorted(ranges.items()):
+        spans = "  ".join(f"{isl}: {min(v):.0f} to {max(v):.0f}"
+                          for isl, v in sorted(by_isl.items(), key=lambda kv: int(kv[0])))
+        lines.append(f"{gpu:<9} {backend:<7} {precision:<5} {month:<8} {image[:45]:<45} {spans}")
+    return "\n".join(lines)
+
+
 def harness_table(data, params: dict[str, float]) -> str:
     """The per-request TTFT costs of ``params`` (ms): each backend's engine cost (a plan's) and
     typical harness term, and each (harness, backend) term, with the distinct measurements of
@@ -468,7 +500,10 @@ def main(argv: list[str] | None = None) -> int:
     precision = np.array([str(rows[i].get("precision")) for i in data.index])
     if added.any():
         print("\n" + added_table(data, {"shipped": np.stack([out["ttft_ms"], out["itl_ms"]])}, added, precision))
-    external = prepare_rows([row for extra in args.external for row in read_rows(Path(extra))]) if args.external else None
+    external_rows = [row for extra in args.external for row in read_rows(Path(extra))]
+    external = prepare_rows(external_rows) if args.external else None
+    if added.any() or external_rows:
+        print("\n" + tail_table(rows[main_rows:] + external_rows))
     if external is not None:
         ext_shipped = evaluate(as_measured(external, shipped), shipped)
         print("\n" + external_table(external, {"shipped": np.stack([ext_shipped["ttft_ms"], ext_shipped["itl_ms"]])}))
