@@ -33,7 +33,8 @@ of every fold; the tables above stay on ``--data``'s rows, and the added rows ge
 their own by GPU type, mode and precision: held out by GPU type (each AMD type fitted on every
 other GPU), with the CDNA3 GPUs (MI300X, MI325X) held out together, and with every AMD row held
 out (fitted on NVIDIA rows alone, as before AMD rows were in the fit). Rows with only a TPOT (a published
-median, see ``benchmarks/inferencex_data.py``) are fitted and scored on TPOT only.
+median, see ``benchmarks/inferencex_data.py``) are fitted and scored on TPOT only. ``--amd-only`` runs
+those AMD folds alone (below).
 
 Every prediction is read twice: *as measured*, with the term each row's harness adds to its TTFT
 (its client, tokenizer, HTTP path, polling; ``profiler/model/harness.py``), fitted in each fold
@@ -47,6 +48,9 @@ fitted get a table of their own, by model family × GPU type (and mode, where a 
 shipped parameters' errors on them, and (unless ``--in-sample-only``) those of parameters fitted
 with the code as it is on every row of ``--data`` and ``--also`` (one more fit), which is what
 judges a change of the model's physics before the shipped parameters are refitted.
+The rows of ``--also`` and ``--external`` that publish both a mean and a median TTFT get a table of
+their TTFT's tail (mean less median, aggregated, at few clients) per run: what the per-request
+harness term stands for on average, and how far apart runs of one harness lie.
 
 With ``--recipes CSV`` (without ``--data``, ``benchmarks/data/recipe_deployments.csv`` by default; ``none``
 for none) rows get what the recipes they were run with state (``recipe_deployments.py``): worker
@@ -54,7 +58,12 @@ counts and engine shapes where the data has none, the decode engines' running-se
 speculative decoding.
 
     python benchmarks/accuracy.py [--data CSV] [--also CSV] [--external CSV] [--recipes CSV] [--max-evals N]
-                                  [--workers N] [--in-sample-only] [--source-prior S] [--schemes family gpu disagg]
+                                  [--workers N] [--in-sample-only | --amd-only] [--source-prior S]
+                                  [--schemes family gpu disagg]
+
+``--amd-only`` cross-validates only the folds that hold out AMD rows (each AMD GPU type, the CDNA3
+types together, every AMD row) and prints the added rows' table: their NVIDIA step sees the same
+rows in every such fold, so it is fitted once, and the numbers are those of the full run.
 
 Cross-validation refits the parameters once per held-out group (each fit starting from and
 pulled toward the GEMM shape efficiencies fitted to the kernel measurements beside the data,
@@ -365,6 +374,35 @@ def external_table(external, preds: dict[str, np.ndarray]) -> str:
     return groups_table(external, preds, groups, title)
 
 
+TAIL_MAX_CLIENTS = 16  # the loads a TTFT tail is compared at (beyond them queueing spreads TTFTs too)
+
+
+def tail_table(rows: list[dict]) -> str:
+    """Mean less median TTFT (ms) of the aggregated rows that publish both, at up to
+    ``TAIL_MAX_CLIENTS`` clients, by GPU, backend, precision, container image and month, ranges
+    over clients per prompt length: what a run adds to its slowest requests beyond the engine's
+    typical first token (the tail its harness term stands for on average)."""
+    ranges: dict[tuple[str, ...], dict[str, list[float]]] = {}
+    for row in rows:
+        try:
+            mean, median, clients = float(row["ttft_ms"]), float(row["median_ttft_ms"]), float(row["concurrency"])
+        except (KeyError, TypeError, ValueError):
+            continue
+        if row.get("mode") != "agg" or clients > TAIL_MAX_CLIENTS or not (mean > 0 and median > 0):
+            continue
+        image = str(row.get("provenance", "")).rpartition("image=")[2].strip() or "?"
+        key = (row["gpu"], row["backend"], row["precision"], image, str(row.get("date", ""))[:7])
+        ranges.setdefault(key, {}).setdefault(str(row["isl"]), []).append(mean - median)
+    head = f"{'gpu':<9} {'backend':<7} {'prec':<5} {'month':<8} {'image':<45} mean − median TTFT, ms, by ISL"
+    lines = [f"TTFT TAIL of rows publishing mean and median (aggregated, ≤ {TAIL_MAX_CLIENTS} clients)", head,
+             "-" * len(head)]
+    for (gpu, backend, precision, image, month), by_isl in sorted(ranges.items()):
+        spans = "  ".join(f"{isl}: {min(v):.0f} to {max(v):.0f}"
+                          for isl, v in sorted(by_isl.items(), key=lambda kv: int(kv[0])))
+        lines.append(f"{gpu:<9} {backend:<7} {precision:<5} {month:<8} {image[:45]:<45} {spans}")
+    return "\n".join(lines)
+
+
 def harness_table(data, params: dict[str, float]) -> str:
     """The per-request TTFT costs of ``params`` (ms): each backend's engine cost (a plan's) and
     typical harness term, and each (harness, backend) term, with the distinct measurements of
@@ -399,6 +437,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--external", action="append", default=[], metavar="CSV",
                         help="measured rows never fitted, scored on their own: an external check (repeatable)")
     parser.add_argument("--in-sample-only", action="store_true", help="skip cross-validation (seconds, not minutes)")
+    parser.add_argument("--amd-only", action="store_true",
+                        help="cross-validate only the folds holding out AMD rows of --also (each AMD GPU type, "
+                             "CDNA3, every AMD row): their NVIDIA fit done once, the same numbers in a fraction "
+                             "of the time")
     parser.add_argument("--source-prior", type=float, default=None, metavar="S",
                         help="prior strength pulling each harness's TTFT term toward its backend's typical one "
                              "(default: the shipped fit's; inf: one term per backend)")
@@ -463,7 +505,10 @@ def main(argv: list[str] | None = None) -> int:
     precision = np.array([str(rows[i].get("precision")) for i in data.index])
     if added.any():
         print("\n" + added_table(data, {"shipped": np.stack([out["ttft_ms"], out["itl_ms"]])}, added, precision))
-    external = prepare_rows([row for extra in args.external for row in read_rows(Path(extra))]) if args.external else None
+    external_rows = [row for extra in args.external for row in read_rows(Path(extra))]
+    external = prepare_rows(external_rows) if args.external else None
+    if added.any() or external_rows:
+        print("\n" + tail_table(rows[main_rows:] + external_rows))
     if external is not None:
         ext_shipped = evaluate(as_measured(external, shipped), shipped)
         print("\n" + external_table(external, {"shipped": np.stack([ext_shipped["ttft_ms"], ext_shipped["itl_ms"]])}))
@@ -480,6 +525,16 @@ def main(argv: list[str] | None = None) -> int:
         refit = evaluate(as_measured(external, refitted), refitted)
         print("\n" + external_table(external, {scheme: np.stack([p["ttft_ms"], p["itl_ms"]])
                                                 for scheme, p in (("shipped", ext_shipped), ("refit", refit))}))
+    if args.amd_only:
+        if not (data.batch.decode["cdna"] > 0).any():
+            print("error: --amd-only needs AMD rows (e.g. --also benchmarks/data/amd_measured.csv)", file=sys.stderr)
+            return 1
+        every = run_cross_validation(data, prior, args.workers, max_evals=args.max_evals,
+                                     source_prior=args.source_prior, amd_only=True)
+        print("\n" + added_table(data, {scheme: every[scheme][:2] for scheme in ADDED_SCHEMES if scheme in every},
+                                 added, precision))
+        print(f"\ncross-validation of the AMD folds took {(time.perf_counter() - start) / 60:.1f} min")
+        return 0
     disagg = data.labels["mode"] == "disagg"
     held_out = {"disagg": disagg} if "disagg" in schemes else {}
     amd = data.batch.decode["cdna"] > 0

@@ -28,6 +28,7 @@ import hashlib
 import json
 import os
 import sys
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -99,21 +100,24 @@ def add_workers_argument(parser) -> argparse.Action:
 
 def run_cross_validation(data, prior: dict[str, float], workers: int, max_evals: int = 200,
                          held_out: dict[str, np.ndarray] | None = None, source_prior: float | None = None,
-                         schemes: tuple[str, ...] = ("family", "gpu")) -> dict:
+                         schemes: tuple[str, ...] = ("family", "gpu"), amd_only: bool = False) -> dict:
     """``cross_validate`` (with its ``held_out`` groups, harness prior ``source_prior``, default
-    ``harness.SOURCE_PRIOR_STRENGTH``, and grouped ``schemes``), its folds spread over ``workers``
-    processes (the same results as one)."""
-    from profiler.model.calibrate import cross_validate
+    ``harness.SOURCE_PRIOR_STRENGTH``, and grouped ``schemes``), or with ``amd_only`` its folds
+    holding out AMD rows alone (``cross_validate_amd``: the same predictions of those rows,
+    ``held_out`` and ``schemes`` unused), the folds spread over ``workers`` processes (the same
+    results as one)."""
+    from profiler.model.calibrate import cross_validate, cross_validate_amd
     from profiler.model.harness import SOURCE_PRIOR_STRENGTH
 
-    options = dict(max_evals=max_evals, held_out=held_out, schemes=schemes,
-                   source_prior=SOURCE_PRIOR_STRENGTH if source_prior is None else source_prior)
+    options = dict(max_evals=max_evals, source_prior=SOURCE_PRIOR_STRENGTH if source_prior is None else source_prior)
+    run = partial(cross_validate_amd, data, prior, **options) if amd_only else \
+        partial(cross_validate, data, prior, held_out=held_out, schemes=schemes, **options)
     if workers == 1:
-        return cross_validate(data, prior, **options)
+        return run()
     from concurrent.futures import ProcessPoolExecutor
 
     with ProcessPoolExecutor(max_workers=workers) as pool:
-        return cross_validate(data, prior, map_folds=pool.map, **options)
+        return run(map_folds=pool.map)
 
 
 def default_data_path() -> Path | None:

@@ -229,20 +229,38 @@ def fit_by_vendor(data: Prepared, start: dict[str, float] | None = None, max_eva
     factor with the step whose rows first name it, pulled toward 1 with ``source_prior``
     (``harness.SOURCE_PRIOR_STRENGTH``; ``math.inf``: not fitted, every harness typical).
     Returns the model's parameters and the harness terms in one dict."""
-    amd = data.batch.decode["cdna"] > 0
+    amd = _amd(data)
     shared = tuple(n for n in PARAMS if n not in AMD_PARAMS and n not in ENGINE_MEASURED) + tuple(harnesses.TYPICAL)
     params = dict(start or default_params())
-    harness = data.harness if data.harness is not None else np.full(len(data.index), "")
-    fitted = ~data.inferred & ~data.repeats & np.isfinite(data.ttft_ms)
-    nvidia = harnesses.fitted_factors(source_prior, harness, data.labels["backend"], fitted & ~amd)
-    amd_only = tuple(n for n in harnesses.fitted_factors(source_prior, harness, data.labels["backend"], fitted & amd)
-                     if n not in nvidia)
-    strength = dict.fromkeys(nvidia + amd_only, source_prior)
+    nvidia = _factors(data, ~amd, source_prior)
     if (~amd).any():
-        params = fit(_subset(data, ~amd), params, shared + nvidia, max_evals=max_evals, prior_strength=strength)
+        params = fit(_subset(data, ~amd), params, shared + nvidia, max_evals=max_evals,
+                     prior_strength=dict.fromkeys(nvidia, source_prior))
     if not amd.any():
         return params
-    return fit(_subset(data, amd), params, AMD_PARAMS + amd_only, max_evals=max_evals, prior_strength=strength)
+    return _fit_amd(_subset(data, amd), params, nvidia, max_evals, source_prior)
+
+
+def _amd(data: Prepared) -> np.ndarray:
+    """Which of ``data``'s rows were measured on AMD GPUs."""
+    return data.batch.decode["cdna"] > 0
+
+
+def _factors(data: Prepared, mask: np.ndarray, source_prior: float) -> tuple[str, ...]:
+    """The harness factors the fitted rows at ``mask`` name (``harness.fitted_factors``)."""
+    harness = data.harness if data.harness is not None else np.full(len(data.index), "")
+    fitted = mask & ~data.inferred & ~data.repeats & np.isfinite(data.ttft_ms)
+    return harnesses.fitted_factors(source_prior, harness, data.labels["backend"], fitted)
+
+
+def _fit_amd(amd_rows: Prepared, params: dict[str, float], nvidia: tuple[str, ...], max_evals: int,
+             source_prior: float) -> dict[str, float]:
+    """``fit_by_vendor``'s second step: the AMD-only parameters, and the harness factors ``amd_rows``
+    name that the NVIDIA step (``nvidia``: its factors) did not fit, on ``amd_rows``, ``params`` held."""
+    amd_only = tuple(n for n in _factors(amd_rows, np.ones(len(amd_rows.index), bool), source_prior)
+                     if n not in nvidia)
+    return fit(amd_rows, params, AMD_PARAMS + amd_only, max_evals=max_evals,
+               prior_strength=dict.fromkeys(nvidia + amd_only, source_prior))
 
 
 def ape(pred: np.ndarray, measured: np.ndarray) -> np.ndarray:
@@ -285,9 +303,25 @@ def _fold_predictions(data: Prepared, start: dict[str, float] | None, max_evals:
     ms and output tokens/s per GPU as measured (harness terms in), then the same of the engine
     alone (no harness term), six rows."""
     params = fit_without(data, held, start, max_evals=max_evals, source_prior=source_prior)
-    sub = _subset(data, held)
+    return _predict(_subset(data, held), params)
+
+
+def _predict(sub: Prepared, params: dict[str, float]) -> np.ndarray:
+    """``sub``'s TTFT and TPOT (ms) and output tokens/s per GPU with ``params``, as measured then
+    of the engine alone: six rows."""
     readings = (evaluate(as_measured(sub, params), params), evaluate(sub.batch, params))
     return np.array([out[k] for out in readings for k in ("ttft_ms", "itl_ms", "output_tok_s_per_gpu")])
+
+
+def _amd_fold_predictions(data: Prepared, nvidia_params: dict[str, float], nvidia: tuple[str, ...],
+                          max_evals: int, source_prior: float, held: np.ndarray) -> np.ndarray:
+    """``_fold_predictions`` of a fold holding out AMD rows only, from its NVIDIA step already fitted
+    (``nvidia_params``, its harness factors ``nvidia``): the AMD step on the AMD rows not ``held``
+    (none: the NVIDIA fit as it is)."""
+    rest = _amd(data) & ~held
+    params = _fit_amd(_subset(data, rest), nvidia_params, nvidia, max_evals, source_prior) if rest.any() \
+        else nvidia_params
+    return _predict(_subset(data, held), params)
 
 
 ENGINE_ALONE = "/engine"  # suffix of ``cross_validate``'s schemes predicted without harness terms
@@ -316,6 +350,29 @@ def cross_validate(data: Prepared, start: dict[str, float] | None = None, max_ev
     result = {scheme + suffix: np.full((3, len(data.index)), np.nan) for scheme, _ in folds
               for suffix in ("", ENGINE_ALONE)}
     predictions = map_folds(partial(_fold_predictions, data, start, max_evals, source_prior),
+                            [held for _, held in folds])
+    for (scheme, held), predicted in zip(folds, predictions):
+        result[scheme][:, held] = predicted[:3]
+        result[scheme + ENGINE_ALONE][:, held] = predicted[3:]
+    return result
+
+
+def cross_validate_amd(data: Prepared, start: dict[str, float] | None = None, max_evals: int = 200,
+                       map_folds=map, source_prior: float = harnesses.SOURCE_PRIOR_STRENGTH) -> dict[str, np.ndarray]:
+    """``cross_validate``'s folds that hold out AMD rows only, with the same predictions at a
+    fraction of the cost: each AMD GPU type (scheme ``gpu``), the CDNA3 types together (``cdna3``)
+    and every AMD row (``amd``). Their NVIDIA step sees the same rows in each, so it is fitted once;
+    each fold then fits the AMD step alone. Returns what ``cross_validate`` does for these schemes
+    (NaN on every NVIDIA row)."""
+    amd = _amd(data)
+    gpus = data.labels["gpu"]
+    folds = [("gpu", amd & (gpus == g)) for g in np.unique(gpus[amd])]
+    folds += [("cdna3", data.batch.decode["cdna"] == 3), ("amd", amd)]
+    nvidia = _factors(data, ~amd, source_prior)
+    nvidia_params = fit_by_vendor(_subset(data, ~amd), start, max_evals=max_evals, source_prior=source_prior)
+    result = {scheme + suffix: np.full((3, len(data.index)), np.nan) for scheme, _ in folds
+              for suffix in ("", ENGINE_ALONE)}
+    predictions = map_folds(partial(_amd_fold_predictions, data, nvidia_params, nvidia, max_evals, source_prior),
                             [held for _, held in folds])
     for (scheme, held), predicted in zip(folds, predictions):
         result[scheme][:, held] = predicted[:3]

@@ -11,7 +11,7 @@ import math
 import numpy as np
 import pytest
 
-from profiler.model.calibrate import fit, fit_by_vendor, prepare_rows
+from profiler.model.calibrate import cross_validate, cross_validate_amd, fit, fit_by_vendor, prepare_rows
 from profiler.model.config import Parallel, ServingConfig
 from profiler.model.dataset import row_prepared
 from profiler.model.estimate import estimate, evaluate, prepare, stack_prepared
@@ -156,14 +156,32 @@ def test_each_instinct_generation_has_its_own_decode_layer_cost():
     assert np.all(itl(layer_us=500.0) == itl())  # NVIDIA's per-layer cost is not theirs
 
 
+def _nvidia_rows() -> list[dict]:
+    return [{"model": "deepseek-ai/DeepSeek-R1", "gpu": "b200_sxm", "backend": "sglang", "precision": "fp8",
+             "mode": "agg", "isl": "1024", "osl": "1024", "concurrency": str(c), "tp": "8",
+             "ttft_ms": str(300 + 10 * c), "tpot_ms": str(8 + c / 4)} for c in (4, 16, 64)]
+
+
 def test_amd_rows_fit_only_the_amd_parameters():
     amd_rows = inferencex.rows_from([([AGG, with_(AGG, conc=4), DISAGG], "s")])
-    nvidia_rows = [{"model": "deepseek-ai/DeepSeek-R1", "gpu": "b200_sxm", "backend": "sglang", "precision": "fp8",
-                    "mode": "agg", "isl": "1024", "osl": "1024", "concurrency": str(c), "tp": "8",
-                    "ttft_ms": str(300 + 10 * c), "tpot_ms": str(8 + c / 4)} for c in (4, 16, 64)]
+    nvidia_rows = _nvidia_rows()
     start = shipped_params()
     both = fit_by_vendor(prepare_rows(nvidia_rows + amd_rows), start, max_evals=3)
     alone = fit_by_vendor(prepare_rows(nvidia_rows), start, max_evals=3)
     assert all(both[n] == alone[n] for n in PARAMS if n not in AMD_PARAMS)
     assert all(alone[n] == start[n] for n in AMD_PARAMS)
     assert any(both[n] != start[n] for n in AMD_PARAMS)
+
+
+def test_amd_folds_alone_predict_as_the_full_cross_validation():
+    amd_rows = inferencex.rows_from([([AGG, with_(AGG, conc=4), with_(AGG, hardware="mi325x"), DISAGG], "s")])
+    data = prepare_rows(_nvidia_rows() + amd_rows)
+    amd = data.batch.decode["cdna"] > 0
+    held_out = {"cdna3": data.batch.decode["cdna"] == 3, "amd": amd}
+    full = cross_validate(data, shipped_params(), max_evals=3, held_out=held_out)
+    alone = cross_validate_amd(data, shipped_params(), max_evals=3)
+    assert set(alone) == {"gpu", "gpu/engine", "cdna3", "cdna3/engine", "amd", "amd/engine"}
+    for scheme, predicted in alone.items():
+        assert np.all(np.isnan(predicted[:, ~amd]))
+        assert np.isfinite(predicted[:2, amd]).sum() >= 6  # the aggregated rows at least
+        assert np.array_equal(predicted[:, amd], full[scheme][:, amd], equal_nan=True)
