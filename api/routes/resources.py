@@ -174,19 +174,25 @@ def _list(request: Request, session: Session, kind: ServedKind, version: str, na
     settings: Settings = request.app.state.settings
     page, metadata = _page(session, kind, namespace, query, _keep(requirements, fields), settings.list_page_items)
     if as_table:
-        objects = [kind.convert(from_json(item.text), version) for item in page.items]
+        objects = [kind.convert(from_json(item.body), version) for item in page.items]
         return plain(table(columns, objects, version=as_table, include_object=query.include_object, metadata=metadata))
     head = to_json({"apiVersion": f"{kind.group}/{version}", "kind": kind.list_kind, "metadata": metadata})
-    items = b",".join(_object_json(kind, version, item) for item in page.items)
-    return Response(head[:-1] + b',"items":[' + items + b"]}", media_type="application/json")
+    parts = [head[:-1], b',"items":[']
+    for item in page.items:
+        parts += (_object_json(kind, version, item), b",")
+    if page.items:
+        parts.pop()  # the last comma
+    parts.append(b"]}")
+    return Response(b"".join(parts), media_type="application/json")
 
 
 def _object_json(kind: ServedKind, version: str, stored: repo.StoredObject) -> bytes:
-    """The stored object at ``version``, JSON: its stored text as it is when it is at that version
-    (a list's body is these joined; nothing is decoded), else decoded, converted and encoded."""
+    """The stored object at ``version``, JSON: its stored bytes as they are when it is at that
+    version (a list's body is these joined, copied once; nothing is decoded), else decoded,
+    converted and encoded."""
     if stored.version == version:
-        return stored.text.encode()
-    return to_json(kind.convert(from_json(stored.text), version))
+        return stored.body
+    return to_json(kind.convert(from_json(stored.body), version))
 
 
 def plain(obj: dict[str, Any]) -> Any:
@@ -392,7 +398,7 @@ def get(
     if stored is None:
         raise errors.not_found(kind.plural, name, kind.group)
     if as_table:
-        obj = kind.convert(from_json(stored.text), version)
+        obj = kind.convert(from_json(stored.body), version)
         resource_version = {"resourceVersion": obj["metadata"]["resourceVersion"]}
         return plain(table(published(kind, version).columns, [obj], version=as_table, include_object=include_object,
                            metadata=resource_version))
