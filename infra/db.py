@@ -46,6 +46,16 @@ def make_session_factory(engine: Engine) -> SessionFactory:
     return sessionmaker(bind=engine, expire_on_commit=False)
 
 
+def make_read_session_factory(engine: Engine) -> SessionFactory:
+    """Sessions for work that only reads: each statement commits by itself, so no transaction
+    is begun (on PostgreSQL a round trip) nor ended (another), and no connection sits idle in a
+    transaction while its process does other work (a request handing its answer back to the
+    event loop, sending it). Reads see what they would in a transaction: PostgreSQL's READ
+    COMMITTED takes a snapshot per statement, and SQLite's driver begins no transaction for
+    reads. Never write through these: each statement would commit alone."""
+    return sessionmaker(bind=engine.execution_options(isolation_level="AUTOCOMMIT"), expire_on_commit=False)
+
+
 @contextmanager
 def session_scope(factory: SessionFactory) -> Iterator[Session]:
     """One unit of work: commit on success, roll back on error."""

@@ -21,7 +21,8 @@ from pydantic_core import from_json, to_json
 from sqlalchemy.orm import Session
 
 from api import errors
-from api.deps import JSON_PATCH_TYPE, BodyDep, EnqueueDep, OptionalBodyDep, PatchBodyDep, SessionDep, SettingsDep
+from api.deps import (JSON_PATCH_TYPE, BodyDep, EnqueueDep, OptionalBodyDep, PatchBodyDep, ReadSessionDep, SessionDep,
+                      SettingsDep)
 from api.errors import ApiError
 from api.json_response import JsonResponse
 from api.kinds import InvalidSpec, ServedKind, find_kind
@@ -295,13 +296,14 @@ def _list_turns(request: Request) -> anyio.CapacityLimiter:
 
 
 @router.get("/apis/{group}/{version}/{plural}", summary="List (or watch) a kind in all namespaces")
-async def list_all(request: Request, group: str, version: str, plural: str, session: SessionDep, query: ListQueryDep):
+async def list_all(request: Request, group: str, version: str, plural: str, session: ReadSessionDep, query: ListQueryDep):
     return await anyio.to_thread.run_sync(_list, request, session, _kind(group, version, plural), version, None,
                                           query, limiter=_list_turns(request))
 
 
 @router.get(NS, summary="List (or watch) a kind in one namespace")
-async def list_namespaced(request: Request, group: str, version: str, namespace: str, plural: str, session: SessionDep, query: ListQueryDep):
+async def list_namespaced(request: Request, group: str, version: str, namespace: str, plural: str, session: ReadSessionDep,
+                          query: ListQueryDep):
     return await anyio.to_thread.run_sync(_list, request, session, _kind(group, version, plural), version, namespace,
                                           query, limiter=_list_turns(request))
 
@@ -388,7 +390,7 @@ def get(
     namespace: str,
     plural: str,
     name: str,
-    session: SessionDep,
+    session: ReadSessionDep,
     includeObject: str | None = Query(default=None, description="Table rows: None, Metadata or Object"),  # noqa: N803
 ) -> dict[str, Any]:
     kind = _kind(group, version, plural)
@@ -406,7 +408,7 @@ def get(
 
 
 @router.get(NS + "/{name}/status", summary="Get (status subresource)")
-def get_status(group: str, version: str, namespace: str, plural: str, name: str, session: SessionDep) -> dict[str, Any]:
+def get_status(group: str, version: str, namespace: str, plural: str, name: str, session: ReadSessionDep) -> dict[str, Any]:
     kind = _kind(group, version, plural)
     return plain(_present(kind, version, _load(session, kind, namespace, name)))
 
