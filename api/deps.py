@@ -1,4 +1,4 @@
-"""FastAPI dependency aliases: ``SettingsDep``, ``SessionDep``, ``ReadSessionDep``, ``EnqueueDep``, ``BodyDep``,
+"""FastAPI dependency aliases: ``SettingsDep``, ``SessionDep``, ``AutocommitSessionDep``, ``EnqueueDep``, ``BodyDep``,
 ``PatchBodyDep``.
 
 The dependencies are coroutines: FastAPI runs a plain function (or generator) dependency in its
@@ -43,9 +43,10 @@ def _session_from(factory: str) -> Callable[[Request], AsyncIterator[Session]]:
 
 
 get_session = _session_from("sessions")
-# For routes that only read (infra.db.make_read_session_factory): no transaction is held open
-# while the answer is handed back to the event loop and sent.
-get_read_session = _session_from("reads")
+# For routes that only read, or write in one statement (infra.db.make_autocommit_session_factory):
+# no transaction is held open while the answer is handed back to the event loop and sent, nor
+# between a write and its commit.
+get_autocommit_session = _session_from("autocommit")
 
 
 async def get_enqueue(request: Request) -> Enqueue:
@@ -84,7 +85,7 @@ async def get_optional_body(request: Request) -> dict[str, Any]:
 
 SettingsDep = Annotated[Settings, Depends(get_settings)]
 SessionDep = Annotated[Session, Depends(get_session)]
-ReadSessionDep = Annotated[Session, Depends(get_read_session)]
+AutocommitSessionDep = Annotated[Session, Depends(get_autocommit_session)]
 EnqueueDep = Annotated[Enqueue, Depends(get_enqueue)]
 BodyDep = Annotated[dict[str, Any], Depends(get_body)]
 PatchBodyDep = Annotated[dict[str, Any] | list[Any], Depends(get_patch_body)]

@@ -21,7 +21,7 @@ from pydantic_core import from_json, to_json
 from sqlalchemy.orm import Session
 
 from api import errors
-from api.deps import (JSON_PATCH_TYPE, BodyDep, EnqueueDep, OptionalBodyDep, PatchBodyDep, ReadSessionDep, SessionDep,
+from api.deps import (JSON_PATCH_TYPE, BodyDep, EnqueueDep, OptionalBodyDep, PatchBodyDep, AutocommitSessionDep, SessionDep,
                       SettingsDep)
 from api.errors import ApiError
 from api.json_response import JsonResponse
@@ -296,13 +296,13 @@ def _list_turns(request: Request) -> anyio.CapacityLimiter:
 
 
 @router.get("/apis/{group}/{version}/{plural}", summary="List (or watch) a kind in all namespaces")
-async def list_all(request: Request, group: str, version: str, plural: str, session: ReadSessionDep, query: ListQueryDep):
+async def list_all(request: Request, group: str, version: str, plural: str, session: AutocommitSessionDep, query: ListQueryDep):
     return await anyio.to_thread.run_sync(_list, request, session, _kind(group, version, plural), version, None,
                                           query, limiter=_list_turns(request))
 
 
 @router.get(NS, summary="List (or watch) a kind in one namespace")
-async def list_namespaced(request: Request, group: str, version: str, namespace: str, plural: str, session: ReadSessionDep,
+async def list_namespaced(request: Request, group: str, version: str, namespace: str, plural: str, session: AutocommitSessionDep,
                           query: ListQueryDep):
     return await anyio.to_thread.run_sync(_list, request, session, _kind(group, version, plural), version, namespace,
                                           query, limiter=_list_turns(request))
@@ -316,7 +316,7 @@ def create(
     namespace: str,
     plural: str,
     body: BodyDep,
-    session: SessionDep,
+    session: AutocommitSessionDep,  # a create is one statement: it commits as it writes
     enqueue: EnqueueDep,
     settings: SettingsDep,
     fieldManager: FieldManagerQuery = None,  # noqa: N803
@@ -390,7 +390,7 @@ def get(
     namespace: str,
     plural: str,
     name: str,
-    session: ReadSessionDep,
+    session: AutocommitSessionDep,
     includeObject: str | None = Query(default=None, description="Table rows: None, Metadata or Object"),  # noqa: N803
 ) -> dict[str, Any]:
     kind = _kind(group, version, plural)
@@ -408,7 +408,7 @@ def get(
 
 
 @router.get(NS + "/{name}/status", summary="Get (status subresource)")
-def get_status(group: str, version: str, namespace: str, plural: str, name: str, session: ReadSessionDep) -> dict[str, Any]:
+def get_status(group: str, version: str, namespace: str, plural: str, name: str, session: AutocommitSessionDep) -> dict[str, Any]:
     kind = _kind(group, version, plural)
     return plain(_present(kind, version, _load(session, kind, namespace, name)))
 
