@@ -34,6 +34,12 @@ Pure: takes rows already read (dicts of strings or numbers). Conventions of the 
   decode engine of more than ``UNRECORDED_WIDEST_DECODE_TP`` GPUs is read as attention DP over
   its GPUs with its experts spread over all of them (wide EP), as every such engine whose
   measurement the data also holds with worker counts was deployed;
+- likewise an aggregated MoE engine of more than ``UNRECORDED_WIDEST_DECODE_TP`` GPUs spelled as
+  ``tp = moe_tp`` with neither attention DP nor EP, inside one scale-up domain, is a GPU count,
+  not a TP width: it is read as attention DP with wide EP. The sweeps that spell engines so record 12- to 72-GPU engines
+  alike, most at widths that cannot split the attention heads (and are read as attention DP
+  above); at 64 GPUs pure TP would replicate DeepSeek-R1's MLA cache on every rank, a KV read
+  about twice the measured 10 ms TPOT at 538 clients of 8k-token prompts;
 - disaggregated rows without worker counts are read as deployed the way the data's recorded
   disaggregated deployments are (``UNRECORDED_GPUS``): each role holds about scale × C^power
   GPUs at C clients, in whole workers, at least one (recorded in the assumptions); with
@@ -122,18 +128,26 @@ def _product_spelling(row: dict, prefix: str, moe: bool, domain: int) -> tuple[i
     return None
 
 
-def _wide_decode(row: dict, moe: bool) -> tuple[int, int, int] | None:
-    """(tp, attention dp, ep) of an unrecorded deployment's decode engine read as wide EP (see above)."""
-    gpus = _int(row, "d_tp", 1, least=1)
-    if not moe or (_int(row, "d_attn_dp", 1) or 1) > 1 or gpus <= UNRECORDED_WIDEST_DECODE_TP:
+def _wide_engine(row: dict, prefix: str, moe: bool) -> tuple[int, int, int] | None:
+    """(tp, attention dp, ep) of an engine whose GPU count is spelled as its ``tp``, read as wide EP (see above)."""
+    gpus = _int(row, f"{prefix}tp", 1, least=1)
+    if not moe or (_int(row, f"{prefix}attn_dp", 1) or 1) > 1 or gpus <= UNRECORDED_WIDEST_DECODE_TP:
         return None
     return 1, gpus, gpus
+
+
+def _wide_aggregated(row: dict, moe: bool, domain: int) -> tuple[int, int, int] | None:
+    """``_wide_engine`` of an aggregated row spelling ``tp = moe_tp`` without EP inside one domain (see above)."""
+    tp = _int(row, "tp", 1, least=1)
+    if (_int(row, "moe_ep", 1) or 1) > 1 or (_int(row, "moe_tp", 1) or 1) != tp or tp > domain:
+        return None
+    return _wide_engine(row, "", moe)
 
 
 def _parallel(row: dict, prefix: str, heads: int | None, moe: bool, domain: int,
               spelled: tuple[int, int, int] | None) -> Parallel:
     """The engine a role's columns describe; ``spelled``: (tp, attention dp, ep) as a spelling rule
-    reads them (``_product_spelling``, ``_wide_decode``), None to read the columns."""
+    reads them (``_product_spelling``, ``_wide_engine``), None to read the columns."""
     if spelled:
         tp, dp, ep = spelled
     else:
@@ -177,9 +191,10 @@ def row_config(row: dict, heads: int | None = None, moe: bool = False, domain: i
     for prefix in ("",) if mode == "agg" else ("p_", "d_"):
         spelled = _product_spelling(row, prefix, moe, domain)
         products = products or bool(spelled)
-        widened = _wide_decode(row, moe) if unrecorded and prefix == "d_" and not spelled else None
+        widened = None if spelled else (_wide_aggregated(row, moe, domain) if mode == "agg" else
+                                        _wide_engine(row, prefix, moe) if unrecorded and prefix == "d_" else None)
         if widened:
-            notes.append(f"d_tp {row.get('d_tp')} read as attention dp {widened[1]}, ep {widened[2]}")
+            notes.append(f"{prefix}tp {row.get(prefix + 'tp')} read as attention dp {widened[1]}, ep {widened[2]}")
             spelled = widened
         elif spelled:
             notes.append(f"{prefix}tp {row.get(prefix + 'tp')} × {prefix}attn_dp {row.get(prefix + 'attn_dp') or 1} "

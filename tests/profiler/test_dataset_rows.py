@@ -198,6 +198,17 @@ def test_wide_decode_engines_without_worker_counts_are_read_as_wide_expert_paral
         assert config.decode.dp == 1 and config.decode.moe_ep == 4, columns
 
 
+def test_wide_aggregated_engines_spelled_as_tp_are_read_as_wide_expert_parallelism():
+    # Such sweeps spell a 64-GPU engine as tp = moe_tp = 64 with neither attention DP nor EP.
+    row = {**DEEPSEEK, "gpu": "gb200", "tp": "64", "moe_tp": "64", "moe_ep": "1", "num_gpus": "64"}
+    config, notes = row_config(row, heads=128, moe=True, domain=72)
+    assert (config.engine.tp, config.engine.dp, config.engine.moe_ep, config.replicas) == (1, 64, 64, 1)
+    assert any("tp 64 read as attention dp 64, ep 64" in note for note in notes)
+    for columns in (dict(tp="8", moe_tp="8", num_gpus="8"), dict(moe_tp="16", moe_ep="4")):  # narrow, or EP spelled
+        config, _ = row_config({**row, **columns}, heads=128, moe=True, domain=72)
+        assert config.engine.dp == 1, columns
+
+
 def test_num_gpus_is_not_read_where_the_row_spells_its_engine_as_a_product():
     # The product spelling records the product in num_gpus too: the 4-GPU engine, one replica.
     config, notes = read(tp="16", moe_tp="4", moe_ep="4", num_gpus="16")
