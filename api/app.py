@@ -14,7 +14,7 @@ from api.metrics import make_metrics
 from api import openapi_doc
 from api.routes import bench_results, dashboard, discovery, docs, health, openapi, resources
 from api.routes import manifests as manifest_routes
-from infra.db import make_engine, make_autocommit_session_factory, make_session_factory
+from infra.db import make_engine, make_session_factory
 from infra.settings import Settings, load_settings
 
 
@@ -55,7 +55,6 @@ def create_app(settings: Settings | None = None, *, celery: Any = None, listen_h
     app.state.settings = settings
     app.state.engine = engine
     app.state.sessions = sessions
-    app.state.autocommit = make_autocommit_session_factory(engine)
     app.state.celery = celery
     app.state.dispatcher = dispatcher
     app.state.enqueue = dispatcher.wake

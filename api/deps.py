@@ -1,5 +1,4 @@
-"""FastAPI dependency aliases: ``SettingsDep``, ``SessionDep``, ``AutocommitSessionDep``, ``EnqueueDep``, ``BodyDep``,
-``PatchBodyDep``.
+"""FastAPI dependency aliases: ``SettingsDep``, ``SessionDep``, ``EnqueueDep``, ``BodyDep``, ``PatchBodyDep``.
 
 The dependencies are coroutines: FastAPI runs a plain function (or generator) dependency in its
 thread pool, and each such hand-off between the event loop and a thread costs a request up to
@@ -28,25 +27,12 @@ async def get_settings(request: Request) -> Settings:
     return request.app.state.settings
 
 
-def _session_from(factory: str) -> Callable[[Request], AsyncIterator[Session]]:
-    """The dependency that opens a session from ``app.state.<factory>`` and closes it after the
-    request."""
-
-    async def session_dependency(request: Request) -> AsyncIterator[Session]:
-        session = getattr(request.app.state, factory)()
-        try:
-            yield session
-        finally:
-            session.close()
-
-    return session_dependency
-
-
-get_session = _session_from("sessions")
-# For routes that only read, or write in one statement (infra.db.make_autocommit_session_factory):
-# no transaction is held open while the answer is handed back to the event loop and sent, nor
-# between a write and its commit.
-get_autocommit_session = _session_from("autocommit")
+async def get_session(request: Request) -> AsyncIterator[Session]:
+    session = request.app.state.sessions()
+    try:
+        yield session
+    finally:
+        session.close()
 
 
 async def get_enqueue(request: Request) -> Enqueue:
@@ -85,7 +71,6 @@ async def get_optional_body(request: Request) -> dict[str, Any]:
 
 SettingsDep = Annotated[Settings, Depends(get_settings)]
 SessionDep = Annotated[Session, Depends(get_session)]
-AutocommitSessionDep = Annotated[Session, Depends(get_autocommit_session)]
 EnqueueDep = Annotated[Enqueue, Depends(get_enqueue)]
 BodyDep = Annotated[dict[str, Any], Depends(get_body)]
 PatchBodyDep = Annotated[dict[str, Any] | list[Any], Depends(get_patch_body)]

@@ -46,22 +46,6 @@ def make_session_factory(engine: Engine) -> SessionFactory:
     return sessionmaker(bind=engine, expire_on_commit=False)
 
 
-def make_autocommit_session_factory(engine: Engine) -> SessionFactory:
-    """Sessions in which each statement commits by itself: for work that only reads, or writes
-    in one statement (a create: the row, its version and its change). No transaction is begun
-    (on PostgreSQL a round trip) nor ended by the client (another), and no connection sits idle
-    in a transaction while its process does other work (a request handing its answer back to
-    the event loop; a writer between its statement and its COMMIT, holding the version counter
-    that every other writer waits for). Reads see what they would in a transaction:
-    PostgreSQL's READ COMMITTED takes a snapshot per statement, and SQLite's driver begins no
-    transaction for reads. Work of several writes that must stand or fall together does not
-    belong here. On SQLite these are ordinary sessions: its driver begins a transaction only
-    for a write, and a create there is three statements (``infra.events.write_versioned``)."""
-    if engine.dialect.name == "sqlite":
-        return make_session_factory(engine)
-    return sessionmaker(bind=engine.execution_options(isolation_level="AUTOCOMMIT"), expire_on_commit=False)
-
-
 @contextmanager
 def session_scope(factory: SessionFactory) -> Iterator[Session]:
     """One unit of work: commit on success, roll back on error."""

@@ -6,8 +6,8 @@ Resource versions come from one counter for the whole table and grow in commit o
 (``infra.events``); every write also records the change, which is what watches stream.
 
 Every write also stores the object as JSON text (``to_object``'s, at the version it was stored
-with) in its row: gets and lists send it as it is, without decoding and encoding the object
-again (``StoredObject``).
+with) in its row: gets and lists send that text as it is, without decoding and encoding the
+object again (``StoredObject``).
 """
 
 from __future__ import annotations
@@ -123,14 +123,13 @@ class Resource(_Frozen):
 
 
 class StoredObject(_Frozen):
-    """A stored resource as the Kubernetes object the API sends: ``body`` is ``to_object``'s
-    JSON (compact), UTF-8 bytes as a response carries them, written with the resource;
-    ``version`` the API version it is at."""
+    """A stored resource as the Kubernetes object the API sends: ``text`` is ``to_object``'s
+    JSON (UTF-8, compact), written with the resource; ``version`` the API version it is at."""
 
     namespace: str
     name: str
     version: str
-    body: bytes
+    text: str
 
 
 def _now() -> datetime:
@@ -256,7 +255,7 @@ def _stored(session: Session, row) -> StoredObject:
     text = row.object_json
     if text is None:
         text = _json_text(to_object(_to_domain(session.get(ResourceRow, row.id))))
-    return StoredObject(namespace=row.namespace, name=row.name, version=row.version, body=text.encode())
+    return StoredObject(namespace=row.namespace, name=row.name, version=row.version, text=text)
 
 
 def list_page(

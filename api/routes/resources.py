@@ -21,8 +21,7 @@ from pydantic_core import from_json, to_json
 from sqlalchemy.orm import Session
 
 from api import errors
-from api.deps import (JSON_PATCH_TYPE, BodyDep, EnqueueDep, OptionalBodyDep, PatchBodyDep, AutocommitSessionDep, SessionDep,
-                      SettingsDep)
+from api.deps import JSON_PATCH_TYPE, BodyDep, EnqueueDep, OptionalBodyDep, PatchBodyDep, SessionDep, SettingsDep
 from api.errors import ApiError
 from api.json_response import JsonResponse
 from api.kinds import InvalidSpec, ServedKind, find_kind
@@ -175,25 +174,19 @@ def _list(request: Request, session: Session, kind: ServedKind, version: str, na
     settings: Settings = request.app.state.settings
     page, metadata = _page(session, kind, namespace, query, _keep(requirements, fields), settings.list_page_items)
     if as_table:
-        objects = [kind.convert(from_json(item.body), version) for item in page.items]
+        objects = [kind.convert(from_json(item.text), version) for item in page.items]
         return plain(table(columns, objects, version=as_table, include_object=query.include_object, metadata=metadata))
     head = to_json({"apiVersion": f"{kind.group}/{version}", "kind": kind.list_kind, "metadata": metadata})
-    parts = [head[:-1], b',"items":[']
-    for item in page.items:
-        parts += (_object_json(kind, version, item), b",")
-    if page.items:
-        parts.pop()  # the last comma
-    parts.append(b"]}")
-    return Response(b"".join(parts), media_type="application/json")
+    items = b",".join(_object_json(kind, version, item) for item in page.items)
+    return Response(head[:-1] + b',"items":[' + items + b"]}", media_type="application/json")
 
 
 def _object_json(kind: ServedKind, version: str, stored: repo.StoredObject) -> bytes:
-    """The stored object at ``version``, JSON: its stored bytes as they are when it is at that
-    version (a list's body is these joined, copied once; nothing is decoded), else decoded,
-    converted and encoded."""
+    """The stored object at ``version``, JSON: its stored text as it is when it is at that version
+    (a list's body is these joined; nothing is decoded), else decoded, converted and encoded."""
     if stored.version == version:
-        return stored.body
-    return to_json(kind.convert(from_json(stored.body), version))
+        return stored.text.encode()
+    return to_json(kind.convert(from_json(stored.text), version))
 
 
 def plain(obj: dict[str, Any]) -> Any:
@@ -296,14 +289,13 @@ def _list_turns(request: Request) -> anyio.CapacityLimiter:
 
 
 @router.get("/apis/{group}/{version}/{plural}", summary="List (or watch) a kind in all namespaces")
-async def list_all(request: Request, group: str, version: str, plural: str, session: AutocommitSessionDep, query: ListQueryDep):
+async def list_all(request: Request, group: str, version: str, plural: str, session: SessionDep, query: ListQueryDep):
     return await anyio.to_thread.run_sync(_list, request, session, _kind(group, version, plural), version, None,
                                           query, limiter=_list_turns(request))
 
 
 @router.get(NS, summary="List (or watch) a kind in one namespace")
-async def list_namespaced(request: Request, group: str, version: str, namespace: str, plural: str, session: AutocommitSessionDep,
-                          query: ListQueryDep):
+async def list_namespaced(request: Request, group: str, version: str, namespace: str, plural: str, session: SessionDep, query: ListQueryDep):
     return await anyio.to_thread.run_sync(_list, request, session, _kind(group, version, plural), version, namespace,
                                           query, limiter=_list_turns(request))
 
@@ -316,7 +308,7 @@ def create(
     namespace: str,
     plural: str,
     body: BodyDep,
-    session: AutocommitSessionDep,  # a create is one statement: it commits as it writes
+    session: SessionDep,
     enqueue: EnqueueDep,
     settings: SettingsDep,
     fieldManager: FieldManagerQuery = None,  # noqa: N803
@@ -390,7 +382,7 @@ def get(
     namespace: str,
     plural: str,
     name: str,
-    session: AutocommitSessionDep,
+    session: SessionDep,
     includeObject: str | None = Query(default=None, description="Table rows: None, Metadata or Object"),  # noqa: N803
 ) -> dict[str, Any]:
     kind = _kind(group, version, plural)
@@ -400,7 +392,7 @@ def get(
     if stored is None:
         raise errors.not_found(kind.plural, name, kind.group)
     if as_table:
-        obj = kind.convert(from_json(stored.body), version)
+        obj = kind.convert(from_json(stored.text), version)
         resource_version = {"resourceVersion": obj["metadata"]["resourceVersion"]}
         return plain(table(published(kind, version).columns, [obj], version=as_table, include_object=include_object,
                            metadata=resource_version))
@@ -408,7 +400,7 @@ def get(
 
 
 @router.get(NS + "/{name}/status", summary="Get (status subresource)")
-def get_status(group: str, version: str, namespace: str, plural: str, name: str, session: AutocommitSessionDep) -> dict[str, Any]:
+def get_status(group: str, version: str, namespace: str, plural: str, name: str, session: SessionDep) -> dict[str, Any]:
     kind = _kind(group, version, plural)
     return plain(_present(kind, version, _load(session, kind, namespace, name)))
 

@@ -56,11 +56,11 @@ def test_the_stored_text_is_the_object_after_every_write(sessions):
     with session_scope(sessions) as s:
         created = repo.create_resource(s, _new(labels={"a": "b"}))
     with session_scope(sessions) as s:
-        assert json.loads(repo.get_stored(s, created.key).body) == repo.to_object(created)
+        assert json.loads(repo.get_stored(s, created.key).text) == repo.to_object(created)
         updated = repo.update_status(s, {"state": "Running"}, uid=created.uid)
     with session_scope(sessions) as s:
         stored = repo.get_stored(s, created.key)
-        assert json.loads(stored.body) == repo.to_object(updated) == repo.to_object(repo.get_resource(s, created.key))
+        assert json.loads(stored.text) == repo.to_object(updated) == repo.to_object(repo.get_resource(s, created.key))
         assert (stored.namespace, stored.name, stored.version) == ("default", "x", "v1beta1")
         page = repo.list_page(s, "ome.io", "benchmarkjobs", "default", limit=10)
     assert page.items == [stored]
@@ -71,8 +71,8 @@ def test_a_row_stored_before_the_text_was_kept_is_rendered_on_read(sessions):
         created = repo.create_resource(s, _new())
         s.execute(update(ResourceRow).values(object_json=None))
     with session_scope(sessions) as s:
-        assert json.loads(repo.get_stored(s, created.key).body) == repo.to_object(created)
-        assert [json.loads(i.body) for i in repo.list_page(s, "ome.io", "benchmarkjobs", limit=10).items] == [
+        assert json.loads(repo.get_stored(s, created.key).text) == repo.to_object(created)
+        assert [json.loads(i.text) for i in repo.list_page(s, "ome.io", "benchmarkjobs", limit=10).items] == [
             repo.to_object(created)]
 
 
@@ -106,7 +106,7 @@ def test_concurrent_writes_each_get_a_version_and_one_change(store, request):
     assert len(history) == 41 and versions == sorted(set(versions)) and history[0].type == "ADDED"
     assert all(c.object["metadata"]["resourceVersion"] == str(c.version) for c in history)
     with session_scope(sessions) as s:
-        stored = json.loads(repo.get_stored(s, created.key).body)
+        stored = json.loads(repo.get_stored(s, created.key).text)
     assert stored == history[-1].object and stored["status"] == {"state": stored["status"]["state"]}
 
 
