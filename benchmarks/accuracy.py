@@ -86,7 +86,7 @@ if TYPE_CHECKING:
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from api.commands.calibrate import (add_workers_argument, default_data_path, error_rows,  # noqa: E402
+from api.commands.calibrate import (add_workers_argument, given_data_path, error_rows,  # noqa: E402
                                     format_table, read_kernels, read_rows, run_cross_validation, with_recipes)
 
 RECIPES = ROOT / "benchmarks" / "data" / "recipe_deployments.csv"  # what the rows' recipes state
@@ -460,9 +460,7 @@ def main(argv: list[str] | None = None) -> int:
     from profiler.model.harness import shipped_terms
     from profiler.model.params import shipped_params
 
-    path = Path(args.data) if args.data else default_data_path()
-    if path is None or not path.is_file():
-        print("error: calibration data not found; pass --data CSV", file=sys.stderr)
+    if (path := given_data_path(args.data)) is None:
         return 1
     rows = read_rows(path)
     main_rows = len(rows)

@@ -378,7 +378,7 @@ def tool_line(label: str, plans: list[Engines | None], judged: list[Judged | Non
 
 
 def main(argv: list[str] | None = None) -> int:
-    from api.commands.calibrate import default_data_path, read_rows
+    from api.commands.calibrate import given_data_path, read_rows
     from profiler.model.calibrate import family
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -388,9 +388,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-evals", type=int, default=200, help="model evaluations of each family-held-out fit")
     add_recipes_argument(ap)
     args = ap.parse_args(argv)
-    path = Path(args.data) if args.data else default_data_path()
-    if path is None or not path.is_file():
-        print("error: calibration data not found; pass --data CSV", file=sys.stderr)
+    if (path := given_data_path(args.data)) is None:
         return 1
     command = shlex.split(args.compare) if args.compare else None
     work = args.work or Path(tempfile.mkdtemp(prefix="budget-measured-"))

@@ -90,11 +90,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data", help="calibration CSV (default: ../shared/data next to the repository)")
     args = parser.parse_args(argv)
 
-    from api.commands.calibrate import default_data_path, read_rows
+    from api.commands.calibrate import given_data_path, read_rows
 
-    path = Path(args.data) if args.data else default_data_path()
-    if path is None or not path.is_file():
-        print("error: calibration data not found; pass --data CSV", file=sys.stderr)
+    if (path := given_data_path(args.data)) is None:
         return 1
     deployments = [d for d in recorded_deployments(read_rows(path)) if d.clients > 0]
     print(f"{len(deployments)} recorded disaggregated deployments in {path.name}")

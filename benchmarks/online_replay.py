@@ -338,7 +338,7 @@ def print_spread(rows: list[dict], data, args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from api.commands.calibrate import default_data_path, read_rows
+    from api.commands.calibrate import given_data_path, read_rows
     from planner import online
     from profiler.model.calibrate import prepare_rows
 
@@ -359,9 +359,7 @@ def main(argv: list[str] | None = None) -> int:
     add_recipes_argument(parser)
     args = parser.parse_args(argv)
 
-    path = Path(args.data) if args.data else default_data_path()
-    if path is None or not path.is_file():
-        print("error: calibration data not found; pass --data CSV", file=sys.stderr)
+    if (path := given_data_path(args.data)) is None:
         return 1
     started = time.perf_counter()
     rows = with_recipes_of(read_rows(path), args)

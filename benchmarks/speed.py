@@ -23,7 +23,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from api.commands.calibrate import default_data_path, read_rows  # noqa: E402
+from api.commands.calibrate import given_data_path, read_rows  # noqa: E402
 
 
 def single_estimates(rows: list[dict], repeats: int) -> tuple[float, float, int]:
@@ -80,9 +80,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rows", type=int, default=5000)
     parser.add_argument("--repeats", type=int, default=3, help="passes over the configurations / CLI runs")
     args = parser.parse_args(argv)
-    path = Path(args.data) if args.data else default_data_path()
-    if path is None or not path.is_file():
-        print("error: calibration data not found; pass --data CSV", file=sys.stderr)
+    if (path := given_data_path(args.data)) is None:
         return 1
     median, p90, n = single_estimates(read_rows(path), args.repeats)
     print(f"estimate() in-process: median {median:.3f} ms, p90 {p90:.3f} ms over {n} configurations "

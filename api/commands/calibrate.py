@@ -130,6 +130,18 @@ def default_data_path() -> Path | None:
     return None
 
 
+def given_data_path(data: str | None) -> Path | None:
+    """The calibration CSV a benchmark's ``--data`` names, else ``default_data_path()``; ``None``,
+    with an error line on stderr, when there is no such file."""
+    import sys
+
+    path = Path(data) if data else default_data_path()
+    if path is None or not path.is_file():
+        print("error: calibration data not found; pass --data CSV", file=sys.stderr)
+        return None
+    return path
+
+
 def default_params_path() -> Path:
     import profiler.model
 
