@@ -2,9 +2,11 @@
 
 A request that needs a worker carries ``publish_due_at``, the time a dispatcher should publish its
 task (``workers.dispatcher``). The API sets it to now in the transaction that stores the request,
-so a create never waits on the broker. A dispatcher takes due rows (moving them to
-``now + republish_after``, so that no other dispatcher publishes them too and a message that
-is lost is published again), publishes, and puts back the ones it could not publish. A worker
+so a create never waits on the broker. A dispatcher takes due rows for a short claim (moving
+them to ``now + claim``, so that no other dispatcher publishes them too, and so that the rows
+of a dispatcher killed before it published them are due again once the claim runs out),
+publishes, then settles each row it still holds: a published one due again ``republish_after``
+later (a message that is lost is published again), one it could not publish due now. A worker
 taking the request (``infra.leases``) clears the time; finished work leaves it cleared, work
 with a next step (a deployment to check again) sets it to that step's time.
 
@@ -42,9 +44,10 @@ def mark_due(session: Session, uid: str, at: datetime) -> None:
                     .execution_options(synchronize_session=False))
 
 
-def take_due(session: Session, now: datetime, *, limit: int, republish_after: timedelta) -> list[Due]:
-    """Up to ``limit`` requests due at ``now``, oldest first, each due again ``republish_after``
-    from now (so a concurrent dispatcher skips them). The caller publishes them, then commits."""
+def take_due(session: Session, now: datetime, *, limit: int, claim: timedelta) -> list[Due]:
+    """Up to ``limit`` requests due at ``now``, oldest first, each claimed: due again at
+    ``now + claim`` (so a concurrent dispatcher skips them until then). The caller commits, publishes
+    them, then settles them (``settle_claimed``)."""
     ids = session.scalars(
         select(ResourceRow.id).where(ResourceRow.publish_due_at <= now)
         .order_by(ResourceRow.publish_due_at).limit(limit)
@@ -53,7 +56,7 @@ def take_due(session: Session, now: datetime, *, limit: int, republish_after: ti
         return []
     rows = session.execute(
         update(ResourceRow).where(ResourceRow.id.in_(ids), ResourceRow.publish_due_at <= now)
-        .values(publish_due_at=now + republish_after)
+        .values(publish_due_at=now + claim)
         .returning(ResourceRow.uid, ResourceRow.group, ResourceRow.plural, ResourceRow.spec, ResourceRow.status)
         .execution_options(synchronize_session=False)
     ).all()
@@ -65,6 +68,17 @@ def settle(session: Session, uids: list[str], at: datetime | None) -> None:
     if uids:
         session.execute(update(ResourceRow).where(ResourceRow.uid.in_(uids)).values(publish_due_at=at)
                         .execution_options(synchronize_session=False))
+
+
+def settle_claimed(session: Session, uids: list[str], claimed_until: datetime, at: datetime | None) -> None:
+    """Set the next publish time of those of ``uids`` still under the claim that made them due at
+    ``claimed_until`` (``take_due``). The others are left alone: a worker took the request (its
+    lease cleared the time), a lease ran out or the broker changed (due now), or another dispatcher
+    claimed it after this claim ran out."""
+    if uids:
+        session.execute(update(ResourceRow)
+                        .where(ResourceRow.uid.in_(uids), ResourceRow.publish_due_at == claimed_until)
+                        .values(publish_due_at=at).execution_options(synchronize_session=False))
 
 
 def republish_waiting(session: Session, now: datetime) -> int:

@@ -11,10 +11,19 @@ rather than one round each):
    process than the dispatchers saw last (a Redis restart, whose queues may be empty; a new
    ``slaplan serve`` with its in-process queue), every request waiting for a worker is made due
    now, by the one dispatcher that notices first;
-3. publish what is due, routed by kind and state (``route``).
+3. take what is due (a claim of ``CLAIM_FOR``, committed), publish it, routed by kind and state
+   (``route``), and settle it: published, due again ``REPUBLISH_AFTER`` later unless a worker
+   took it meanwhile; not published (the broker failed), due now.
 A request's task is published again if no worker took it ``REPUBLISH_AFTER`` after it was
 published: the last resort for a message lost some other way. Tasks are idempotent and leased,
 so a duplicate costs one database read.
+
+A dispatcher killed between its claim and its settle (SIGKILL, a lost machine: the requests
+are stored, their messages may never have reached the broker) leaves them due again when the
+claim runs out. Any other dispatcher's next round publishes them: back in the queue at most
+``CLAIM_FOR + DISPATCH_EVERY_S + PROBE_TIMEOUT_S`` (12 s) after the claim, then taken by the
+next free worker. A live round outlasting its claim (over ``CLAIM_FOR`` to publish one batch:
+every publish has a 2 s broker timeout and the first failure ends the batch) costs a duplicate.
 """
 
 from __future__ import annotations
@@ -42,6 +51,9 @@ DISPATCH_EVERY_S = 1.0  # a round at least this often (s)
 COALESCE_S = 0.05
 BATCH = 200  # requests taken per database round trip
 REPUBLISH_AFTER = timedelta(minutes=10)  # a published task no worker took is published again
+# How long a round holds what it took before publishing it; what a killed dispatcher took is due again
+# after this. Longer than a live round takes to publish a batch (a broker timing out: about 4 s).
+CLAIM_FOR = timedelta(seconds=10)
 PROBE_TIMEOUT_S = 1.0  # the longest a round waits for the broker to answer (s)
 DGDR = ("nvidia.com", "dynamographdeploymentrequests")
 BENCHMARKJOB = ("ome.io", "benchmarkjobs")
@@ -121,16 +133,17 @@ class Dispatcher:
             log.info("a new broker process: publishing %d waiting request(s) again", waiting)
         published = 0
         while True:
+            taken = self.clock()  # each batch's claim runs from when it is taken, not from the round's start
             with session_scope(self.sessions) as session:
-                batch = outbox.take_due(session, now, limit=BATCH, republish_after=REPUBLISH_AFTER)
-            sent, stopped = self._publish(batch, now)
+                batch = outbox.take_due(session, taken, limit=BATCH, claim=CLAIM_FOR)
+            sent, stopped = self._publish(batch, taken)
             published += sent
             if stopped or len(batch) < BATCH:
                 return published
 
-    def _publish(self, batch: list[outbox.Due], now: datetime) -> tuple[int, bool]:
-        """Publish ``batch``; (how many were published, whether the broker failed)."""
-        idle, unsent, sent = [], [], 0
+    def _publish(self, batch: list[outbox.Due], taken: datetime) -> tuple[int, bool]:
+        """Publish ``batch``, taken at ``taken``; (how many were published, whether the broker failed)."""
+        idle, unsent, sent = [], [], []
         for due in batch:
             target = route(due)
             if target is None:
@@ -140,14 +153,16 @@ class Dispatcher:
             else:
                 try:
                     enqueue(self.celery, target[0], due.uid, target[1])
-                    sent += 1
+                    sent.append(due.uid)
                 except Exception as exc:
                     unsent.append(due.uid)
                     self._down(f"broker unreachable: {type(exc).__name__}")
+        claimed_until = taken + CLAIM_FOR
         with session_scope(self.sessions) as session:
-            outbox.settle(session, idle, None)
-            outbox.settle(session, unsent, now)
-        return sent, bool(unsent)
+            outbox.settle_claimed(session, idle, claimed_until, None)
+            outbox.settle_claimed(session, sent, claimed_until, taken + REPUBLISH_AFTER)
+            outbox.settle_claimed(session, unsent, claimed_until, taken)
+        return len(sent), bool(unsent)
 
     def _probe(self) -> str | None:
         try:

@@ -42,7 +42,17 @@ def world(tmp_path, monkeypatch):
     settings = load_settings({}, database_url=f"sqlite:///{tmp_path / 'd.db'}")
     migrate.upgrade(settings)
     engine = make_engine(settings)
-    sessions = make_session_factory(engine)
+    yield _world(make_session_factory(engine), monkeypatch)
+    engine.dispose()
+
+
+@pytest.fixture
+def pg_world(pg_sessions, monkeypatch):
+    return _world(pg_sessions, monkeypatch)
+
+
+def _world(sessions, monkeypatch) -> SimpleNamespace:
+    """A recording broker, a clock at ``T0`` and dispatchers on ``sessions`` reading it."""
     broker = Broker()
 
     def identity(app, timeout_s):
@@ -52,9 +62,8 @@ def world(tmp_path, monkeypatch):
 
     monkeypatch.setattr(dispatch, "broker_identity", identity)
     clock = {"now": T0}
-    yield SimpleNamespace(sessions=sessions, broker=broker, clock=clock,
-                          dispatcher=lambda: dispatch.Dispatcher(broker, sessions, clock=lambda: clock["now"]))
-    engine.dispose()
+    return SimpleNamespace(sessions=sessions, broker=broker, clock=clock,
+                           dispatcher=lambda: dispatch.Dispatcher(broker, sessions, clock=lambda: clock["now"]))
 
 
 def _store(world, name: str, *, group="nvidia.com", plural="dynamographdeploymentrequests", spec=None,
@@ -75,11 +84,18 @@ def _row(world, uid: str):
         return SimpleNamespace(due=row.publish_due_at, owner=row.lease_owner, expires=row.lease_expires_at)
 
 
-def test_a_stored_request_is_published_once_then_again_only_if_nobody_took_it(world):
+ON_BOTH = pytest.mark.parametrize("database", ["world", "pg_world"])  # claims are matched by time: both stores
+
+
+@ON_BOTH
+def test_a_stored_request_is_published_once_then_again_only_if_nobody_took_it(database, request):
+    world = request.getfixturevalue(database)
     uid = _store(world, "a")
     d = world.dispatcher()
     assert d.run_once() == 1 and world.broker.sent == [(PLAN_TASK, uid, "plan")]
     assert d.broker_problem is None
+    assert d.run_once() == 0
+    world.clock["now"] = T0 + dispatch.CLAIM_FOR * 2  # the claim settled as published: not due until later
     assert d.run_once() == 0
     world.clock["now"] = T0 + dispatch.REPUBLISH_AFTER + timedelta(seconds=1)
     assert d.run_once() == 1 and len(world.broker.sent) == 2
@@ -228,3 +244,52 @@ def test_a_round_with_nothing_to_do_never_waits_for_another_writer(world, tmp_pa
         writer.close()
     world.clock["now"] += TTL * 100  # a lease could have run out, the request is due again: writes
     assert dispatcher.run_once() == 1
+
+
+class Killed(BaseException):
+    """The process ends here (SIGKILL): nothing after this line of the round runs."""
+
+
+@ON_BOTH
+def test_requests_a_dispatcher_took_and_died_before_publishing_are_published_by_another(database, request,
+                                                                                        monkeypatch):
+    """A dispatcher takes due requests (a commit) and is killed before it publishes them: another
+    dispatcher does not publish them while the claim could still be live, and publishes them in
+    its first round 20 s later (the issue's 30 s to back in progress, less a worker's pickup)."""
+    world = request.getfixturevalue(database)
+    uids = [_store(world, f"in-flight-{i}") for i in range(3)]
+    publish = dispatch.enqueue
+
+    def killed_while_publishing(*_args) -> None:
+        raise Killed
+
+    monkeypatch.setattr(dispatch, "enqueue", killed_while_publishing)
+    with pytest.raises(Killed):
+        world.dispatcher().run_once()
+    monkeypatch.setattr(dispatch, "enqueue", publish)
+    survivor = world.dispatcher()
+    assert survivor.run_once() == 0 and world.broker.sent == []
+    world.clock["now"] = T0 + timedelta(seconds=20)
+    assert survivor.run_once() == 3
+    assert sorted(uid for _t, uid, _q in world.broker.sent) == sorted(uids)
+
+
+@ON_BOTH
+def test_a_published_request_a_worker_took_at_once_is_not_published_again(database, request, monkeypatch):
+    """The worker takes the request (its lease clears the publish time) before the dispatcher's
+    round ends: the round does not mark it due again."""
+    world = request.getfixturevalue(database)
+    uid = _store(world, "fast")
+    d = world.dispatcher()
+
+    def taken_at_once(app, task: str, uid: str, queue: str) -> None:
+        with session_scope(world.sessions) as session:
+            assert leases.take(session, uid, "w", T0, TTL)
+            leases.release(session, uid, "w", None)  # planned and finished
+        world.broker.sent.append((task, uid, queue))
+
+    monkeypatch.setattr(dispatch, "enqueue", taken_at_once)
+    assert d.run_once() == 1
+    assert _row(world, uid).due is None
+    world.clock["now"] = T0 + dispatch.REPUBLISH_AFTER + timedelta(seconds=1)
+    assert d.run_once() == 0

@@ -116,7 +116,7 @@ def test_a_stop_mid_plan_hands_the_lease_back(sessions, database_url, caplog):
     row = _row(sessions, uid)
     assert row.lease_owner is None and row.lease_expires_at is None
     with session_scope(sessions) as session:  # due now: the next dispatcher round publishes it
-        due = outbox.take_due(session, datetime.now(UTC), limit=10, republish_after=timedelta(minutes=10))
+        due = outbox.take_due(session, datetime.now(UTC), limit=10, claim=timedelta(seconds=10))
     assert [d.uid for d in due] == [uid]
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR], caplog.text
     assert f"planning of {uid} stopped" in caplog.text and "picked up again" in caplog.text

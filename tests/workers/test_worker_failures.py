@@ -11,6 +11,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import time
 import uuid
 from pathlib import Path
@@ -192,6 +193,44 @@ def test_worker_killed_mid_task_another_takes_it_over_once(stack):
     time.sleep(2)
     again = _state(stack, uid)
     assert again.resource_version == done.resource_version and again.status == done.status
+
+
+# A dispatcher, as an API process runs one, whose publish stops before the broker (the test's hook):
+# it prints the uid it is publishing and waits there to be killed.
+STOPPED_PUBLISHING = """
+import sys, threading
+from infra.db import make_engine, make_session_factory
+from infra.settings import load_settings
+from workers import dispatcher
+from workers.celery_app import make_celery
+
+def publishing(app, task, uid, queue):
+    print(uid, flush=True)
+    threading.Event().wait()
+
+dispatcher.enqueue = publishing
+settings = load_settings()
+dispatcher.Dispatcher(make_celery(settings), make_session_factory(make_engine(settings))).run_once()
+"""
+
+
+def test_a_dispatcher_killed_between_taking_and_publishing_a_request(stack, tmp_path):
+    """An API process's dispatcher takes a stored DGDR (committed) and is SIGKILLed before its
+    message reaches the broker. A worker started afterwards (its dispatcher the only one left)
+    has it back in progress once the dead dispatcher's claim runs out, and plans it: one result."""
+    spec = yaml.safe_load((ROOT / "examples" / "llama-70b-h200.dgdr.yaml").read_text())["spec"]
+    uid = _submit(stack, "publish-in-flight", spec)
+    dying = subprocess.Popen([sys.executable, "-c", STOPPED_PUBLISHING], cwd=tmp_path, env=stack["env"],
+                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, text=True)
+    try:
+        assert dying.stdout.readline().strip() == uid  # taken and committed; the publish stops here
+        assert _state(stack, uid).status["state"] == "Pending"
+    finally:
+        dying.kill()
+        dying.wait(10)
+    stack["start_worker"]()
+    _wait(stack, uid, lambda r: r.status.get("state") != "Pending", BACK_WITHIN_S, "back in progress")
+    _one_result(_wait(stack, uid, _final, 120, "planned"))
 
 
 def _lock_waiters(connection, fragment: str) -> int:
