@@ -51,6 +51,15 @@ def test_the_median_request_waits_no_burst_and_pays_its_share_of_the_harness_ter
     assert np.all(np.diff(mean - median) > 0)  # and beyond, the burst the median does not wait
 
 
+def test_disaggregated_medians_wait_the_burst_at_the_shared_prefill_pool():
+    rows = [{**_row(c), "mode": "disagg", "model": "deepseek-ai/DeepSeek-R1-0528", "gpu": "mi355x", "precision": "fp8",
+             "isl": "1024", "osl": "1024", "tp": "", "p_workers": "1", "p_tp": "8", "d_workers": "2", "d_tp": "8"}
+            for c in (8, 64)]
+    engine = evaluate(prepare_rows(rows).batch, default_params())
+    assert engine["ttft_burst_ms"][1] > engine["ttft_burst_ms"][0] > 0
+    assert engine["ttft_p50_ms"] == pytest.approx(engine["ttft_ms"])
+
+
 def _as_predicted(rows: list[dict], params: dict[str, float], scale: float = 1.0) -> list[dict]:
     """``rows`` with the TTFT each reports and the TPOT the model predicts with ``params`` (TTFT × ``scale``)."""
     out = predict_as_measured(prepare_rows(rows), params)
