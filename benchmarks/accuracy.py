@@ -32,9 +32,11 @@ With ``--also CSV`` (e.g. ``benchmarks/data/amd_measured.csv``) more measured ro
 of every fold; the tables above stay on ``--data``'s rows, and the added rows get a table of
 their own by GPU type, mode and precision: held out by GPU type (each AMD type fitted on every
 other GPU), with the CDNA3 GPUs (MI300X, MI325X) held out together, and with every AMD row held
-out (fitted on NVIDIA rows alone, as before AMD rows were in the fit). Rows with only a TPOT (a published
-median, see ``benchmarks/inferencex_data.py``) are fitted and scored on TPOT only. ``--amd-only`` runs
-those AMD folds alone (below).
+out (fitted on NVIDIA rows alone, as before AMD rows were in the fit), and split by the statistic
+their TTFT reports. A row whose ``statistic`` is ``median`` (a published median, see
+``benchmarks/inferencex_data.py``) is scored on its median TTFT against the model's median
+(``profiler.model.calibrate.reported_ttft_ms``), and its median fits only the share of the harness
+term a median carries. ``--amd-only`` runs those AMD folds alone (below).
 
 Every prediction is read twice: *as measured*, with the term each row's harness adds to its TTFT
 (its client, tokenizer, HTTP path, polling; ``profiler/model/harness.py``), fitted in each fold
@@ -330,15 +332,29 @@ def groups_table(data, preds: dict[str, np.ndarray], groups: list[tuple[str, np.
     return "\n".join(lines)
 
 
+def by_statistic(data, label: str, mask: np.ndarray) -> list[tuple[str, np.ndarray]]:
+    """``mask``'s rows of ``data`` split by the statistic their TTFT reports (``<label> TTFT means``,
+    ``<label> TTFT medians``), where it has rows of both; else none."""
+    import numpy as np
+
+    if data.median is None or len(set(data.median[mask].tolist())) < 2:
+        return []
+    return [(f"{label} TTFT {name}s", mask & (data.median == median)) for name, median in (("mean", False),
+                                                                                          ("median", True))]
+
+
 def added_table(data, preds: dict[str, np.ndarray], added: np.ndarray, precision: np.ndarray) -> str:
     """Errors (``groups_table``) on the rows of ``--also`` (``added``) per scheme of ``preds``, by GPU
     type, by GPU type and mode, and by GPU type and ``precision`` (each of ``data``'s rows' weight
-    precision), alone and with mode, where a GPU type has rows of more than one."""
+    precision), alone and with mode, where a GPU type has rows of more than one; and by the statistic
+    their TTFT reports (mean, median) where they report both."""
     scored = added & ~data.repeats
     gpus, modes = data.labels["gpu"], data.labels["mode"]
     groups = [("all", scored)] + [(g, scored & (gpus == g)) for g in sorted(set(gpus[scored].tolist()))]
+    groups += by_statistic(data, "all", scored)
     for g in sorted(set(gpus[scored].tolist())):
         mine = scored & (gpus == g)
+        groups += by_statistic(data, g, mine)
         both_modes = len(set(modes[mine].tolist())) > 1
         groups += [(f"{g} {m}", mine & (modes == m)) for m in ("agg", "disagg") if both_modes]
         if len(set(precision[mine].tolist())) > 1:
@@ -363,10 +379,11 @@ def external_table(external, preds: dict[str, np.ndarray]) -> str:
     scored = ~external.repeats
     families, gpus, modes = (external.labels[k] for k in ("family", "gpu", "mode"))
     pairs = sorted(set(zip(families[scored].tolist(), gpus[scored].tolist())))
-    groups = [("all", scored)]
+    groups = [("all", scored), *by_statistic(external, "all", scored)]
     for fam, gpu in pairs:
         mask = scored & (families == fam) & (gpus == gpu)
         groups.append((f"{fam.split('/')[-1]} {gpu}", mask))
+        groups += by_statistic(external, f"{fam.split('/')[-1]} {gpu}", mask)
         if len(set(modes[mask].tolist())) > 1:
             groups += [(f"{fam.split('/')[-1]} {gpu} {m}", mask & (modes == m)) for m in ("agg", "disagg")]
     title = ["EXTERNAL CHECK (--external: rows never fitted), by the parameters predicting them:",
@@ -454,9 +471,8 @@ def main(argv: list[str] | None = None) -> int:
 
     import numpy as np
 
-    from profiler.model.calibrate import (ENGINE_ALONE, as_measured, fit_by_vendor, kernel_prior, measured_column,
-                                          measured_mask, median_errors, prepare_rows)
-    from profiler.model.estimate import evaluate
+    from profiler.model.calibrate import (ENGINE_ALONE, fit_by_vendor, kernel_prior, measured_column, measured_mask,
+                                          median_errors, predict_as_measured, prepare_rows)
     from profiler.model.harness import shipped_terms
     from profiler.model.params import shipped_params
 
@@ -495,7 +511,7 @@ def main(argv: list[str] | None = None) -> int:
     print()
 
     shipped = shipped_params() | shipped_terms()
-    out = evaluate(as_measured(data, shipped), shipped)
+    out = predict_as_measured(data, shipped)
     print(format_table(error_rows(data, *only(~added, out["ttft_ms"], out["itl_ms"])),
                        "IN SAMPLE, as measured (shipped parameters and harness terms on the rows they were fitted "
                        "on; NOT an accuracy measure)"))
@@ -508,7 +524,7 @@ def main(argv: list[str] | None = None) -> int:
     if added.any() or external_rows:
         print("\n" + tail_table(rows[main_rows:] + external_rows))
     if external is not None:
-        ext_shipped = evaluate(as_measured(external, shipped), shipped)
+        ext_shipped = predict_as_measured(external, shipped)
         print("\n" + external_table(external, {"shipped": np.stack([ext_shipped["ttft_ms"], ext_shipped["itl_ms"]])}))
     if args.in_sample_only:
         return 0
@@ -520,7 +536,7 @@ def main(argv: list[str] | None = None) -> int:
     if external is not None:
         refitted = fit_by_vendor(data, prior, max_evals=args.max_evals,
                                  **({} if args.source_prior is None else {"source_prior": args.source_prior}))
-        refit = evaluate(as_measured(external, refitted), refitted)
+        refit = predict_as_measured(external, refitted)
         print("\n" + external_table(external, {scheme: np.stack([p["ttft_ms"], p["itl_ms"]])
                                                 for scheme, p in (("shipped", ext_shipped), ("refit", refit))}))
     if args.amd_only:

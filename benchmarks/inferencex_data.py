@@ -19,8 +19,8 @@ What is kept and how it is read:
   TPOT are the means where published (``statistic`` ``mean``). Where only medians are, TPOT is
   the median (a request's gaps are even: on the AMD rows with both, median and mean TPOT differ
   by a median 0.9%) and TTFT is left empty (the median TTFT is about 0.6 of the mean): such rows
-  (``statistic`` ``median``) are fitted and scored on TPOT only. Both medians are kept in
-  ``median_ttft_ms`` and ``median_tpot_ms``.
+  (``statistic`` ``median``) are scored on their median TTFT (``median_ttft_ms``), which the
+  model predicts as a median. Both medians are kept in ``median_ttft_ms`` and ``median_tpot_ms``.
 - Parallel shape, as the calibration columns spell it: ``tp`` is attention TP; with attention
   data-parallelism (``dp_attention``, ``tp`` n) that is tp 1 with ``attn_dp`` n; ``moe_ep`` the
   expert parallelism; ``num_gpus`` the whole deployment. A disaggregated result whose GPU counts

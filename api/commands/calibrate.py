@@ -415,10 +415,9 @@ def in_sample_loss(data, params: dict[str, float]) -> dict[str, float | None]:
     prediction)."""
     import numpy as np
 
-    from profiler.model.calibrate import ape, as_measured, measured_mask
-    from profiler.model.estimate import evaluate
+    from profiler.model.calibrate import ape, measured_mask, predict_as_measured
 
-    out = evaluate(as_measured(data, params), params)
+    out = predict_as_measured(data, params)
     ok = measured_mask(data) & np.isfinite(out["ttft_ms"]) & np.isfinite(out["itl_ms"]) & ~data.repeats
     logs = np.concatenate([np.log(out["ttft_ms"][ok] / data.ttft_ms[ok]), np.log(out["itl_ms"][ok] / data.tpot_ms[ok])])
     median = lambda x, digits: round(float(np.median(x)), digits) if ok.any() else None  # noqa: E731

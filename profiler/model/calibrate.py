@@ -35,8 +35,8 @@ class Prepared:
 
     index: np.ndarray  # positions in the input
     batch: Batch
-    ttft_ms: np.ndarray  # measured mean TTFT, ms (NaN: unmeasured)
-    tpot_ms: np.ndarray  # measured mean TPOT, ms (NaN: unmeasured)
+    ttft_ms: np.ndarray  # measured TTFT, ms, the mean or (``median``) the median (NaN: unmeasured)
+    tpot_ms: np.ndarray  # measured TPOT, ms: the mean, or where only a median is published the median (NaN: unmeasured)
     labels: dict[str, np.ndarray]  # model family, gpu, backend, mode per row
     inferred: np.ndarray  # rows whose deployment had to be guessed (e.g. missing worker counts)
     errors: dict[int, str]  # input position -> why it cannot be predicted
@@ -44,6 +44,8 @@ class Prepared:
     # Each row's harness (``harness.harness_of``; "" none named); None: the points are the
     # deployment's own, no harness term (``measured.fit_deployment``).
     harness: np.ndarray | None = None
+    # Rows whose TTFT is a median (their ``statistic`` column says so; ``reported_ttft_ms``); None: all means.
+    median: np.ndarray | None = None
 
 
 @lru_cache(maxsize=None)
@@ -121,18 +123,34 @@ def measured_column(rows: list[dict], index, key: str) -> tuple[np.ndarray, list
     return np.array(values, dtype=float), bad
 
 
+STATISTICS = ("mean", "median")  # what a row's optional ``statistic`` column may say its times are
+
+
+def reports_median(row: dict) -> bool:
+    """Whether ``row`` reports its TTFT as a median: its ``statistic`` column says ``median`` (the
+    TTFT is then its ``median_ttft_ms``); empty or absent, a mean. Raises ``ModelError`` naming
+    ``statistic`` for anything else."""
+    statistic = str(row.get("statistic") or "mean").strip().lower()
+    if statistic not in STATISTICS:
+        raise ModelError("statistic", f"must be one of {', '.join(STATISTICS)}, got {row.get('statistic')!r}")
+    return statistic == "median"
+
+
 def prepare_rows(rows: list[dict]) -> Prepared:
     """Prepare every row; rows that fail are recorded in ``errors``, never raised. Measurements that are not
-    finite and positive are read as unmeasured (NaN): such rows are predicted but neither fitted nor scored."""
-    keep, preps, inferred, times, errors = [], [], [], [], {}
+    finite and positive are read as unmeasured (NaN): such rows are predicted but neither fitted nor scored.
+    A row's TTFT is the statistic it reports (``reports_median``)."""
+    keep, preps, inferred, times, medians, errors = [], [], [], [], [], {}
     for i, row in enumerate(rows):
         try:
-            pair = (measured_value(row, "ttft_ms"), measured_value(row, "tpot_ms"))
+            median = reports_median(row)
+            pair = (measured_value(row, "median_ttft_ms" if median else "ttft_ms"), measured_value(row, "tpot_ms"))
             prep, notes = row_prepared(row)
             preps.append(prep)
             keep.append(i)
             inferred.append(bool(notes))
             times.append(pair)
+            medians.append(median)
         except (ModelError, ValueError) as exc:
             errors[i] = str(exc).splitlines()[0]
     ttft, tpot = np.array(times, dtype=float).reshape(-1, 2).T
@@ -140,7 +158,7 @@ def prepare_rows(rows: list[dict]) -> Prepared:
     labels["family"] = np.array([family(str(rows[i].get("model"))) for i in keep])
     return Prepared(np.array(keep, dtype=int), stack_prepared(preps) if preps else None, ttft, tpot, labels,
                     np.array(inferred, dtype=bool), errors, repeated_measurements(rows, keep, inferred),
-                    np.array([harnesses.harness_of(rows[i]) for i in keep], dtype=str))
+                    np.array([harnesses.harness_of(rows[i]) for i in keep], dtype=str), np.array(medians, dtype=bool))
 
 
 def as_measured(data: Prepared, params: dict[str, float]) -> Batch:
@@ -154,6 +172,25 @@ def as_measured(data: Prepared, params: dict[str, float]) -> Batch:
                                                                                   data.labels["backend"])}, b.gpus)
 
 
+def reported_ttft_ms(data: Prepared, params: dict[str, float], out: dict[str, np.ndarray],
+                     harness_ms: np.ndarray | float = 0.0) -> np.ndarray:
+    """Each row's predicted TTFT (ms) in the statistic it reports, from ``out`` (``evaluate`` of
+    ``data``'s rows with ``harness_ms`` each in their load): the mean, or on ``data.median`` rows the
+    median with the share of the harness term a median carries (``harness.median_share``)."""
+    if data.median is None or not data.median.any():
+        return out["ttft_ms"]
+    less = (1.0 - harnesses.median_share(params)) * np.asarray(harness_ms, dtype=float)
+    return np.where(data.median, out["ttft_p50_ms"] - less, out["ttft_ms"])
+
+
+def predict_as_measured(data: Prepared, params: dict[str, float]) -> dict[str, np.ndarray]:
+    """``evaluate`` of ``data``'s rows as measured (``as_measured``), with ``ttft_ms`` the statistic
+    each reports (``reported_ttft_ms``)."""
+    batch = as_measured(data, params)
+    out = evaluate(batch, params)
+    return {**out, "ttft_ms": reported_ttft_ms(data, params, out, batch.load.get("harness_ms", 0.0))}
+
+
 def measured_mask(data: Prepared) -> np.ndarray:
     """Mask of ``data``'s rows with both TTFT and TPOT measured: finite and positive."""
     both = np.stack([data.ttft_ms, data.tpot_ms])
@@ -165,7 +202,8 @@ def _subset(data: Prepared, mask: np.ndarray) -> Prepared:
     pick = lambda d: {k: v[mask] for k, v in d.items()}  # noqa: E731
     return Prepared(data.index[mask], Batch(pick(b.decode), pick(b.prefill), pick(b.load), b.gpus[mask]),
                     data.ttft_ms[mask], data.tpot_ms[mask], pick(data.labels), data.inferred[mask], {},
-                    data.repeats[mask], None if data.harness is None else data.harness[mask])
+                    data.repeats[mask], None if data.harness is None else data.harness[mask],
+                    None if data.median is None else data.median[mask])
 
 
 def fit(data: Prepared, start: dict[str, float] | None = None, names: tuple[str, ...] = tuple(PARAMS),
@@ -203,7 +241,7 @@ def fit(data: Prepared, start: dict[str, float] | None = None, names: tuple[str,
 
     def residuals(x):
         p = dict(base, **dict(zip(names, np.exp(x))))
-        out = evaluate(as_measured(data, p), p)
+        out = predict_as_measured(data, p)
         r1 = np.where(ok_ttft, np.log(np.maximum(out["ttft_ms"], 1e-3)) - log_ttft, 0.0)
         r2 = np.where(ok_tpot, np.log(np.maximum(out["itl_ms"], 1e-3)) - log_tpot, 0.0)
         r1 = np.where(np.isfinite(r1), r1, 5.0)
@@ -234,8 +272,7 @@ def fit_by_vendor(data: Prepared, start: dict[str, float] | None = None, max_eva
     params = dict(start or default_params())
     nvidia = _factors(data, ~amd, source_prior)
     if (~amd).any():
-        params = fit(_subset(data, ~amd), params, shared + nvidia, max_evals=max_evals,
-                     prior_strength=dict.fromkeys(nvidia, source_prior))
+        params = _fit_step(_subset(data, ~amd), params, shared + nvidia, max_evals, dict.fromkeys(nvidia, source_prior))
     if not amd.any():
         return params
     return _fit_amd(_subset(data, amd), params, nvidia, max_evals, source_prior)
@@ -253,14 +290,32 @@ def _factors(data: Prepared, mask: np.ndarray, source_prior: float) -> tuple[str
     return harnesses.fitted_factors(source_prior, harness, data.labels["backend"], fitted)
 
 
+def _fit_step(rows: Prepared, params: dict[str, float], names: tuple[str, ...], max_evals: int,
+              prior_strength: dict[str, float]) -> dict[str, float]:
+    """One step of ``fit_by_vendor``: ``fit`` of ``names`` on ``rows``' TPOTs and mean TTFTs, then,
+    when some of them report a median TTFT, the share of the harness term a median carries
+    (``harness.MEDIAN_SHARE``) on those medians alone, everything else held. The medians inform
+    nothing else: fitted with the engine's parameters too, they moved the AMD shares so that held-out
+    TPOT (MI325X, MI355X) and MI355X's mean TTFT got worse (docs/accuracy.md#the-median-ttft)."""
+    medians = rows.median if rows.median is not None else np.zeros(len(rows.index), dtype=bool)
+    means = replace(rows, ttft_ms=np.where(medians, np.nan, rows.ttft_ms))
+    params = fit(means, params, names, max_evals=max_evals, prior_strength=prior_strength)
+    fitted = medians & ~rows.inferred & ~rows.repeats & np.isfinite(rows.ttft_ms)
+    if not fitted.any():
+        return params
+    only = replace(rows, ttft_ms=np.where(medians, rows.ttft_ms, np.nan), tpot_ms=np.full(len(rows.index), np.nan))
+    return fit(only, params, (harnesses.MEDIAN_SHARE,), max_evals=max_evals,
+               prior_strength={harnesses.MEDIAN_SHARE: 0.0})
+
+
 def _fit_amd(amd_rows: Prepared, params: dict[str, float], nvidia: tuple[str, ...], max_evals: int,
              source_prior: float) -> dict[str, float]:
-    """``fit_by_vendor``'s second step: the AMD-only parameters, and the harness factors ``amd_rows``
-    name that the NVIDIA step (``nvidia``: its factors) did not fit, on ``amd_rows``, ``params`` held."""
+    """``fit_by_vendor``'s second step (``_fit_step``): the AMD-only parameters, and the harness factors
+    ``amd_rows`` name that the NVIDIA step (``nvidia``: its factors) did not fit, on ``amd_rows``,
+    ``params`` held."""
     amd_only = tuple(n for n in _factors(amd_rows, np.ones(len(amd_rows.index), bool), source_prior)
                      if n not in nvidia)
-    return fit(amd_rows, params, AMD_PARAMS + amd_only, max_evals=max_evals,
-               prior_strength=dict.fromkeys(nvidia + amd_only, source_prior))
+    return _fit_step(amd_rows, params, AMD_PARAMS + amd_only, max_evals, dict.fromkeys(nvidia + amd_only, source_prior))
 
 
 def ape(pred: np.ndarray, measured: np.ndarray) -> np.ndarray:
@@ -309,7 +364,8 @@ def _fold_predictions(data: Prepared, start: dict[str, float] | None, max_evals:
 def _predict(sub: Prepared, params: dict[str, float]) -> np.ndarray:
     """``sub``'s TTFT and TPOT (ms) and output tokens/s per GPU with ``params``, as measured then
     of the engine alone: six rows."""
-    readings = (evaluate(as_measured(sub, params), params), evaluate(sub.batch, params))
+    engine = evaluate(sub.batch, params)
+    readings = (predict_as_measured(sub, params), {**engine, "ttft_ms": reported_ttft_ms(sub, params, engine)})
     return np.array([out[k] for out in readings for k in ("ttft_ms", "itl_ms", "output_tok_s_per_gpu")])
 
 

@@ -147,6 +147,7 @@ def _outputs(fd, fp, ld, gpus, p) -> dict[str, np.ndarray]:
     out = solve(fd, fp, Load(**ld), p)
     return {
         "ttft_ms": out["ttft_s"] * 1e3,
+        "ttft_p50_ms": out["ttft_p50_s"] * 1e3,
         "ttft_p90_ms": out["ttft_p90_s"] * 1e3,
         "ttft_p99_ms": out["ttft_p99_s"] * 1e3,
         "itl_ms": out["tpot_s"] * 1e3,

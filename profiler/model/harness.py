@@ -44,6 +44,14 @@ SOURCE_PRIOR_STRENGTH = math.inf
 # (``benchmarks/frontend_cost.py --genai-bench``: 2.5 ms; 1.8 ms from means with the machine busy). A
 # calibration to genai-bench's measurements (``measured.fit_deployment``) holds it apart.
 GENAI_BENCH_MS = 2.5
+# Share of a harness's term that the median request's TTFT carries, for rows that report a median
+# (the ``statistic`` column): (default, lower, upper). The rest is the tail of the mean: requests
+# a run stalls (e.g. kernels built on first use), which the median request does not meet. Fitted
+# on the medians of each fitting step's rows (today the AMD rows' alone), no prior pulling it; by
+# default 1: without medians to fit, a median carries the whole term (no tail assumed). Bounded
+# by 2 rather than 1 so that the fit starts inside its bounds (at a bound it barely moves).
+MEDIAN_SHARE = "harness_median_share"
+MEDIAN_BOUNDS = (1.0, 0.001, 2.0)
 _SEPARATOR = "\x1f"  # between a harness and a backend in one key (in no provenance text)
 
 
@@ -65,7 +73,7 @@ def typical_ms(params: dict[str, float], backend: str) -> float:
 
 def is_harness(name: str) -> bool:
     """Whether ``name`` is a harness term (never read by a deployment's prediction)."""
-    return name in TYPICAL or name.startswith(FACTOR_PREFIX)
+    return name in TYPICAL or name == MEDIAN_SHARE or name.startswith(FACTOR_PREFIX)
 
 
 def bounds(name: str) -> tuple[float, float, float]:
@@ -74,6 +82,8 @@ def bounds(name: str) -> tuple[float, float, float]:
         return PARAMS[name]
     if name in TYPICAL:
         return TYPICAL[name]
+    if name == MEDIAN_SHARE:
+        return MEDIAN_BOUNDS
     if name.startswith(FACTOR_PREFIX):
         return (1.0, *FACTOR_BOUNDS)
     raise KeyError(name)
@@ -89,6 +99,12 @@ def harness_ms(params: dict[str, float], harness: np.ndarray, backend: np.ndarra
         h, b = pair.rsplit(_SEPARATOR, 1)
         per_pair.append(term_ms(params, h, b))
     return np.asarray(per_pair, dtype=float)[which]
+
+
+def median_share(params: dict[str, float]) -> float:
+    """The share of a harness's term in a median TTFT (``MEDIAN_SHARE`` of ``params``, its default
+    when absent)."""
+    return params.get(MEDIAN_SHARE, MEDIAN_BOUNDS[0])
 
 
 def terms(params: dict[str, float]) -> dict[str, float]:
