@@ -15,9 +15,9 @@ for each of ``SLA_QUANTILES`` (an SLA no measured row meets is skipped). Both to
   request, so each request states that harness (``harness_ttft_ms``: the term fitted beside the
   column's parameters for the workload's rows, ``profiler/model/harness.py``) and the plan's TTFT
   includes it: SLA, plan and measurement are then the same quantity (``--engine-alone``: the
-  engine's TTFT alone held to the measured SLA, as before the requests could say). Plans keep the
-  TTFT error margin (``profiler.model.ttft_error_factor``; the family-held-out column's is fitted
-  without the family too; ``--no-error-margin``: off);
+  engine's TTFT alone held to the measured SLA, as before the requests could say). With
+  ``--error-margin`` plans keep the TTFT error margin (``profiler.model.ttft_error_factor``; the
+  family-held-out column's fitted without the family too);
 - AIConfigurator (``--compare "CMD"``, e.g. ``"/path/to/venv/bin/aiconfigurator cli default"``)
   restricted to aggregated deployments (``--serving-mode agg``), the only mode measured here.
 
@@ -38,7 +38,7 @@ clients each tool planned (above 1: load the measurements say the engines could 
 
     .venv/bin/python benchmarks/budget_measured.py [--compare "AIC CLI default"] [--work DIR]
                                                    [--max-evals N] [--data CSV] [--recipes CSV]
-                                                   [--engine-alone] [--no-error-margin]
+                                                   [--engine-alone] [--error-margin]
 
 Each family held out costs one fit (about a minute on the 2-core machine); AIConfigurator takes
 15–35 s a request: 9–15 min for the 33 requests.
@@ -421,7 +421,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-evals", type=int, default=200, help="model evaluations of each family-held-out fit")
     ap.add_argument("--engine-alone", action="store_true",
                     help="plan the engine's TTFT alone, not told what the harness that measured the SLA adds")
-    ap.add_argument("--no-error-margin", action="store_true", help="plan with the TTFT error margin off")
+    ap.add_argument("--error-margin", action="store_true", help="plan with the TTFT error margin on")
     add_recipes_argument(ap)
     args = ap.parse_args(argv)
     if (path := given_data_path(args.data)) is None:
@@ -438,7 +438,7 @@ def main(argv: list[str] | None = None) -> int:
           "of the deployment at the SLA")
     print("slaplan's requests state " + ("no harness: plans predict the engine's TTFT alone" if args.engine_alone else
                                          "the harness that measured the SLA: plans include its fitted TTFT term")
-          + "; TTFT error margin " + ("off" if args.no_error_margin else
+          + "; TTFT error margin " + ("off" if not args.error_margin else
                                       "on (the shipped factor; family held out: fitted without the family)") + "\n")
     print("| workload | SLA TTFT / TPOT ms | slaplan, shipped | tok/s · req/s | slaplan, family held out | tok/s · req/s "
           "| AIConfigurator | tok/s · req/s | best measured, one shape | tok/s |")
@@ -450,7 +450,7 @@ def main(argv: list[str] | None = None) -> int:
         if key not in fitted:
             fitted[key] = held_out_params(rows, path, w.model, args.max_evals)
         columns = [Planning(params, 0.0 if args.engine_alone else harness_ttft_ms(rows, w, terms),
-                            None if args.no_error_margin else ttft_error_factor(without))
+                            None if not args.error_margin else ttft_error_factor(without))
                    for params, terms, without in ((None, shipped_params() | shipped_terms(), None),
                                                   (fitted[key], fitted[key], key))]
         stated[w.name] = " / ".join(f"{c.harness_ms:.1f} ms, ×{c.error_factor or 1:.2f}" for c in columns)

@@ -74,7 +74,7 @@ def plan(request: PlanRequest, *, model: tuple[Model, str] | None = None,
     meets is not an error but an infeasible PlanResult that says why, and (with
     ``suggest``) what would meet it: larger engines or another GPU type.
 
-    Unless ``request.ttft_error_margin`` is off, a predicted TTFT meets its target when it does
+    With ``request.ttft_error_margin``, a predicted TTFT meets its target when it does
     multiplied by ``ttft_error_factor`` (≥ 1; by default the shipped quantile of the model's
     held-out TTFT error, ``profiler.model.ttft_error_factor``). Every predicted TTFT includes
     ``request.harness_ttft_ms``, what the client that measures the SLA adds.
@@ -319,9 +319,9 @@ def _assumptions(req: PlanRequest, precision: str, node: int, t: Target, fit: in
         f"{fit} engine shapes fit in memory, {pruned} pruned before evaluation",
         "TTFT and ITL targets apply to the mean; p90/p99 are reported alongside",
         (f"TTFT error margin: the predicted TTFT × {factor:.2f} (a quantile of the model's TTFT error with model "
-         f"families held out) is held to the target, so at most {t.ttft_ms:.0f} ms is predicted "
-         "(errorMargin: false plans to the prediction itself)") if factor > 1
-        else "TTFT error margin off: the predicted TTFT itself is held to the target",
+         f"families held out) is held to the target, so at most {t.ttft_ms:.0f} ms is predicted") if factor > 1
+        else "TTFT error margin off: the predicted TTFT itself is held to the target (errorMargin: true keeps the "
+             "model's held-out error in hand)",
         (f"TTFT as the SLA's measuring client sees it: {req.harness_ttft_ms:g} ms a request of the client's in every "
          "predicted TTFT (in its frontend part)") if req.harness_ttft_ms
         else "TTFT of the deployment alone: a measuring client's own time is not in it (harnessTtftMs)",

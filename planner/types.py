@@ -48,9 +48,9 @@ class PlanRequest(BaseModel):
     harness_ttft_ms: float = Field(default=0.0, ge=0, le=60_000,
                                    description="what the client that measures the SLA adds to each TTFT, ms "
                                                "(genai-bench: about 2.5): the plan's TTFT includes it")
-    ttft_error_margin: bool = Field(default=True, description="hold the predicted TTFT times the model's "
-                                                              "held-out error factor to the target (False: "
-                                                              "the prediction itself)")
+    ttft_error_margin: bool = Field(default=False, description="hold the predicted TTFT times the model's "
+                                                               "held-out error factor to the target (False: "
+                                                               "the prediction itself)")
     concurrency: int | None = Field(default=None, gt=0, description="closed-loop clients")
     request_rate: float | None = Field(default=None, gt=0, description="Poisson requests/s")
     min_gpus_per_engine: int = Field(default=1, gt=0)

@@ -32,7 +32,7 @@ class SLAMeasuredBy(SpecModel):
 
     harness_ttft_ms: float = Field(default=0.0, ge=0, le=60_000,
                                    description="what the client that measures the SLA adds to each TTFT, ms")
-    error_margin: bool = Field(default=True, description="hold the predicted TTFT times the model's held-out "
+    error_margin: bool = Field(default=False, description="hold the predicted TTFT times the model's held-out "
                                                          "error factor to the target")
 
 

@@ -9,22 +9,10 @@ at most, for that share of configurations.
 
 from __future__ import annotations
 
-import json
-from functools import lru_cache
-from importlib import resources
-
 from profiler.model.errors import ModelError
+from profiler.model.params import shipped_ttft_error
 
 __all__ = ["ttft_error_factor"]
-
-
-@lru_cache(maxsize=1)
-def _shipped() -> dict:
-    """``data/ttft_error.json`` ({} when absent)."""
-    try:
-        return json.loads(resources.files(__package__).joinpath("data/ttft_error.json").read_text())
-    except FileNotFoundError:
-        return {}
 
 
 def ttft_error_factor(without_family: str | None = None) -> float:
@@ -32,7 +20,7 @@ def ttft_error_factor(without_family: str | None = None) -> float:
     is held against a target: the shipped quantile of held-out measured / predicted TTFT, or, with
     ``without_family`` (a model family as ``calibrate.family`` names it), the same fitted without
     that family's rows. Raises ModelError for a family the file does not know."""
-    shipped = _shipped()
+    shipped = shipped_ttft_error()
     if without_family is None:
         factor = shipped.get("factor", 1.0)
     else:

@@ -10,7 +10,7 @@ from planner.types import PlanRequest
 from profiler.model import ModelError, ttft_error_factor
 
 BUDGET_70B = dict(name="b", model="meta-llama/Llama-3.1-70B", gpu="b200_sxm", backend="vllm", precision="fp8",
-                  isl_tokens=1024, osl_tokens=1024, ttft_ms=150, itl_ms=12, total_gpus=8)
+                  isl_tokens=1024, osl_tokens=1024, ttft_ms=150, itl_ms=12, total_gpus=8, ttft_error_margin=True)
 
 
 def _request(**kw) -> PlanRequest:
@@ -29,6 +29,11 @@ def test_the_shipped_margin_is_the_held_out_error_and_plans_keep_it():
     for part in result.chosen.parts or (result.chosen,):
         assert part.predicted.ttft_ms * factor <= result.request.ttft_ms
     assert any(f"× {factor:.2f}" in text for text in result.assumptions)
+
+
+def test_the_margin_is_off_unless_asked_for():
+    assert not PlanRequest(**{**BUDGET_70B, "ttft_error_margin": False}).ttft_error_margin
+    assert not PlanRequest(**{k: v for k, v in BUDGET_70B.items() if k != "ttft_error_margin"}).ttft_error_margin
 
 
 def test_the_margin_off_plans_to_the_prediction_and_serves_at_least_as_much():
