@@ -13,7 +13,7 @@ fitted without each family's own rows, so that a benchmark judging plans of one 
 
     .venv/bin/python benchmarks/ttft_margin.py [--write] [--data CSV] [--recipes CSV] [--workers N]
 
-About 2 min on 2 cores (one fit per family); ``--write`` stores the result in
+About 2 min on an idle 2-core machine (one fit per family; 20 min at load average 10); ``--write`` stores the result in
 ``profiler/model/data/ttft_error.json``.
 """
 
