@@ -10,7 +10,14 @@ for each of ``SLA_QUANTILES`` (an SLA no measured row meets is skipped). Both to
 
 - slaplan (``planner.plan``) twice: with the shipped parameters, which were fitted on these very
   rows, and with parameters fitted without the workload's model family (one cross-validation
-  fold's fit, ``profiler.model.calibrate.fit_without``, as ``benchmarks/accuracy.py`` makes it);
+  fold's fit, ``profiler.model.calibrate.fit_without``, as ``benchmarks/accuracy.py`` makes it).
+  The SLA is in measured TTFTs, which include what the harness that measured them adds to each
+  request, so each request states that harness (``harness_ttft_ms``: the term fitted beside the
+  column's parameters for the workload's rows, ``profiler/model/harness.py``) and the plan's TTFT
+  includes it: SLA, plan and measurement are then the same quantity (``--engine-alone``: the
+  engine's TTFT alone held to the measured SLA, as before the requests could say). With
+  ``--error-margin`` plans keep the TTFT error margin (``profiler.model.ttft_error_factor``; the
+  family-held-out column's fitted without the family too);
 - AIConfigurator (``--compare "CMD"``, e.g. ``"/path/to/venv/bin/aiconfigurator cli default"``)
   restricted to aggregated deployments (``--serving-mode agg``), the only mode measured here.
 
@@ -31,6 +38,7 @@ clients each tool planned (above 1: load the measurements say the engines could 
 
     .venv/bin/python benchmarks/budget_measured.py [--compare "AIC CLI default"] [--work DIR]
                                                    [--max-evals N] [--data CSV] [--recipes CSV]
+                                                   [--engine-alone] [--error-margin]
 
 Each family held out costs one fit (about a minute on the 2-core machine); AIConfigurator takes
 15–35 s a request: 9–15 min for the 33 requests.
@@ -108,14 +116,26 @@ def _number(text) -> float:
         return math.nan
 
 
+def _of(rows: list[dict], w: Workload) -> list[dict]:
+    """The aggregated calibration rows of ``w``."""
+    return [row for row in rows
+            if row.get("mode") == "agg" and row.get("model") == w.model and row.get("gpu") == w.gpu
+            and row.get("backend") == w.backend and str(row.get("precision") or "").strip() == w.precision
+            and _number(row.get("isl")) == w.isl and _number(row.get("osl")) == w.osl]
+
+
+def harness_ttft_ms(rows: list[dict], w: Workload, params: dict[str, float]) -> float:
+    """What the harnesses that measured ``w`` add to its TTFTs (ms, mean over its rows): the terms
+    fitted beside ``params`` (``profiler/model/harness.py``)."""
+    from profiler.model.harness import harness_of, term_ms
+
+    return statistics.fmean(term_ms(params, harness_of(row), w.backend) for row in _of(rows, w))
+
+
 def curves(rows: list[dict], w: Workload) -> dict[tuple[int, int], Curve]:
     """The measured engines of ``w`` in ``rows`` (calibration rows), keyed by (TP, PP)."""
     points: dict[tuple[int, int], dict[float, list[tuple[float, float, float]]]] = {}
-    for row in rows:
-        if (row.get("mode") != "agg" or row.get("model") != w.model or row.get("gpu") != w.gpu
-                or row.get("backend") != w.backend or str(row.get("precision") or "").strip() != w.precision
-                or _number(row.get("isl")) != w.isl or _number(row.get("osl")) != w.osl):
-            continue
+    for row in _of(rows, w):
         values = [_number(row.get(k)) for k in ("concurrency", "ttft_ms", "tpot_ms", "derived_output_tok_s_per_gpu",
                                                  "num_gpus", "tp")]
         if not all(math.isfinite(v) and v > 0 for v in values) or any(
@@ -258,18 +278,29 @@ def _slaplan_engines(plan) -> Engines | None:
     return Engines(plan.shape(), tuple(shapes))
 
 
-def slaplan_engines(w: Workload, sla: tuple[float, float], params: dict | None,
+@dataclass(frozen=True)
+class Planning:
+    """How slaplan plans one column: its parameters (None: shipped), the harness term its requests
+    state (ms; 0: the engine's TTFT alone) and its TTFT error factor (None: the margin off)."""
+
+    params: dict | None
+    harness_ms: float
+    error_factor: float | None
+
+
+def slaplan_engines(w: Workload, sla: tuple[float, float], how: Planning,
                     measured: dict[tuple[int, int], Curve]) -> Engines | None:
-    """slaplan's plan of ``w`` on the budget under ``sla`` with ``params`` (None: shipped): its pick,
-    or when the pick's engines were not measured its best feasible aggregated alternative
-    (``alt``); None when nothing is feasible."""
+    """slaplan's plan of ``w`` on the budget under ``sla``, planned ``how``: its pick, or when the
+    pick's engines were not measured its best feasible aggregated alternative (``alt``); None when
+    nothing is feasible."""
     from planner import plan
     from planner.choice import preference
     from planner.types import PlanRequest
 
     req = PlanRequest(name="budget", model=w.model, gpu=w.gpu, backend=w.backend, precision=w.precision or None,
-                      isl_tokens=w.isl, osl_tokens=w.osl, ttft_ms=sla[0], itl_ms=sla[1], total_gpus=BUDGET)
-    result = plan(req, params=params)
+                      isl_tokens=w.isl, osl_tokens=w.osl, ttft_ms=sla[0], itl_ms=sla[1], total_gpus=BUDGET,
+                      harness_ttft_ms=how.harness_ms, ttft_error_margin=how.error_factor is not None)
+    result = plan(req, params=how.params, ttft_error_factor=how.error_factor)
     if not result.feasible:
         return None
     pick = _slaplan_engines(result.chosen)
@@ -379,13 +410,18 @@ def tool_line(label: str, plans: list[Engines | None], judged: list[Judged | Non
 
 def main(argv: list[str] | None = None) -> int:
     from api.commands.calibrate import given_data_path, read_rows
+    from profiler.model import shipped_params, ttft_error_factor
     from profiler.model.calibrate import family
+    from profiler.model.harness import shipped_terms
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--compare", metavar="CMD", help='AIConfigurator\'s CLI, e.g. "venv/bin/aiconfigurator cli default"')
     ap.add_argument("--work", type=Path, help="where AIConfigurator saves its results (default: a temporary directory)")
     ap.add_argument("--data", help="calibration CSV (default: ../shared/data next to the repository)")
     ap.add_argument("--max-evals", type=int, default=200, help="model evaluations of each family-held-out fit")
+    ap.add_argument("--engine-alone", action="store_true",
+                    help="plan the engine's TTFT alone, not told what the harness that measured the SLA adds")
+    ap.add_argument("--error-margin", action="store_true", help="plan with the TTFT error margin on")
     add_recipes_argument(ap)
     args = ap.parse_args(argv)
     if (path := given_data_path(args.data)) is None:
@@ -395,10 +431,15 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     rows = with_recipes_of(read_rows(path), args)
     fitted: dict[str, dict[str, float]] = {}
+    stated: dict[str, str] = {}  # per workload: the harness terms and error factors its columns planned with
     print(f"budget {BUDGET} GPUs, no load stated; SLA: mean TTFT and TPOT at the workload's measured quantiles "
           f"{', '.join(f'{q:g}' for q in SLA_QUANTILES)}; AIConfigurator restricted to aggregated deployments. "
           "Cells: plan (clients per engine planned, measured capacity over them) | measured output tok/s · req/s "
-          "of the deployment at the SLA\n")
+          "of the deployment at the SLA")
+    print("slaplan's requests state " + ("no harness: plans predict the engine's TTFT alone" if args.engine_alone else
+                                         "the harness that measured the SLA: plans include its fitted TTFT term")
+          + "; TTFT error margin " + ("off" if not args.error_margin else
+                                      "on (the shipped factor; family held out: fitted without the family)") + "\n")
     print("| workload | SLA TTFT / TPOT ms | slaplan, shipped | tok/s · req/s | slaplan, family held out | tok/s · req/s "
           "| AIConfigurator | tok/s · req/s | best measured, one shape | tok/s |")
     print("|---|---|---|---:|---|---:|---|---:|---|---:|")
@@ -408,8 +449,13 @@ def main(argv: list[str] | None = None) -> int:
         key = family(w.model)
         if key not in fitted:
             fitted[key] = held_out_params(rows, path, w.model, args.max_evals)
+        columns = [Planning(params, 0.0 if args.engine_alone else harness_ttft_ms(rows, w, terms),
+                            None if not args.error_margin else ttft_error_factor(without))
+                   for params, terms, without in ((None, shipped_params() | shipped_terms(), None),
+                                                  (fitted[key], fitted[key], key))]
+        stated[w.name] = " / ".join(f"{c.harness_ms:.1f} ms, ×{c.error_factor or 1:.2f}" for c in columns)
         for sla in slas(measured):
-            plans = [slaplan_engines(w, sla, None, measured), slaplan_engines(w, sla, fitted[key], measured),
+            plans = [slaplan_engines(w, sla, columns[0], measured), slaplan_engines(w, sla, columns[1], measured),
                      aic_engines(command, w, sla, work, measured) if command else None]
             judged = [judge(e, measured, sla, w.osl) if e is not None else None for e in plans]
             best = best_measured(measured, sla, w.osl)
@@ -424,6 +470,8 @@ def main(argv: list[str] | None = None) -> int:
         if command and i < 2:
             print(summary(label, [(j[i], j[2]) for _, j, _ in results if j[i] is not None and j[2] is not None]))
         print(tool_line(label, [e[i] for e, _, _ in results], [j[i] for _, j, _ in results], [b for *_, b in results]))
+    print("\nharness term and TTFT error factor planned with (shipped / family held out): "
+          + "; ".join(f"{name}: {text}" for name, text in stated.items()))
     print(f"\n{len(results)} requests; {time.perf_counter() - started:.0f} s")
     return 0
 

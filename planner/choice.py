@@ -29,22 +29,30 @@ def _headroom_pct(value_ms: float, target_ms: float) -> float:
     return (target_ms - value_ms) / target_ms * 100.0
 
 
-def margin(plan: Plan, request: PlanRequest) -> Margin:
-    """The headroom ``plan`` keeps against ``request``'s SLA (TTFT at p99 under a Poisson rate); of
-    a mix of shapes, that of the share with the least."""
+def margin(plan: Plan, request: PlanRequest, *, ttft_error_factor: float = 1.0) -> Margin:
+    """The headroom ``plan`` keeps against ``request``'s SLA (TTFT at p99 under a Poisson rate, with
+    the request's ``harness_ttft_ms`` in it), saying the TTFT error factor it was planned with; of a
+    mix of shapes, that of the share with the least."""
     if plan.parts:
-        return min((margin(part, request) for part in plan.parts), key=lambda m: m.least_pct)
+        return min((margin(part, request, ttft_error_factor=ttft_error_factor) for part in plan.parts),
+                   key=lambda m: m.least_pct)
     p = plan.predicted
     poisson = request.request_rate is not None
     return Margin(ttft_pct=_headroom_pct(p.ttft_p99_ms if poisson else p.ttft_ms, request.ttft_ms),
-                  itl_pct=_headroom_pct(p.itl_ms, request.itl_ms), ttft_basis="p99" if poisson else "mean")
+                  itl_pct=_headroom_pct(p.itl_ms, request.itl_ms), ttft_basis="p99" if poisson else "mean",
+                  ttft_error_factor=ttft_error_factor, harness_ttft_ms=request.harness_ttft_ms)
 
 
 def margin_text(m: Margin) -> str:
-    """``TTFT p99 43% under its target, ITL 17% under`` (``over`` for a negative headroom)."""
+    """``TTFT p99 43% under its target, ITL 17% under`` (``over`` for a negative headroom), and the
+    TTFT error factor and measuring client's term it was planned with, when there are."""
     words = [f"{name} {abs(pct):.0f}% {'under' if pct >= 0 else 'over'}"
              for name, pct in ((f"TTFT {m.ttft_basis}", m.ttft_pct), ("ITL", m.itl_pct))]
-    return f"{words[0]} its target, {words[1]}"
+    planned = [f"TTFT × {m.ttft_error_factor:.2f} (the model's held-out error) held to the target"
+               if m.ttft_error_factor > 1 else "",
+               f"{m.harness_ttft_ms:g} ms of the measuring client in the TTFT" if m.harness_ttft_ms else ""]
+    planned = [text for text in planned if text]
+    return f"{words[0]} its target, {words[1]}" + (f" ({'; '.join(planned)})" if planned else "")
 
 
 def cost_of(gpus: int, tok_s_per_gpu: float, *, goodput: bool, budget: int | None, price: float | None) -> float:

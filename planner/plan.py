@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Collection
+from dataclasses import replace
 
 from planner.choice import margin, margin_text, preference, shortfall
 from planner.mix import Unit, best_mix, mixed_plan
@@ -19,17 +20,37 @@ from planner.types import Engine, Plan, PlanRequest, PlanResult
 from profiler.model import (FREE_FRACTION_BACKENDS, GPUS, MEMORY_FRACTION, Model, ModelError, PART_LABELS,
                          Parallel, Prepared, ServingConfig, check_precision, default_kv_dtype,
                          default_max_num_tokens, get_gpu, is_hub_id, ms_text, prepare,
-                         resolve_model, runs_on, shipped_params)
+                         resolve_model, runs_on, shipped_params, ttft_error_factor)
 
 
-def _target(req: PlanRequest) -> Target:
+def _target(req: PlanRequest, ttft_error_factor: float) -> Target:
+    """The SLA and load sizing checks: the TTFT target divided by the error factor a predicted
+    TTFT is multiplied by (so that prediction × factor stays within the target)."""
     if req.concurrency is not None:
         load, closed = float(req.concurrency), True
     elif req.request_rate is not None:
         load, closed = float(req.request_rate), False
     else:
         load, closed = None, True
-    return Target(req.ttft_ms, req.itl_ms, req.e2e_ms, load, closed, req.isl_tokens, req.osl_tokens, req.total_gpus)
+    return Target(req.ttft_ms / ttft_error_factor, req.itl_ms, req.e2e_ms, load, closed, req.isl_tokens, req.osl_tokens, req.total_gpus)
+
+
+def _error_factor(req: PlanRequest, given: float | None) -> float:
+    """The factor a predicted TTFT is multiplied by before it is held to the target: 1 with the
+    request's error margin off, else ``given`` or the shipped one. Raises ModelError below 1."""
+    if not req.ttft_error_margin:
+        return 1.0
+    factor = ttft_error_factor() if given is None else given
+    if not factor >= 1.0:
+        raise ModelError("ttft_error_factor", f"a TTFT error factor is at least 1, not {factor:g}")
+    return factor
+
+
+def _measured_by(prep: Prepared, req: PlanRequest) -> Prepared:
+    """``prep`` as the request's measuring client sees it: its ``harness_ttft_ms`` in every TTFT."""
+    if not req.harness_ttft_ms:
+        return prep
+    return replace(prep, load={**prep.load, "harness_ms": req.harness_ttft_ms})
 
 
 def _disagg_prepared(pre: Prepared, dec: Prepared, n_p: int, n_d: int, t: Target, offered: float) -> Prepared:
@@ -43,7 +64,7 @@ def _disagg_prepared(pre: Prepared, dec: Prepared, n_p: int, n_d: int, t: Target
 
 def plan(request: PlanRequest, *, model: tuple[Model, str] | None = None,
          params: dict[str, float] | None = None, seed: int = 0, suggest: bool = True,
-         only: Collection[Candidate] | None = None) -> PlanResult:
+         only: Collection[Candidate] | None = None, ttft_error_factor: float | None = None) -> PlanResult:
     """Plan ``request``.
 
     ``model`` is the architecture and the weights precision its name implies, as
@@ -52,6 +73,11 @@ def plan(request: PlanRequest, *, model: tuple[Model, str] | None = None,
     (naming the field) for an unknown model or GPU or impossible bounds; an SLA nothing
     meets is not an error but an infeasible PlanResult that says why, and (with
     ``suggest``) what would meet it: larger engines or another GPU type.
+
+    With ``request.ttft_error_margin``, a predicted TTFT meets its target when it does
+    multiplied by ``ttft_error_factor`` (≥ 1; by default the shipped quantile of the model's
+    held-out TTFT error, ``profiler.model.ttft_error_factor``). Every predicted TTFT includes
+    ``request.harness_ttft_ms``, what the client that measures the SLA adds.
     """
     p = params or shipped_params()
     model, implied = model or resolve_model(request.model)
@@ -59,7 +85,8 @@ def plan(request: PlanRequest, *, model: tuple[Model, str] | None = None,
     gpu = get_gpu(request.gpu)
     check_bounds(request.min_gpus_per_engine, request.max_gpus_per_engine)
     node = request.gpus_per_node or gpu.gpus_per_node
-    t = _target(request)
+    factor = _error_factor(request, ttft_error_factor)
+    t = _target(request, factor)
     base = ServingConfig(model=model.hf_id, gpu=gpu.name, backend=request.backend, precision=precision,
                          engine=Parallel(), isl_tokens=request.isl_tokens, osl_tokens=request.osl_tokens,
                          concurrency=1.0)
@@ -68,10 +95,10 @@ def plan(request: PlanRequest, *, model: tuple[Model, str] | None = None,
     for par in engine_options(model, gpu, request.min_gpus_per_engine, request.max_gpus_per_engine, node,
                               request.backend):
         try:
-            shapes[par] = prepare(base.model_copy(update={"engine": par}), model)
+            shapes[par] = _measured_by(prepare(base.model_copy(update={"engine": par}), model), request)
         except ModelError as exc:
             pruned.append(f"{describe(par)}: {exc.message}")
-    assumptions = _assumptions(request, precision, node, t, len(shapes), len(pruned))
+    assumptions = _assumptions(request, precision, node, t, len(shapes), len(pruned), factor)
     if not shapes:
         reason = (f"{model.hf_id} ({precision}) fits no engine of {request.min_gpus_per_engine}–"
                   f"{request.max_gpus_per_engine} {gpu.name} GPUs: {pruned[-1] if pruned else 'no valid parallelism'}; "
@@ -102,9 +129,9 @@ def plan(request: PlanRequest, *, model: tuple[Model, str] | None = None,
     ok = [pl for pl in plans if pl.feasible]
     if not ok:
         closest = _closest(evaluated, plans, request)
-        reason = _infeasible_reason(request, evaluated, plans, closest, gpu.name, t)
+        reason = _infeasible_reason(request, evaluated, plans, closest, gpu.name, t, factor)
         if suggest and not any(s.meets_sla for s in evaluated):
-            reason += _suggestion(request, (model, implied), p)
+            reason += _suggestion(request, (model, implied), p, factor)
         return PlanResult(request=request, feasible=False, chosen=None, candidates=plans, reason=reason,
                           closest=closest[1], assumptions=assumptions, evaluated=len(evaluated))
     chosen = min(ok, key=lambda pl: preference(pl, request))
@@ -115,7 +142,7 @@ def plan(request: PlanRequest, *, model: tuple[Model, str] | None = None,
             assumptions += (f"a mix of engine shapes ({mix.shape()}) serves more than any one shape on the budget; the "
                             "router must send each engine its own share (" + ", ".join(
                                 f"{part.shape()}: {part.predicted.requests_per_s:.2f} req/s" for part in mix.parts) + ")",)
-    kept = margin(chosen, request)
+    kept = margin(chosen, request, ttft_error_factor=factor)
     assumptions += (f"margin kept: {margin_text(kept)}; of plans that cost the same, the one with the most "
                     "headroom (in steps of 10% of the target) is chosen, then the simpler",)
     return PlanResult(request=request, feasible=True, chosen=chosen, candidates=plans, margin=kept,
@@ -220,7 +247,7 @@ def _named(plan: Plan, s: Sized, t: Target) -> str:
 
 
 def _infeasible_reason(req: PlanRequest, evaluated: list[Sized], plans: tuple[Plan, ...],
-                       closest: tuple[Sized, Plan], gpu: str, t: Target) -> str:
+                       closest: tuple[Sized, Plan], gpu: str, t: Target, factor: float) -> str:
     """Why nothing is feasible, naming the ``closest`` configuration with its numbers, and where another
     configuration reaches a lower TTFT or ITL, that one with its own numbers."""
     closest_s, closest = closest
@@ -229,8 +256,10 @@ def _infeasible_reason(req: PlanRequest, evaluated: list[Sized], plans: tuple[Pl
         return (f"the cheapest deployment that meets the SLA needs {closest.total_gpus} {gpu} GPUs, over the budget "
                 f"of {req.total_gpus} (hardware.totalGpus): {_named(closest, closest_s, t)}, TTFT {ms_text(c.ttft_ms, 0)}, "
                 f"ITL {ms_text(c.itl_ms)}")
-    text = (f"no configuration of up to {req.max_gpus_per_engine} {gpu} GPUs per engine meets TTFT {req.ttft_ms:g} ms "
-            f"and ITL {req.itl_ms:g} ms at ISL {req.isl_tokens} / OSL {req.osl_tokens}. Closest: {_named(closest, closest_s, t)}, "
+    held = (f" (its predicted TTFT × {factor:.2f}, the model's held-out error: {t.ttft_ms:.0f} ms predicted at most)"
+            if factor > 1 else "")
+    text = (f"no configuration of up to {req.max_gpus_per_engine} {gpu} GPUs per engine meets TTFT {req.ttft_ms:g} ms"
+            f"{held} and ITL {req.itl_ms:g} ms at ISL {req.isl_tokens} / OSL {req.osl_tokens}. Closest: {_named(closest, closest_s, t)}, "
             f"TTFT {ms_text(c.ttft_ms, 0)}{_largest(closest, 'ttft')} and ITL {ms_text(c.itl_ms)}{_largest(closest, 'itl')}")
     for metric, other in (("ttft", "itl"), ("itl", "ttft")):
         i = min(range(len(plans)), key=lambda j: getattr(plans[j].predicted, f"{metric}_ms"))
@@ -255,7 +284,7 @@ def _largest(plan: Plan, metric: str) -> str:
 MAX_SUGGESTED_ENGINE_GPUS = 64
 
 
-def _suggestion(req: PlanRequest, model: tuple[Model, str], p: dict) -> str:
+def _suggestion(req: PlanRequest, model: tuple[Model, str], p: dict, factor: float) -> str:
     """What would meet the SLA: the same GPU with larger engines, else the fastest other GPU type."""
     trials = []
     bigger = req.max_gpus_per_engine
@@ -266,14 +295,15 @@ def _suggestion(req: PlanRequest, model: tuple[Model, str], p: dict) -> str:
                     key=lambda g: -g.hbm_gb_s)
     trials += [(f"{g.name}", {"gpu": g.name, "total_gpus": None, "gpus_per_node": None}) for g in others]
     for label, change in trials:
-        result = plan(req.model_copy(update=change), model=model, params=p, suggest=False)
+        result = plan(req.model_copy(update=change), model=model, params=p, suggest=False, ttft_error_factor=factor)
         if result.feasible:
             c = result.chosen
             return f". It would be met with {label}: {c.mode}, {c.total_gpus} GPUs"
     return ". No GPU type in the catalog meets it with engines of this size"
 
 
-def _assumptions(req: PlanRequest, precision: str, node: int, t: Target, fit: int, pruned: int) -> tuple[str, ...]:
+def _assumptions(req: PlanRequest, precision: str, node: int, t: Target, fit: int, pruned: int,
+                 factor: float) -> tuple[str, ...]:
     load = ((f"no load stated: whole units sized for the best goodput, as many as {req.total_gpus} GPUs hold"
              if req.total_gpus else "no load stated: one deployment unit sized for the best goodput per GPU")
             if t.load is None
@@ -288,4 +318,11 @@ def _assumptions(req: PlanRequest, precision: str, node: int, t: Target, fit: in
         f"ISL {req.isl_tokens} / OSL {req.osl_tokens} tokens",
         f"{fit} engine shapes fit in memory, {pruned} pruned before evaluation",
         "TTFT and ITL targets apply to the mean; p90/p99 are reported alongside",
+        (f"TTFT error margin: the predicted TTFT × {factor:.2f} (a quantile of the model's TTFT error with model "
+         f"families held out) is held to the target, so at most {t.ttft_ms:.0f} ms is predicted") if factor > 1
+        else "TTFT error margin off: the predicted TTFT itself is held to the target (errorMargin: true keeps the "
+             "model's held-out error in hand)",
+        (f"TTFT as the SLA's measuring client sees it: {req.harness_ttft_ms:g} ms a request of the client's in every "
+         "predicted TTFT (in its frontend part)") if req.harness_ttft_ms
+        else "TTFT of the deployment alone: a measuring client's own time is not in it (harnessTtftMs)",
     )

@@ -266,7 +266,8 @@ def _prefill_workers(prep: Prepared, pf: tuple, rate: float, clients: float, t_f
     1% of the best any count reaches (more only add GPUs). ``pf`` is ``_batching(prep, t, p)``."""
     n = np.arange(1, MAX_WORKERS + 1, dtype=float)
     f = prep.prefill
-    exec_s, wait, burst, _, _ = first_token(f, p, float(t.isl), pf, t_first, rate, n * f["dp"], clients, 1.0)
+    exec_s, wait, burst, _, _ = first_token(f, p, float(t.isl), pf, t_first, rate, n * f["dp"], clients, 1.0,
+                                            prep.load.get("harness_ms", 0.0))
     keeps_up = n * prefill_capacity(pf, f["dp"]) >= rate
     ttft_ms = np.where(keeps_up, (exec_s + wait + burst) * 1e3, np.inf)
     if not np.isfinite(ttft_ms).any():

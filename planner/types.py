@@ -45,6 +45,12 @@ class PlanRequest(BaseModel):
     ttft_ms: float = Field(gt=0)
     itl_ms: float = Field(gt=0)
     e2e_ms: float | None = Field(default=None, gt=0)
+    harness_ttft_ms: float = Field(default=0.0, ge=0, le=60_000,
+                                   description="what the client that measures the SLA adds to each TTFT, ms "
+                                               "(genai-bench: about 2.5): the plan's TTFT includes it")
+    ttft_error_margin: bool = Field(default=False, description="hold the predicted TTFT times the model's "
+                                                               "held-out error factor to the target (False: "
+                                                               "the prediction itself)")
     concurrency: int | None = Field(default=None, gt=0, description="closed-loop clients")
     request_rate: float | None = Field(default=None, gt=0, description="Poisson requests/s")
     min_gpus_per_engine: int = Field(default=1, gt=0)
@@ -168,6 +174,11 @@ class Margin(Stored):
     ttft_pct: float = Field(alias="ttftPct", description="TTFT headroom, % of the TTFT target")
     itl_pct: float = Field(alias="itlPct", description="ITL headroom, % of the ITL target")
     ttft_basis: Literal["mean", "p99"] = Field(alias="ttftBasis")
+    ttft_error_factor: float = Field(default=1.0, ge=1, alias="ttftErrorFactor",
+                                     description="the factor the predicted TTFT was multiplied by before it was "
+                                                 "held to the target: the model's held-out TTFT error (1: none)")
+    harness_ttft_ms: float = Field(default=0.0, ge=0, alias="harnessTtftMs",
+                                   description="ms the measuring client adds to each TTFT, in the predicted TTFT")
 
     @property
     def least_pct(self) -> float:

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 from planner.request.errors import Causes, validate
 from planner.request.names import dns_label, dns_subdomain
 from planner.request.versions import V1ALPHA1_LENGTHS, V1BETA1_LENGTHS
-from planner.request.wire_common import Hardware, Workload
+from planner.request.wire_common import Hardware, SLAMeasuredBy, Workload
 from planner.request.wire_v1alpha1 import (
     DeploymentOverrides,
     GPUv1alpha1,
@@ -83,6 +83,12 @@ def _load(workload: Workload | None, causes: Causes) -> dict[str, Any]:
     if workload.request_rate is not None:
         out["request_rate"] = float(workload.request_rate)
     return out
+
+
+def _measured_by(sla: SLAMeasuredBy | None) -> dict[str, Any]:
+    """The measuring client's TTFT term and the error margin switch of ``spec.sla`` (defaults without one)."""
+    sla = sla or SLAMeasuredBy()
+    return {"harness_ttft_ms": sla.harness_ttft_ms, "ttft_error_margin": sla.error_margin}
 
 
 def _budget(hw: Hardware | None) -> dict[str, Any]:
@@ -143,6 +149,7 @@ def from_v1alpha1(spec: SpecV1alpha1, causes: Causes) -> dict[str, Any] | None:
         "osl_tokens": _first(workload.osl, sla.osl if sla else None, cfg_sla.osl, V1ALPHA1_LENGTHS.osl_tokens),
         "ttft_ms": float(ttft),
         "itl_ms": float(itl),
+        **_measured_by(sla),
         "min_gpus_per_engine": lo,
         "max_gpus_per_engine": hi,
         "gpu_price_per_hour": price,
@@ -228,6 +235,7 @@ def from_v1beta1(spec: SpecV1beta1, causes: Causes) -> dict[str, Any] | None:
         "osl_tokens": osl,
         "ttft_ms": float(ttft),
         "itl_ms": float(itl),
+        **_measured_by(sla),
         "e2e_ms": float(e2e) if e2e is not None else None,
         "gpu_price_per_hour": hw.price_per_gpu_hour if hw else None,
         "search_strategy": spec.search_strategy,

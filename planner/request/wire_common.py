@@ -26,6 +26,16 @@ class SpecModel(BaseModel):
     )
 
 
+class SLAMeasuredBy(SpecModel):
+    """slaplan's keys of ``spec.sla`` (either version): who measures the SLA, and whether the plan
+    keeps the model's TTFT error in hand."""
+
+    harness_ttft_ms: float = Field(default=0.0, ge=0, le=60_000,
+                                   description="what the client that measures the SLA adds to each TTFT, ms")
+    error_margin: bool = Field(default=False, description="hold the predicted TTFT times the model's held-out "
+                                                         "error factor to the target")
+
+
 class FreeFormModel(BaseModel):
     """A known corner of a free-form object: the keys we read are typed, others pass."""
 

@@ -7,7 +7,7 @@ from typing import Annotated, Any, Literal
 from pydantic import ConfigDict, Field, field_validator
 
 from planner.request.names import dns_label, dns_subdomain
-from planner.request.wire_common import FreeFormModel, Hardware, SpecModel, Workload
+from planner.request.wire_common import SLAMeasuredBy, FreeFormModel, Hardware, SpecModel, Workload
 from planner.types import MIN_OSL
 
 # GPUs one engine may span (minNumGPUsPerEngine, maxNumGPUsPerEngine): beyond any deployment run
@@ -15,7 +15,7 @@ from planner.types import MIN_OSL
 MAX_ENGINE_GPUS = 1024
 
 
-class SLAv1alpha1(SpecModel):
+class SLAv1alpha1(SLAMeasuredBy):
     """``spec.sla`` (v1alpha1): targets in ms; optional isl/osl in tokens."""
 
     ttft: float = Field(gt=0)

@@ -6,10 +6,10 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from planner.request.wire_common import Hardware, SpecModel, Workload
+from planner.request.wire_common import SLAMeasuredBy, Hardware, SpecModel, Workload
 
 
-class SLAv1beta1(SpecModel):
+class SLAv1beta1(SLAMeasuredBy):
     """``spec.sla`` (v1beta1): targets in ms."""
 
     ttft: float | None = Field(default=None, gt=0)

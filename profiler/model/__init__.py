@@ -27,6 +27,7 @@ _EXPORTS: dict[str, str] = {
     **dict.fromkeys(("check_precision", "default_kv_dtype"), "precision"),
     **dict.fromkeys(("first_token", "first_token_steps", "prefill_batching", "prefill_capacity"), "serving"),
     **dict.fromkeys(("accepted_per_step", "decode_step_s"), "steps"),
+    "ttft_error_factor": "ttft_error",
 }
 __all__ = sorted(_EXPORTS)
 

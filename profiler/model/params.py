@@ -100,6 +100,17 @@ def shipped_file() -> dict:
 
 
 @lru_cache(maxsize=1)
+def shipped_ttft_error() -> dict:
+    """The package's ``data/ttft_error.json`` as ``benchmarks/ttft_margin.py`` writes it ({} when
+    absent): the model's held-out TTFT error factor (``ttft_error.ttft_error_factor`` reads it)."""
+    try:
+        text = resources.files(__package__).joinpath("data/ttft_error.json").read_text()
+    except FileNotFoundError:
+        return {}
+    return json.loads(text)
+
+
+@lru_cache(maxsize=1)
 def shipped_params() -> dict[str, float]:
     """The fitted parameters shipped with the package (defaults for any that are missing); the
     harness terms fitted beside them are not among them (``harness.shipped_terms``)."""

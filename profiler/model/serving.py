@@ -92,7 +92,8 @@ class Load:
     ``disagg`` is 1 for disaggregated rows; ``closed`` is 1 when ``load`` is a concurrency,
     0 when it is a request rate; ``batch_cap`` caps b (sequences per attention rank);
     ``harness_ms`` is what the harness that measured a calibration row adds to its TTFT (ms,
-    ``harness.py``): 0 for a deployment, whose prediction is the engine's alone.
+    ``harness.py``), or what the client a plan's SLA is measured by adds (the request's
+    ``harness_ttft_ms``); 0 for a deployment alone.
     """
 
     isl: object

@@ -90,3 +90,14 @@ def test_best_measured_fills_the_budget_with_the_shape_serving_most():
     cap = bench.capacity(measured[(4, 1)], 160.0, 30.0)
     assert best.engines.label == f"{bench.BUDGET // 4}×tp4" and best.tok_s == bench.BUDGET // 4 * cap.tok_s
     assert bench.best_measured(measured, (50.0, 30.0), osl=1000) is None  # over at the fewest clients measured
+
+
+def test_a_workloads_harness_term_is_the_one_fitted_for_its_rows_backend():
+    bench = load("budget_measured")
+    w = bench.WORKLOADS[0]
+    row = {"mode": "agg", "model": w.model, "gpu": w.gpu, "backend": w.backend, "precision": w.precision,
+           "isl": str(w.isl), "osl": str(w.osl), "provenance": "some_bench | run 1"}
+    other = {**row, "gpu": "a100_sxm"}  # another workload's row: not counted
+    params = {f"harness_ttft_ms_{w.backend}": 30.0}
+    assert bench.harness_ttft_ms([row, other], w, params) == 30.0
+    assert bench.harness_ttft_ms([row], w, {f"harness_ttft_ms_{w.backend}": 60.0}) == 60.0
