@@ -19,6 +19,17 @@ decoding that both match leave the row's speculation unknown:
 only what they agree on is written. Entries that match but disagree (another worker count, shape
 or limit) leave the row out. Only facts are carried over, with the config's commit, URL and licence.
 
+Before GB200 deployments entered that config, InferenceX ran them from its GB200 launch script
+(``runners/launch_gb200-nv.sh``), whose TensorRT-LLM sweeps call Dynamo's ``submit_disagg.sh`` with
+the context workers (one 4-GPU tray each), the generation workers and their engine (``tep``: TP and
+EP over its GPUs; ``dep``: attention DP and EP), ``max_batch_size`` per rank, drafted tokens, and
+clients per generation worker (Dynamo's ``bench.sh`` multiplies them by the generation workers).
+The dated source files record those runs as aggregated rows that spell the deployment's GPUs as
+``tp``; such a row is matched by its lengths, clients and GPUs (``num_gpus``), and gains
+``mode`` disagg with the deployment, as the config's entries are read (what the entries agree on).
+Context engines are read as Dynamo's own GB200 configs of these sweeps deploy them: attention DP
+over the tray's 4 GPUs with EP 4 (``configs/gb200/*/ctx*_gen*.yaml`` in ai-dynamo/dynamo).
+
     python benchmarks/recipe_deployments.py INFERENCEX_GIT_DIR [--data CSV] [--out CSV]
 
 INFERENCEX_GIT_DIR: a clone of SemiAnalysisAI/InferenceX (its history is read with ``git``).
@@ -41,13 +52,18 @@ from api.commands.calibrate import RECIPE_COLUMNS, RECIPE_KEY, default_data_path
 
 REPO = "SemiAnalysisAI/InferenceX"
 CONFIG = ".github/configs/nvidia-master.yaml"
+LAUNCHER = "runners/launch_gb200-nv.sh"  # GB200 sweeps run before the config held them
+TRAY_GPUS = 4  # GPUs of one GB200 compute tray: one context worker of the launch script's sweeps
+# ./submit_disagg.sh "mtp=on" "tep" ctx gen gen_tp batch max_tokens "memory" mtp eplb "clients per gen worker"
+SUBMIT = re.compile(r'submit_disagg\.sh "mtp=(?:on|off)" "(tep|dep)" (\d+) (\d+) (\d+) (\d+) \d+ "[\d.]+" (\d+) \d+ "([\d ]+)"')
+LENGTHS = re.compile(r'"\$isl" = "(\d+)" \] && \[ "\$osl" = "(\d+)"')
 LICENCE = "from the benchmark configuration of SemiAnalysisAI/InferenceX (Apache-2.0)"
 # Calibration data's model id -> InferenceX model prefix; backend -> disaggregated framework.
 PREFIXES = {"deepseek-ai/DeepSeek-R1": "dsr1", "deepseek-ai/DeepSeek-V3": "dsr1", "moonshotai/Kimi-K2.5": "kimik2.5",
             "zhipuai/GLM-5": "glm5"}
 FRAMEWORKS = {"trtllm": "dynamo-trt", "sglang": "dynamo-sglang", "vllm": "dynamo-vllm"}
 BATCH, DRAFTED = re.compile(r"_batch(\d+)_"), re.compile(r"_mtp(\d+)")
-COLUMNS = (*RECIPE_KEY, *RECIPE_COLUMNS, "recipe", "config", "url", "licence")
+COLUMNS = (*RECIPE_KEY, "mode", *RECIPE_COLUMNS, "recipe", "config", "url", "licence")
 
 
 class Engine(NamedTuple):
@@ -77,9 +93,9 @@ def _git(repo: Path, *args: str) -> str:
     return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True).stdout
 
 
-def config_at(repo: Path, date: str) -> str:
-    """The commit of the master config in force on ``date`` (YYYY-MM-DD); empty before it existed."""
-    return _git(repo, "log", "-1", "--format=%H", f"--before={date}T23:59:59", "--", CONFIG).strip()
+def config_at(repo: Path, date: str, path: str = CONFIG) -> str:
+    """The commit of ``path`` (the master config) in force on ``date`` (YYYY-MM-DD); empty before it existed."""
+    return _git(repo, "log", "-1", "--format=%H", f"--before={date}T23:59:59", "--", path).strip()
 
 
 def _engine(role: dict) -> Engine:
@@ -110,6 +126,34 @@ def entries(repo: Path, commit: str) -> dict[tuple, list[Entry]]:
                     key = (name, int(lengths["isl"]), int(lengths["osl"]), int(clients), prefill.gpus, decode.gpus)
                     found.setdefault(key, []).append(item)
     return found
+
+
+def launcher_entries(text: str) -> dict[tuple, list[Entry]]:
+    """(ISL, OSL, clients, GPUs of the deployment) -> the launch script's TensorRT-LLM sweeps
+    measuring it (``text``: the script)."""
+    found: dict[tuple, list[Entry]] = {}
+    lengths = None
+    for line in text.splitlines():
+        if (said := LENGTHS.search(line)):
+            lengths = int(said.group(1)), int(said.group(2))
+        if not (call := SUBMIT.search(line)) or lengths is None:
+            continue
+        mode, ctx, gen, tp, batch, drafted, clients = call.groups()
+        prefill = Engine(int(ctx), TRAY_GPUS, TRAY_GPUS, True)
+        decode = Engine(int(gen), int(tp), int(tp), mode == "dep")
+        item = Entry(prefill, decode, int(batch), int(drafted), " ".join(call.group(0).split()))
+        for per_worker in clients.split():
+            key = (*lengths, int(per_worker) * decode.workers, prefill.workers * prefill.gpus + decode.workers * decode.gpus)
+            found.setdefault(key, []).append(item)
+    return found
+
+
+def _launcher_key(row: dict) -> tuple | None:
+    """The ``launcher_entries`` key of a GB200 TensorRT-LLM DeepSeek row the source recorded as aggregated, or None."""
+    if (row.get("mode"), row["gpu"], row["backend"], PREFIXES.get(row["model"])) != ("agg", "gb200", "trtllm", "dsr1") \
+            or not row.get("num_gpus"):
+        return None
+    return int(row["isl"]), int(row["osl"]), int(float(row["concurrency"])), int(row["num_gpus"])
 
 
 def _gpus(row: dict, prefix: str) -> int:
@@ -149,23 +193,33 @@ def facts(row: dict, found: list[Entry]) -> tuple[dict, str] | None:
     return said, sorted(e.recipe for e in found)[0]
 
 
+# Where a row's deployment is read from: (the file, its entries from a commit, the row's key in them,
+# what the read row gains beside the entries' facts). The config's rows stay in their mode; the launch
+# script's were recorded as aggregated and are disaggregated.
+SOURCES = ((CONFIG, entries, _key, {}),
+           (LAUNCHER, lambda repo, commit: launcher_entries(_git(repo, "show", f"{commit}:{LAUNCHER}")), _launcher_key,
+            {"mode": "disagg"}))
+
+
 def deployments(repo: Path, rows: list[dict]) -> list[dict]:
-    """One output row per calibration row the config's entries say something of."""
+    """One output row per calibration row the config's entries, or the GB200 launch script's, say something of."""
     out, cache = [], {}
     for row in rows:
-        key, measured = _key(row), re.search(r"measured=(\d{4}-\d\d-\d\d)", row.get("provenance", ""))
-        commit = config_at(repo, measured.group(1)) if key and measured else ""
-        if not commit:
-            continue
-        if commit not in cache:
-            cache[commit] = entries(repo, commit)
-        said = facts(row, cache[commit].get(key, []))
-        if said is None:
-            continue
-        values, recipe = said
-        out.append({**{k: row[k] for k in RECIPE_KEY}, **values,
-                    "recipe": recipe, "config": f"{REPO}:{CONFIG}@{commit[:12]}",
-                    "url": f"https://github.com/{REPO}/blob/{commit}/{CONFIG}", "licence": LICENCE})
+        measured = re.search(r"measured=(\d{4}-\d\d-\d\d)", row.get("provenance", ""))
+        for path, read, key_of, gained in SOURCES:
+            key = key_of(row)
+            commit = config_at(repo, measured.group(1), path) if key and measured else ""
+            if not commit:
+                continue
+            if (path, commit) not in cache:
+                cache[path, commit] = read(repo, commit)
+            said = facts(row, cache[path, commit].get(key, []))
+            if said is None:
+                continue
+            values, recipe = said
+            out.append({**{k: row[k] for k in RECIPE_KEY}, **gained, **values,
+                        "recipe": recipe, "config": f"{REPO}:{path}@{commit[:12]}",
+                        "url": f"https://github.com/{REPO}/blob/{commit}/{path}", "licence": LICENCE})
     return out
 
 

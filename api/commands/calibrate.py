@@ -45,6 +45,9 @@ GROUPS = ("mode", "backend", "gpu", "family")
 RECIPE_KEY = ("provenance", "model", "gpu", "backend", "precision", "isl", "osl", "concurrency")
 ENGINE_COLUMNS = ("p_tp", "p_attn_dp", "p_moe_ep", "d_tp", "d_attn_dp", "d_moe_ep")
 RECIPE_COLUMNS = ("p_workers", "d_workers", *ENGINE_COLUMNS, "max_batch", "spec_tokens")
+# The aggregated engine's columns, which a recipe that reads an aggregated row as a disaggregated
+# deployment (``mode`` disagg: a source's spelling of that deployment's GPUs) leaves empty.
+AGGREGATED_COLUMNS = ("tp", "pp", "attn_dp", "moe_tp", "moe_ep")
 
 
 def register(subparsers, summary: str) -> None:
@@ -182,9 +185,12 @@ def with_recipes(rows: list[dict], recipes: list[dict]) -> list[dict]:
     decode engines' ``max_batch``, ``spec_tokens``). A row that records its worker counts keeps
     its own columns and gains only those it leaves empty; a row without them is read as the
     recipe deploys it (its source spells an engine's GPUs its own way): a recipe that states a
-    role's engine names only rows whose engine of that role has as many GPUs (tp × attn_dp). Raises ValueError naming the recipe row (from 1) and the field
-    when a value is not a whole number in range, a key is missing, no row has the key, or the
-    recipe contradicts what the row records."""
+    role's engine names only rows whose engine of that role has as many GPUs (tp × attn_dp). A
+    recipe stating ``mode`` disagg reads an aggregated row as the disaggregated deployment it states
+    (both roles' workers and engines), naming only rows whose ``num_gpus`` that deployment holds.
+    Raises ValueError naming the recipe row (from 1) and the field when a value is not a whole
+    number in range, a key is missing, no row has the key, or the recipe contradicts what the row
+    records."""
     index: dict[tuple, list[int]] = {}
     for i, row in enumerate(rows):
         index.setdefault(tuple(str(row.get(k) or "").strip() for k in RECIPE_KEY), []).append(i)
@@ -197,13 +203,21 @@ def with_recipes(rows: list[dict], recipes: list[dict]) -> list[dict]:
                  if str(recipe.get(k) or "").strip()}
         if not facts:
             raise ValueError(f"recipe row {n}: {', '.join(RECIPE_COLUMNS)}: none given")
-        # A row is named by the key and, where the recipe states a role's engine, that engine's GPUs.
+        disaggregated = _recipe_mode(n, recipe, facts)
+        # A row is named by the key and, where the recipe states a role's engine, that engine's GPUs
+        # (an aggregated row read as a disaggregated deployment: the deployment's GPUs).
         roles = [prefix for prefix in ("p_", "d_") if f"{prefix}tp" in facts or f"{prefix}attn_dp" in facts]
-        matched = [i for i in index.get(tuple(str(recipe[k]).strip() for k in RECIPE_KEY), [])
-                   if all(_engine_gpus(out[i], prefix) == _engine_gpus(facts, prefix) for prefix in roles)]
+        named = index.get(tuple(str(recipe[k]).strip() for k in RECIPE_KEY), [])
+        if disaggregated:
+            total = sum(int(facts[f"{p}workers"]) * _engine_gpus(facts, p) for p in ("p_", "d_"))
+            matched = [i for i in named if str(out[i].get("mode") or "agg").strip() == "agg"
+                       and _number(str(out[i].get("num_gpus") or "")) == total]
+        else:
+            matched = [i for i in named if all(_engine_gpus(out[i], prefix) == _engine_gpus(facts, prefix) for prefix in roles)]
         if not matched:
             raise ValueError(f"recipe row {n}: {', '.join(RECIPE_KEY)}: no measured row has them"
-                             + (" and engines of its GPUs" if roles else ""))
+                             + (" as an aggregated row of the deployment's GPUs" if disaggregated
+                                else " and engines of its GPUs" if roles else ""))
         for i in matched:
             row = out[i]
             recorded = all(str(row.get(k) or "").strip() for k in ("p_workers", "d_workers"))
@@ -212,9 +226,25 @@ def with_recipes(rows: list[dict], recipes: list[dict]) -> list[dict]:
                 restated = not recorded and column in ENGINE_COLUMNS
                 if own and not restated and _number(own) != int(value):
                     raise ValueError(f"recipe row {n}: {column}: {value}, but the measured row states {own}")
-            updated = {**row, **facts}
-            out[i] = updated
+            out[i] = {**row, **facts} | ({"mode": "disagg", **dict.fromkeys(AGGREGATED_COLUMNS, "")}
+                                         if disaggregated else {})
     return out
+
+
+def _recipe_mode(n: int, recipe: dict, facts: dict) -> bool:
+    """Whether recipe row ``n`` reads an aggregated row as a disaggregated deployment (``mode``
+    disagg, both roles' workers and engines stated); raises ValueError naming the field otherwise."""
+    mode = str(recipe.get("mode") or "").strip()
+    if not mode:
+        return False
+    if mode != "disagg":
+        raise ValueError(f"recipe row {n}: mode: only disagg can be stated (an aggregated row read as the "
+                         f"disaggregated deployment the recipe states), got {mode!r}")
+    needed = ("p_workers", "d_workers", "p_tp", "d_tp")
+    if (missing := [k for k in needed if k not in facts]):
+        raise ValueError(f"recipe row {n}: {missing[0]}: missing (a recipe stating mode disagg states both roles' "
+                         f"workers and engines)")
+    return True
 
 
 def read_kernels(data_path: Path, given: str | None) -> tuple[list[dict] | None, dict | None]:

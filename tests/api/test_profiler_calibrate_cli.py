@@ -306,6 +306,44 @@ def test_a_recipe_that_contradicts_what_the_row_records_is_refused(subset):
         with_recipes(rows, [_recipe(rows[recorded], d_workers=other)])
 
 
+def _aggregated_spelling(gpus: int) -> dict:
+    """A GB200 row a source recorded as aggregated, its disaggregated deployment's GPUs spelled as ``tp``."""
+    return {"provenance": "sweep; measured=2025-11-17", "model": "deepseek-ai/DeepSeek-R1", "gpu": "gb200",
+            "backend": "trtllm", "precision": "fp4", "mode": "agg", "isl": "1024", "osl": "1024",
+            "concurrency": "64", "tp": str(gpus), "pp": "1", "attn_dp": "1", "moe_tp": str(gpus), "moe_ep": "1",
+            "num_gpus": str(gpus), "ttft_ms": "262.5", "tpot_ms": "10.0"}
+
+
+DEPLOYED = {"mode": "disagg", "p_workers": "1", "p_tp": "1", "p_attn_dp": "4", "p_moe_ep": "4",
+            "d_workers": "4", "d_tp": "8", "d_attn_dp": "1", "d_moe_ep": "8"}
+
+
+def test_an_aggregated_row_is_read_as_the_disaggregated_deployment_its_recipe_states():
+    from api.commands.calibrate import with_recipes
+    from profiler.model.calibrate import prepare_rows
+
+    rows = [_aggregated_spelling(36), _aggregated_spelling(40)]
+    deployed = with_recipes(rows, [_recipe(rows[0], **DEPLOYED)])
+    assert deployed[1] == rows[1]  # the same key with another GPU count is another deployment
+    assert (deployed[0]["mode"], deployed[0]["tp"], deployed[0]["moe_tp"]) == ("disagg", "", "")
+    before, after = prepare_rows(rows), prepare_rows(deployed)
+    assert before.inferred[0] and not after.inferred[0]  # fitted like any recorded deployment
+    assert after.labels["mode"][0] == "disagg" and after.batch.gpus[0] == 36 == 4 + 4 * 8
+
+
+@pytest.mark.parametrize(("cells", "message"), [
+    ({"mode": "agg"}, "recipe row 1: mode: only disagg can be stated"),
+    ({"d_workers": ""}, "recipe row 1: d_workers: missing"),
+    ({"d_workers": "3"}, "recipe row 1: .*no measured row has them as an aggregated row of the deployment's GPUs"),
+])
+def test_a_recipe_reading_an_aggregated_row_states_a_whole_deployment_of_its_gpus(cells, message):
+    from api.commands.calibrate import with_recipes
+
+    rows = [_aggregated_spelling(36)]
+    with pytest.raises(ValueError, match=message):
+        with_recipes(rows, [{**_recipe(rows[0], **DEPLOYED), **cells}])
+
+
 def test_calibrate_records_the_recipes_and_refuses_a_bad_file(subset, tmp_path, capsys):
     import csv
 

@@ -72,3 +72,46 @@ def test_recipes_in_force_for_the_rows_engines_say_their_limits_and_deployments(
     assert (found[2]["p_attn_dp"], found[2]["d_tp"], found[2]["d_moe_ep"]) == (8, 8, 8)
     assert all(r["url"].startswith(f"https://github.com/{recipe_deployments.REPO}/blob/") for r in found)
     assert found[0]["recipe"].endswith("batch4_eplb0_mtp0_18.yaml") and "Apache-2.0" in found[0]["licence"]
+
+
+LAUNCHER = '''
+if [ "$isl" = "1024" ] && [ "$osl" = "1024" ]; then
+    if [ "$mtp_mode" = "on" ]; then
+        ./submit_disagg.sh "mtp=on" "tep" 1 4 8 32 128 "0.9" 3 0 "1 2 36"
+        ./submit_disagg.sh "mtp=on" "dep" 2 1 16 128 256 "0.7" 1 0 "2150"
+    else
+        ./submit_disagg.sh "mtp=off" "tep" 1 4 8 128 128 "0.9" 0 0 "1 2 64"
+    fi
+elif [ "$isl" = "8192" ] && [ "$osl" = "1024" ]; then
+        ./submit_disagg.sh "mtp=off" "dep" 4 1 32 16 16 "0.7" 0 0 "256"
+fi
+'''
+
+
+def _aggregated(isl: int, clients: int, gpus: int) -> dict:
+    return {"provenance": "src; measured=2025-11-17T00:00:00.000Z", "model": "deepseek-ai/DeepSeek-R1", "gpu": "gb200",
+            "backend": "trtllm", "precision": "fp4", "mode": "agg", "isl": str(isl), "osl": "1024",
+            "concurrency": str(clients), "tp": str(gpus), "moe_tp": str(gpus), "moe_ep": "1", "num_gpus": str(gpus)}
+
+
+def test_gb200_launch_script_sweeps_read_aggregated_rows_as_their_deployments(tmp_path):
+    repo = tmp_path / "bench"
+    script = repo / recipe_deployments.LAUNCHER
+    script.parent.mkdir(parents=True)
+    script.write_text(LAUNCHER)
+    env = {"GIT_AUTHOR_DATE": "2025-11-10T12:00:00", "GIT_COMMITTER_DATE": "2025-11-10T12:00:00",
+           "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t",
+           "PATH": "/usr/bin:/bin"}
+    for args in (["init", "-q"], ["add", "."], ["commit", "-q", "-m", "launcher"]):
+        subprocess.run(["git", "-C", str(repo), *args], check=True, env=env)
+    rows = [_aggregated(1024, 8, 36), _aggregated(1024, 144, 36), _aggregated(1024, 2150, 24),
+            _aggregated(8192, 256, 48), _aggregated(8192, 256, 40), {**_aggregated(1024, 2150, 24), "mode": "disagg",
+                                                                 **dict.fromkeys(("p_tp", "p_attn_dp", "d_tp", "d_attn_dp"), "")}]
+    found = recipe_deployments.deployments(repo, rows)
+    said = [(r["concurrency"], r["mode"], r["p_workers"], r["p_attn_dp"], r["d_workers"], r["d_tp"], r["d_attn_dp"],
+             r.get("max_batch"), r.get("spec_tokens")) for r in found]
+    # clients are per generation worker; a load both MTP sweeps measure gets the deployment only;
+    # a row of other GPUs, or one the source already records as disaggregated, nothing
+    assert said == [("8", "disagg", 1, 4, 4, 8, 1, None, None), ("144", "disagg", 1, 4, 4, 8, 1, 32, 3),
+                    ("2150", "disagg", 2, 4, 1, 1, 16, 2048, 1), ("256", "disagg", 4, 4, 1, 1, 32, 512, 0)]
+    assert found[0]["url"].endswith(recipe_deployments.LAUNCHER) and "Apache-2.0" in found[0]["licence"]
