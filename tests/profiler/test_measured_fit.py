@@ -175,7 +175,7 @@ def test_two_points_move_only_what_they_identify_and_never_predict_other_loads_w
                         or "_ms_" in k else v for k, v in nvidia.items()}}
     noisy = lambda c: predicted(c, 500, 100, params=truth, times=math.exp(rng.gauss(0, 0.03)))  # noqa: E731
     fit = fit_deployment(DEPLOYMENT, [noisy(2), noisy(32)])
-    assert len(fit.fitted) <= 2 and set(fit.uncertainty) == {"scale", *fit.fitted}
+    assert len(fit.fitted) <= 2 and set(fit.uncertainty) == {"prefill", "decode", *fit.fitted}
     assert all(f >= 1.0 for f in fit.uncertainty.values())
     for c in (1, 4, 8, 16, 64):
         held = predicted(c, 500, 100, params=truth)
