@@ -19,7 +19,8 @@ errors across load and the noise; ``profiler.model.error_spread``, measured held
 pooled with the points' own scatter (the prior counting as ``PRIOR_POINTS`` points), so n points
 know the offset to 1 / √(1/between² + n/within²), divided by how much of the metric the side sets.
 The factor kept is the one fitted, not pulled toward 1 by it: on the measured data's held-out
-concurrencies that changed the same few configurations and left the one made worse worse still.
+concurrencies that left the one configuration made worse still worse, and on points with a uniform
+difference it left a remainder that the refinement then gave to other parameters.
 """
 
 from __future__ import annotations
