@@ -31,7 +31,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from planner.sizing import Candidate
 from planner.types import Plan, PlanRequest
-from profiler.model import Model, Parallel, ServingConfig, evaluate, prepare, stack_prepared
+from profiler.model import (SPREAD_BETWEEN, SPREAD_WITHIN, Model, Parallel, ServingConfig, evaluate, prepare,
+                            stack_prepared)
 
 SWEEP_CONCURRENCY = (1, 4, 16)  # the closed-loop clients a run may use
 
@@ -153,9 +154,9 @@ class ErrorSpread:
             raise ValueError("ErrorSpread.weight: the runs the prior counts as must be positive")
 
 
-# Measured by ``benchmarks/online_replay.py --spread``: the model fitted without one GPU type, on that
-# type's workloads (B200, B300, H100 in turn), pooled: the spread on a GPU the model was not fitted on.
-ERROR_SPREAD = ErrorSpread(between={"ttft_ms": 0.385, "itl_ms": 0.100}, within={"ttft_ms": 0.350, "itl_ms": 0.071})
+# The spread on a GPU the model was not fitted on (``profiler.model.error_spread``).
+ERROR_SPREAD = ErrorSpread(between={"ttft_ms": SPREAD_BETWEEN["ttft"], "itl_ms": SPREAD_BETWEEN["tpot"]},
+                           within={"ttft_ms": SPREAD_WITHIN["ttft"], "itl_ms": SPREAD_WITHIN["tpot"]})
 MIN_UNITS = 2  # units measured before the search may stop: one unit's error says nothing of the spread between units
 
 

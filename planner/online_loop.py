@@ -278,7 +278,8 @@ def online_document(trials: list[LedgerTrial], *, study_name: str, target: str, 
         trials_done=len(_counted(trials)), stopped=stopped, best=best.unit,
         calibration=Calibration(unit=best.unit, scale=fit.scale, sides=fit.sides, fitted=fit.fitted, points=fit.points,
                                 harness_ms=fit.harness_ms, before=fit.before.model_dump(),
-                                after=fit.after.model_dump(), held_out=fit.held_out),
+                                after=fit.after.model_dump(), held_out=fit.held_out,
+                                uncertainty=fit.uncertainty),
         left_out=tuple(left_out), offline_pick=offline_pick, trials=tuple(rows))
 
 

@@ -111,6 +111,9 @@ class Calibration(Stored):
         default_factory=dict, alias="heldOut",
         description="mean absolute log error of TTFT and TPOT on the points held out, per step judged "
                     "(``ttft_start``, ``tpot_scaled``, …: profiler.model.measured.DeploymentFit.held_out)")
+    uncertainty: dict[str, float] = Field(
+        default_factory=dict, description="one standard error of each side's factor and of each parameter "
+                                          "refined, as a factor (1.1: ±10%; DeploymentFit.uncertainty)")
 
 
 class OnlineSearch(Stored):

@@ -286,7 +286,7 @@ def forget(args: argparse.Namespace) -> int:
 
 def report(stored) -> str:
     """Before/after errors per metric, the scale, what was refined and the errors held out."""
-    from profiler.model.measured import held_out_text
+    from profiler.model.measured import held_out_text, uncertainty_text
 
     f = stored.fit
     return "\n".join([
@@ -295,6 +295,7 @@ def report(stored) -> str:
         f"  {'TTFT':8}{f.before.ttft_mdape_pct:>9.1f}%{f.after.ttft_mdape_pct:>9.1f}%",
         f"  {'TPOT':8}{f.before.tpot_mdape_pct:>9.1f}%{f.after.tpot_mdape_pct:>9.1f}%",
         f"  {f.times} against the parameters it started from; refined: {', '.join(f.fitted) or 'nothing'}",
+        f"  one standard error: {uncertainty_text(f.uncertainty) or 'not recorded'}",
         f"  {held_out_text(f.held_out) or 'nothing held out (too few points)'} (mean absolute error)",
         f"  genai-bench's {f.harness_ms:.3g} ms a request held apart: the parameters describe the engine alone",
         f"stored: later plans of {stored.model} on {stored.gpu} with {stored.backend} use it",

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from api.dashboard.html import dl, h, num
 from planner.online_results import Calibration, MeasuredPoint, OnlineSearch, Trial
-from profiler.model.measured import held_out_text, kept_text
+from profiler.model.measured import held_out_text, kept_text, uncertainty_text
 
 # The measured quantities compared with the models: (attribute, heading, digits, unit).
 QUANTITIES = (("ttft_ms", "TTFT", 0, "ms"), ("itl_ms", "ITL", 1, "ms"), ("output_tok_s", "Output", 0, "tok/s"))
@@ -90,7 +90,8 @@ def online_section(online: OnlineSearch) -> str:
         ("Calibration", h(f"on {cal.unit}: {kept_text(cal.scale, cal.sides)}; TTFT error "
                           f"{before.ttft_mdape_pct:.1f}% → {after.ttft_mdape_pct:.1f}%, TPOT "
                           f"{before.tpot_mdape_pct:.1f}% → {after.tpot_mdape_pct:.1f}% on the points fitted"
-                          + (f"; refitted: {', '.join(cal.fitted)}" if cal.fitted else ""))),
+                          + (f"; refitted: {', '.join(cal.fitted)}" if cal.fitted else "")
+                          + (f"; one standard error {uncertainty_text(cal.uncertainty)}" if cal.uncertainty else ""))),
         ("Calibration, held out", h(_held_out(cal))),
     ])
     rows = "".join(

@@ -19,6 +19,7 @@ _EXPORTS: dict[str, str] = {
     **dict.fromkeys(("FREE_FRACTION_BACKENDS", "MEMORY_FRACTION", "check_parallel", "default_max_num_tokens"),
                     "engine"),
     **dict.fromkeys(("ModelError", "UnknownName"), "errors"),
+    **dict.fromkeys(("SPREAD_BETWEEN", "SPREAD_WITHIN"), "error_spread"),
     **dict.fromkeys(("Prepared", "estimate", "evaluate", "prediction", "prepare", "stack_prepared"), "estimate"),
     **dict.fromkeys(("GPUS", "Gpu", "backend_mismatch", "get_gpu", "runs_on"), "gpus"),
     **dict.fromkeys(("is_hub_id", "resolve_model"), "model_catalog"),

@@ -18,16 +18,20 @@ Never worse than where it started, decided per metric: the points are held out a
 (each concurrency between the lowest and the highest; with two concurrencies, each; with one, each
 point), the steps fitted on the rest and the held-out points predicted. The scale is kept on the
 side of the model that sets TTFT (prefill: prompt GEMMs and attention, per-chunk and per-request
-costs) only if, on every group held out, it leaves at most ``SUPPORT`` (half) of the starting
-parameters' TTFT error, and likewise on the side that sets TPOT (decode: weight streaming, KV reads,
-per-step costs; ``profiler.model.sides``); collectives take the mean of the two. A side is also
-dropped if its scale, fitted without a group, leaves the other metric worse there than the start
-(decode steps are part of a TTFT; ``_harmless``). A refined parameter is kept only if the
-refinement predicts the metric it moves most better than what it started from on every group held
-out. What is not supported stays at its starting value. Uncertainty: one standard
-error of the scale and of each refined parameter, from the fit's Jacobian and residuals, as a factor
-(1.1: ±10%). Errors are median absolute percentage errors (MdAPE) before and after, on the points
-fitted; ``held_out`` has the mean absolute log errors of each metric on the groups held out.
+costs) only if the points show it there — every TTFT off the same way, by more than the
+measurement noise could make it (``side_scales.evidence``) — and, on every group held out, it
+leaves at most ``SUPPORT`` (half) of the starting parameters' TTFT error; likewise on the side that
+sets TPOT (decode: weight streaming, KV reads, per-step costs; ``profiler.model.sides``);
+collectives take the mean of the two. A side is also dropped if its scale, fitted without a group,
+leaves the other metric worse there than the start (decode steps are part of a TTFT;
+``_harmless``). A side kept alone takes the nearer to 1 of the time scale and its own factor
+(fitted to its metric alone; ``_lone``). A refined parameter is kept only if the refinement
+predicts the metric it moves most better than what it started from on every group held out. What
+is not supported stays at its starting value. Uncertainty: one standard error of each side's factor
+(a posterior with the model's held-out error spread as the prior: ``side_scales.uncertainty``) and
+of each refined parameter (from the fit's Jacobian and residuals), as a factor (1.1: ±10%). Errors
+are median absolute percentage errors (MdAPE) before and after, on the points fitted; ``held_out``
+has the mean absolute log errors of each metric on the groups held out.
 
 The points were measured through a harness (genai-bench's client and the HTTP path; a calibration
 row's benchmark), which adds its own time to every TTFT. That time is no engine's: scaled with the
@@ -52,15 +56,14 @@ from profiler.model.estimate import Batch, evaluate, prepare, stack_prepared
 from profiler.model.gpus import get_gpu
 from profiler.model.model_catalog import resolve_model
 from profiler.model.params import PARAMS, shipped_params
-from profiler.model.sides import SIDE_NAMES, scaled, scaled_sides
+from profiler.model.side_scales import evidence, fit_scale, log_errors, uncertainty
+from profiler.model.sides import SIDE_NAMES, scaled_sides
 
 PRIOR_STRENGTH = 0.1  # weaker than before the identifiability check: only what the points identify is fitted
 # The burst term's prior is weaker: how far closed-loop clients stay in step depends on the
 # workload (equal request lengths keep them in lockstep), not on the hardware the prior knows.
 LOAD_PRIOR_STRENGTH = 0.05
 MAX_EVALS = 200
-SCALE_BOUNDS = (0.05, 20.0)  # the time scale searched: 20× faster to 20× slower
-SOFT_L1_SCALE = 0.2  # log-error beyond which residuals count linearly (as in profiler.model.calibrate)
 # Change of a predicted log time per unit change of a log parameter, beyond what the scale and the
 # parameters already chosen explain (RMS over the points), below which the points do not see it.
 IDENTIFIED = 0.02
@@ -106,14 +109,15 @@ class DeploymentFit(_Frozen):
     sides: dict[str, float] = Field(default_factory=dict,
                                     description="time factor kept on each side of the model (prefill: sets TTFT; "
                                                 "decode: sets TPOT; ``profiler.model.sides``): 1 where the points "
-                                                "did not show the scale helps that metric")
+                                                "did not show a scale helps that metric")
     fitted: tuple[str, ...] = Field(description="names of the parameters refined after scaling")
     points: int
     before: Errors
     after: Errors
     uncertainty: dict[str, float] = Field(default_factory=dict,
-                                          description="one standard error of the scale and of each refined "
-                                                      "parameter, as a factor (1.1: ±10%)")
+                                          description="one standard error of each side's factor (``prefill``, "
+                                                      "``decode``: kept or not) and of each refined parameter, "
+                                                      "as a factor (1.1: ±10%; older rows: ``scale``)")
     harness_ms: float = Field(default=0.0, description="what the measuring harness added to each TTFT, ms: held "
                                                        "fixed in the fit, in no prediction of ``params``")
     held_out: dict[str, float] = Field(default_factory=dict,
@@ -153,6 +157,12 @@ def held_out_text(held_out: dict[str, float]) -> str:
         if steps:
             parts.append(f"{metric.upper()} {', '.join(steps)}")
     return f"held out: {'; '.join(parts)}" if parts else ""
+
+
+def uncertainty_text(uncertainty: dict[str, float]) -> str:
+    """A calibration's uncertainties in words: "±4.2% decode, ±61% prefill, ±12% eff_hbm" (one
+    standard error of each factor, ``DeploymentFit.uncertainty``); "" when none was recorded."""
+    return ", ".join(f"±{100 * (f - 1):.2g}% {name}" for name, f in uncertainty.items())
 
 
 class _Percentiles(Protocol):
@@ -306,15 +316,18 @@ def fit_deployment(deployment: ServingConfig, measured: Sequence[Iteration | Poi
 
     scale = fit_scale(data, start)
     rest_scales = [fit_scale(_subset(data, ~mask), start) for mask in groups]
-    start_err = _errors_by_group(data, groups, [start] * len(rest_scales))
-    scaled_err = _errors_by_group(data, groups, [scaled(start, s) for s in rest_scales])
-    on, kept_err = _harmless(data, groups, start, rest_scales, start_err,
-                             _sides_kept(_supported(scaled_err, start_err, SUPPORT)))
-    base = scaled_sides(start, dict.fromkeys(on, scale))
+    start_err = _errors_by_group(data, groups, [start] * len(groups))
+    scaled_err = _errors_by_group(data, groups, [scaled_sides(start, dict.fromkeys(SIDE_NAMES, s)) for s in rest_scales])
+    shown = evidence(data, start)
+    candidates = tuple(side for side in _sides_kept(_supported(scaled_err, start_err, SUPPORT)) if shown[side].shown)
+    on, rest, kept_err = _harmless(data, groups, start, rest_scales, start_err, candidates)
+    factors = dict.fromkeys(SIDE_NAMES, 1.0)
+    factors.update(dict.fromkeys(on, scale) if len(on) > 1 else {side: _lone(data, start, side, scale) for side in on})
+    base = scaled_sides(start, factors)
     held = {"start": start_err, "scaled": scaled_err, "kept": kept_err}
     free, refined = refine(data, base)
-    if free and rest_scales:
-        bases = [scaled_sides(start, dict.fromkeys(on, s)) for s in rest_scales]
+    if free and rest:
+        bases = [scaled_sides(start, r) for r in rest]
         held["refined"] = _errors_by_group(data, groups, [refine(_subset(data, ~mask), b)[1]
                                                           for mask, b in zip(groups, bases)])
         governs = _governed(data, base, free)
@@ -322,32 +335,16 @@ def fit_deployment(deployment: ServingConfig, measured: Sequence[Iteration | Poi
         free = tuple(n for n in free if ok[governs[n]])
     kept = base | {n: refined[n] for n in free}
     return DeploymentFit(params=kept, scale=round(scale, 6) if on else 1.0,
-                         sides={side: round(scale, 6) if side in on else 1.0 for side in SIDE_NAMES},
+                         sides={side: round(f, 6) for side, f in factors.items()},
                          fitted=free, points=len(points), harness_ms=float(harness_ms),
                          before=model_errors(data, start),
-                         after=model_errors(data, kept), uncertainty=_uncertainty(data, kept, free),
+                         after=model_errors(data, kept), uncertainty=_uncertainty(data, base, kept, free),
                          held_out={f"{m}_{kind}": round(float(err[:, i].mean()), 5) for kind, err in held.items()
                                    if len(err) for i, m in enumerate(METRICS)})
 
 
 METRICS = ("ttft", "tpot")
 SIDE_METRIC = {"prefill": "ttft", "decode": "tpot"}  # the metric each side mostly sets
-
-
-def fit_scale(data: Prepared, params: dict[str, float]) -> float:
-    """The time scale that best matches ``data``'s points (soft-L1 of the log errors)."""
-    def loss(log_s: float) -> float:
-        return _soft_l1(_log_times(data, scaled(params, float(np.exp(log_s)))))
-
-    from scipy.optimize import minimize_scalar  # only when fitting: slow to import
-
-    lo, hi = np.log(SCALE_BOUNDS)
-    return float(np.exp(minimize_scalar(loss, bounds=(lo, hi), method="bounded", options={"xatol": 1e-4}).x))
-
-
-def _soft_l1(log_errors: np.ndarray) -> float:
-    z = (log_errors / SOFT_L1_SCALE) ** 2
-    return float(np.sum(2.0 * (np.sqrt(1.0 + z) - 1.0)))
 
 
 def _groups(points: list[Point]) -> list[np.ndarray]:
@@ -383,23 +380,34 @@ def _sides_kept(supported: np.ndarray) -> tuple[str, ...]:
 
 
 def _harmless(data: Prepared, groups: list[np.ndarray], start: dict[str, float], rest_scales: list[float],
-              start_err: np.ndarray, on: tuple[str, ...]) -> tuple[tuple[str, ...], np.ndarray]:
-    """The most of the sides ``on`` whose scale, fitted without each group in turn, leaves neither
-    metric worse than the start on any group held out (a side moves the other side's metric too:
-    decode steps are part of a TTFT): ``on`` itself, else one of its sides, else none; with the
-    errors the sides chosen leave on the groups (``_errors_by_group``)."""
-    for sides in (on, *((side,) for side in on if len(on) > 1)):
-        kept = _errors_by_group(data, groups, [scaled_sides(start, dict.fromkeys(sides, s)) for s in rest_scales])
+              start_err: np.ndarray, on: tuple[str, ...]) -> tuple[tuple[str, ...], list[dict[str, float]], np.ndarray]:
+    """The most of the sides ``on`` whose scale, fitted without each group in turn (both sides: the
+    time scale, ``rest_scales``; one: its own, ``fit_scale``), leaves neither metric worse than the
+    start on any group held out (a side moves the other side's metric too: decode steps are part of a
+    TTFT): ``on`` itself, else one of its sides, else none; with the factors fitted without each
+    group and the errors they leave on it (``_errors_by_group``)."""
+    for sides in (on, *((side,) for side in on if len(on) > 1)) if on else ():
+        rest = ([dict.fromkeys(SIDE_NAMES, s) for s in rest_scales] if len(sides) > 1 else
+                [{sides[0]: _lone(_subset(data, ~mask), start, sides[0], s)} for mask, s in zip(groups, rest_scales)])
+        kept = _errors_by_group(data, groups, [scaled_sides(start, r) for r in rest])
         if (kept <= start_err).all():
-            return sides, kept
-    return (), start_err
+            return sides, rest, kept
+    return (), [{} for _ in groups], start_err
+
+
+def _lone(data: Prepared, start: dict[str, float], side: str, scale: float) -> float:
+    """The factor of ``side`` kept alone: of the time scale ``scale`` (fitted to both metrics) and the
+    side's own (``fit_scale`` to the metric it sets), the one nearer 1 — the side's factor moves the
+    other metric too, which its own fit does not see; 1 when they disagree on the direction."""
+    own = fit_scale(data, start, (side,))
+    if math.log(own) * math.log(scale) <= 0.0:
+        return 1.0
+    return min(own, scale, key=lambda f: abs(math.log(f)))
 
 
 def _log_times(data: Prepared, params: dict[str, float]) -> np.ndarray:
-    """log(predicted / measured) of every point's TTFT, then of its TPOT."""
-    out = evaluate(data.batch, params)
-    logs = np.concatenate([np.log(out["ttft_ms"] / data.ttft_ms), np.log(out["itl_ms"] / data.tpot_ms)])
-    return np.where(np.isfinite(logs), logs, 5.0)
+    """log(predicted / measured) of every point's TTFT, then of its TPOT (``side_scales.log_errors``)."""
+    return np.concatenate(list(log_errors(data, params).values()))
 
 
 def _governed(data: Prepared, params: dict[str, float], names: tuple[str, ...]) -> dict[str, str]:
@@ -445,14 +453,17 @@ def identifiable(data: Prepared, params: dict[str, float], names: tuple[str, ...
     return tuple(names[j] for j in chosen)
 
 
-def _uncertainty(data: Prepared, params: dict[str, float], names: tuple[str, ...]) -> dict[str, float]:
-    """One standard error of the scale and of each of ``names`` as a factor: from the Jacobian of the
-    log times (the scale moves all of them alike) and the residuals' spread (at least 1%, the
-    resolution of a benchmark's mean)."""
+def _uncertainty(data: Prepared, scaled: dict[str, float], params: dict[str, float],
+                 names: tuple[str, ...]) -> dict[str, float]:
+    """One standard error, as a factor, of each side's scale at the scaled parameters ``scaled``
+    (``side_scales.uncertainty``) and of each of ``names`` at ``params``: from the Jacobian of the
+    log times beside a uniform shift, and the residuals' spread (at least 1%, the resolution of a
+    benchmark's mean)."""
     residuals = _log_times(data, params)
     jac = np.column_stack([np.ones(len(residuals)), _sensitivity(data, params, names)])
     dof = max(len(residuals) - jac.shape[1], 1)
     sigma2 = max(float(residuals @ residuals) / dof, 0.01 ** 2)
-    cov = sigma2 * np.linalg.pinv(jac.T @ jac)
-    se = np.sqrt(np.clip(np.diag(cov), 0.0, None))
-    return {name: round(float(np.exp(e)), 4) for name, e in zip(("scale", *names), se)}
+    se = np.sqrt(np.clip(np.diag(sigma2 * np.linalg.pinv(jac.T @ jac)), 0.0, None))[1:]
+    sides = {side: uncertainty(data, scaled, side) for side in SIDE_NAMES}
+    return {side: u for side, u in sides.items() if u is not None} | {
+        name: round(float(np.exp(e)), 4) for name, e in zip(names, se)}

@@ -273,7 +273,7 @@ def _online_results(body: dict, folder: Path) -> dict:
 
 
 def test_dgdr_page_shows_online_trials_next_to_the_offline_prediction(seeded, page, tmp_path):
-    from profiler.model.measured import held_out_text, kept_text
+    from profiler.model.measured import held_out_text, kept_text, uncertainty_text
 
     body = _dgdr("online-done", ttft=1500, itl=100, model="meta-llama/Llama-3.1-8B-Instruct")
     body["spec"]["gpu"] = {"type": "a100_sxm", "maxNumGPUsPerEngine": 2}
@@ -298,6 +298,8 @@ def test_dgdr_page_shows_online_trials_next_to_the_offline_prediction(seeded, pa
     cal = online["calibration"]
     assert set(cal["sides"]) == {"prefill", "decode"} and kept_text(cal["scale"], cal["sides"]) in facts
     assert (held_out_text(cal["heldOut"]) if cal["heldOut"] else "nothing held out (too few points)") in facts
+    # and how sure it is of each side's factor
+    assert "decode" in cal["uncertainty"] and uncertainty_text(cal["uncertainty"]) in facts
     # one row per run, with its clients
     cells = page.locator("table#trials tbody tr").evaluate_all("rows => rows.map(r => r.cells[2].innerText)")
     assert cells == [str(t["concurrency"]) for t in online["trials"]]

@@ -109,6 +109,20 @@ def test_how_latency_grows_with_load_is_learned_between_the_concurrencies_fitted
                 assert error(fit.params) < error(base), (c, metric)
 
 
+def test_no_scale_is_kept_for_an_offset_the_noise_explains_or_points_off_both_ways():
+    # 3% slower: within what measuring two points again could give (``side_scales.REPEAT_NOISE``)
+    within_noise = fit_deployment(DEPLOYMENT, [predicted(c, times=1.03) for c in (2, 8)])
+    # 30% slower at one load, 20% faster at the other: a shape, not a scale
+    both_ways = fit_deployment(DEPLOYMENT, [predicted(2, times=1.3), predicted(8, times=0.8)])
+    for fit in (within_noise, both_ways):
+        assert fit.sides == {"prefill": 1.0, "decode": 1.0} and fit.scale == 1.0
+    # a clear uniform difference is kept, and the decode side (TPOT is all decode steps) is known
+    # closer than the prefill side (TTFT changes shape with load far more, by the held-out spread)
+    clear = fit_deployment(DEPLOYMENT, [predicted(c, times=1.3) for c in (2, 8)])
+    assert clear.sides == {"prefill": pytest.approx(1.3, rel=0.02), "decode": pytest.approx(1.3, rel=0.02)}
+    assert 1.0 < clear.uncertainty["decode"] < clear.uncertainty["prefill"]
+
+
 def test_one_concurrency_leaves_the_burst_term_alone():
     fit = fit_deployment(DEPLOYMENT, [predicted(4, isl, osl, times=1.2) for isl, osl in ((100, 20), (1000, 200))])
     assert "agg_burst_vllm" not in fit.fitted and fit.params["agg_burst_vllm"] == shipped_params()["agg_burst_vllm"]
@@ -175,7 +189,7 @@ def test_two_points_move_only_what_they_identify_and_never_predict_other_loads_w
                         or "_ms_" in k else v for k, v in nvidia.items()}}
     noisy = lambda c: predicted(c, 500, 100, params=truth, times=math.exp(rng.gauss(0, 0.03)))  # noqa: E731
     fit = fit_deployment(DEPLOYMENT, [noisy(2), noisy(32)])
-    assert len(fit.fitted) <= 2 and set(fit.uncertainty) == {"scale", *fit.fitted}
+    assert len(fit.fitted) <= 2 and set(fit.uncertainty) == {"prefill", "decode", *fit.fitted}
     assert all(f >= 1.0 for f in fit.uncertainty.values())
     for c in (1, 4, 8, 16, 64):
         held = predicted(c, 500, 100, params=truth)
