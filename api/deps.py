@@ -1,4 +1,5 @@
-"""FastAPI dependency aliases: ``SettingsDep``, ``SessionDep``, ``EnqueueDep``, ``BodyDep``, ``PatchBodyDep``.
+"""FastAPI dependency aliases: ``SettingsDep``, ``SessionDep``, ``StatementSessionDep``, ``EnqueueDep``,
+``BodyDep``, ``PatchBodyDep``.
 
 The dependencies are coroutines: FastAPI runs a plain function (or generator) dependency in its
 thread pool, and each such hand-off between the event loop and a thread costs a request up to
@@ -16,6 +17,7 @@ from sqlalchemy.orm import Session
 
 from api.errors import ApiError
 from api.objects import BadBody, parse_body
+from infra.db import SessionFactory, statement_sessions
 from infra.settings import Settings
 
 JSON_PATCH_TYPE = "application/json-patch+json"  # RFC 6902: the body is a list of operations
@@ -27,12 +29,23 @@ async def get_settings(request: Request) -> Settings:
     return request.app.state.settings
 
 
-async def get_session(request: Request) -> AsyncIterator[Session]:
-    session = request.app.state.sessions()
-    try:
-        yield session
-    finally:
-        session.close()
+def _session_from(factory_of: Callable[[Request], SessionFactory]) -> Callable[[Request], AsyncIterator[Session]]:
+    """The dependency that opens a session from ``factory_of(request)`` and closes it after the request."""
+
+    async def session_dependency(request: Request) -> AsyncIterator[Session]:
+        session = factory_of(request)()
+        try:
+            yield session
+        finally:
+            session.close()
+
+    return session_dependency
+
+
+get_session = _session_from(lambda request: request.app.state.sessions)
+# For routes that only read, or write in one statement: on PostgreSQL each statement commits by
+# itself (infra.db.statement_sessions), so no transaction is held while the answer is sent.
+get_statement_session = _session_from(lambda request: statement_sessions(request.app.state.sessions))
 
 
 async def get_enqueue(request: Request) -> Enqueue:
@@ -71,6 +84,7 @@ async def get_optional_body(request: Request) -> dict[str, Any]:
 
 SettingsDep = Annotated[Settings, Depends(get_settings)]
 SessionDep = Annotated[Session, Depends(get_session)]
+StatementSessionDep = Annotated[Session, Depends(get_statement_session)]
 EnqueueDep = Annotated[Enqueue, Depends(get_enqueue)]
 BodyDep = Annotated[dict[str, Any], Depends(get_body)]
 PatchBodyDep = Annotated[dict[str, Any] | list[Any], Depends(get_patch_body)]

@@ -1,6 +1,7 @@
 """CPU the service's own process spends per request, measured in-process (no sockets).
 
-The API (``api.app.create_app`` on a fresh SQLite file, its dispatcher running) is driven by an
+The API (``api.app.create_app`` on a fresh SQLite file, or with ``--database-url`` an empty
+database made beforehand, e.g. PostgreSQL's; its dispatcher running) is driven by an
 httpx client over the ASGI transport in the same process, so each figure is the process's CPU
 time (all threads; the light client included) divided by the requests:
 
@@ -13,7 +14,7 @@ time (all threads; the light client included) divided by the requests:
 CPU figures do not depend on the machine's other users the way latencies do, but a busy
 machine still moves them some: compare code versions in turn.
 
-    .venv/bin/python benchmarks/service_cpu.py [--requests 300] [--listed 200] [--plans 200]
+    .venv/bin/python benchmarks/service_cpu.py [--requests 300] [--listed 200] [--plans 200] [--database-url URL]
 """
 
 from __future__ import annotations
@@ -35,8 +36,8 @@ PATH = "/apis/nvidia.com/v1alpha1/namespaces/{ns}/dynamographdeploymentrequests"
 FINAL = ("Ready", "Failed")
 
 
-def _service(plans: bool):
-    """(app, embedded worker or None) on a fresh SQLite database."""
+def _service(plans: bool, database_url: str | None):
+    """(app, embedded worker or None) on ``database_url`` (None: a fresh SQLite file), migrated."""
     from api.app import create_app
     from infra import migrate
     from infra.settings import load_settings
@@ -44,7 +45,7 @@ def _service(plans: bool):
     from workers.embedded import start_embedded_worker
     from workers.plan_pool import PlanPool
 
-    settings = load_settings({}, database_url=f"sqlite:///{tempfile.mkdtemp()}/service.db")
+    settings = load_settings({}, database_url=database_url or f"sqlite:///{tempfile.mkdtemp()}/service.db")
     migrate.upgrade(settings)
     pool = PlanPool(settings) if plans else None
     celery = make_celery(settings, plan_pool=pool)
@@ -108,7 +109,7 @@ async def _run(args) -> dict[str, float]:
     from workers.embedded import stop_embedded_worker
 
     template = yaml.safe_load(DGDR_FILE.read_text())
-    app, worker = _service(args.plans > 0)
+    app, worker = _service(args.plans > 0, args.database_url)
     app.state.dispatcher.start()
     try:
         async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1") as client:
@@ -129,6 +130,7 @@ def main() -> None:
     parser.add_argument("--list-rounds", type=int, default=10, help="times the whole list is read")
     parser.add_argument("--plans", type=int, default=0,
                         help="instead: DGDRs created and planned by the embedded worker and planning pool")
+    parser.add_argument("--database-url", help="an empty database to use, made beforehand (default: a fresh SQLite file)")
     args = parser.parse_args()
     for what, seconds in asyncio.run(_run(args)).items():
         print(f"{what}: {seconds * 1e3:.2f} ms of CPU")

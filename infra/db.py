@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from functools import cache
 
 from sqlalchemy import Engine, create_engine, event, text
 from sqlalchemy.orm import Session, sessionmaker
@@ -44,6 +45,26 @@ def _sqlite_pragmas(dbapi_connection, _record) -> None:
 
 def make_session_factory(engine: Engine) -> SessionFactory:
     return sessionmaker(bind=engine, expire_on_commit=False)
+
+
+@cache
+def statement_sessions(factory: SessionFactory) -> SessionFactory:
+    """Sessions from ``factory``'s engine in which each statement commits by itself, for work that
+    only reads or writes in one statement (a create, a status write: ``infra.events.write_versioned``
+    takes the version, writes the row and records the change in one statement on PostgreSQL).
+
+    On PostgreSQL (autocommit): no BEGIN and COMMIT round trips, and no connection idle in a
+    transaction while its process does other work, holding the version counter's row lock that
+    every writer waits for (a niced worker off the CPU, a thread waiting for the interpreter). A
+    read sees what it would in a transaction (READ COMMITTED takes a snapshot per statement). A
+    write that changes no row (a lost race) still uses up a version there: versions may skip,
+    never repeat or go back. Work of several writes that stand or fall together does not belong
+    here. Elsewhere ``factory`` itself: SQLite's driver begins no transaction for a read, and
+    its write is three statements."""
+    engine = factory.kw["bind"]
+    if engine.dialect.name != "postgresql":
+        return factory
+    return make_session_factory(engine.execution_options(isolation_level="AUTOCOMMIT"))
 
 
 @contextmanager

@@ -21,7 +21,8 @@ from pydantic_core import from_json, to_json
 from sqlalchemy.orm import Session
 
 from api import errors
-from api.deps import JSON_PATCH_TYPE, BodyDep, EnqueueDep, OptionalBodyDep, PatchBodyDep, SessionDep, SettingsDep
+from api.deps import (JSON_PATCH_TYPE, BodyDep, EnqueueDep, OptionalBodyDep, PatchBodyDep, SessionDep, SettingsDep,
+                      StatementSessionDep)
 from api.errors import ApiError
 from api.json_response import JsonResponse
 from api.kinds import InvalidSpec, ServedKind, find_kind
@@ -176,17 +177,23 @@ def _list(request: Request, session: Session, kind: ServedKind, version: str, na
     if as_table:
         objects = [kind.convert(from_json(item.text), version) for item in page.items]
         return plain(table(columns, objects, version=as_table, include_object=query.include_object, metadata=metadata))
-    head = to_json({"apiVersion": f"{kind.group}/{version}", "kind": kind.list_kind, "metadata": metadata})
-    items = b",".join(_object_json(kind, version, item) for item in page.items)
-    return Response(head[:-1] + b',"items":[' + items + b"]}", media_type="application/json")
+    head = to_json({"apiVersion": f"{kind.group}/{version}", "kind": kind.list_kind, "metadata": metadata}).decode()
+    parts = [head[:-1], ',"items":[']
+    for item in page.items:
+        parts += (_object_text(kind, version, item), ",")
+    if page.items:
+        parts.pop()  # the last comma
+    parts.append("]}")
+    return Response("".join(parts).encode(), media_type="application/json")  # the page's megabytes copied twice
 
 
-def _object_json(kind: ServedKind, version: str, stored: repo.StoredObject) -> bytes:
-    """The stored object at ``version``, JSON: its stored text as it is when it is at that version
-    (a list's body is these joined; nothing is decoded), else decoded, converted and encoded."""
+def _object_text(kind: ServedKind, version: str, stored: repo.StoredObject) -> str:
+    """The stored object at ``version``, JSON text: its stored text as it is when it is at that
+    version (a list's body is these joined; nothing is decoded), else decoded, converted and
+    encoded."""
     if stored.version == version:
-        return stored.text.encode()
-    return to_json(kind.convert(from_json(stored.text), version))
+        return stored.text
+    return to_json(kind.convert(from_json(stored.text), version)).decode()
 
 
 def plain(obj: dict[str, Any]) -> Any:
@@ -289,13 +296,15 @@ def _list_turns(request: Request) -> anyio.CapacityLimiter:
 
 
 @router.get("/apis/{group}/{version}/{plural}", summary="List (or watch) a kind in all namespaces")
-async def list_all(request: Request, group: str, version: str, plural: str, session: SessionDep, query: ListQueryDep):
+async def list_all(request: Request, group: str, version: str, plural: str, session: StatementSessionDep,
+                   query: ListQueryDep):
     return await anyio.to_thread.run_sync(_list, request, session, _kind(group, version, plural), version, None,
                                           query, limiter=_list_turns(request))
 
 
 @router.get(NS, summary="List (or watch) a kind in one namespace")
-async def list_namespaced(request: Request, group: str, version: str, namespace: str, plural: str, session: SessionDep, query: ListQueryDep):
+async def list_namespaced(request: Request, group: str, version: str, namespace: str, plural: str,
+                          session: StatementSessionDep, query: ListQueryDep):
     return await anyio.to_thread.run_sync(_list, request, session, _kind(group, version, plural), version, namespace,
                                           query, limiter=_list_turns(request))
 
@@ -308,7 +317,7 @@ def create(
     namespace: str,
     plural: str,
     body: BodyDep,
-    session: SessionDep,
+    session: StatementSessionDep,  # a create is one statement
     enqueue: EnqueueDep,
     settings: SettingsDep,
     fieldManager: FieldManagerQuery = None,  # noqa: N803
@@ -382,7 +391,7 @@ def get(
     namespace: str,
     plural: str,
     name: str,
-    session: SessionDep,
+    session: StatementSessionDep,
     includeObject: str | None = Query(default=None, description="Table rows: None, Metadata or Object"),  # noqa: N803
 ) -> dict[str, Any]:
     kind = _kind(group, version, plural)
@@ -396,11 +405,12 @@ def get(
         resource_version = {"resourceVersion": obj["metadata"]["resourceVersion"]}
         return plain(table(published(kind, version).columns, [obj], version=as_table, include_object=include_object,
                            metadata=resource_version))
-    return Response(_object_json(kind, version, stored), media_type="application/json")
+    return Response(_object_text(kind, version, stored).encode(), media_type="application/json")
 
 
 @router.get(NS + "/{name}/status", summary="Get (status subresource)")
-def get_status(group: str, version: str, namespace: str, plural: str, name: str, session: SessionDep) -> dict[str, Any]:
+def get_status(group: str, version: str, namespace: str, plural: str, name: str,
+               session: StatementSessionDep) -> dict[str, Any]:
     kind = _kind(group, version, plural)
     return plain(_present(kind, version, _load(session, kind, namespace, name)))
 
