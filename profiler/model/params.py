@@ -89,25 +89,26 @@ def default_params() -> dict[str, float]:
     return {k: v[0] for k, v in PARAMS.items()}
 
 
-@lru_cache(maxsize=1)
-def shipped_file() -> dict:
-    """The package's ``data/params.json`` as written by ``slaplan calibrate`` ({} when absent)."""
+def _package_json(name: str) -> dict:
+    """The package's ``data/<name>`` parsed ({} when absent)."""
     try:
-        text = resources.files(__package__).joinpath("data/params.json").read_text()
+        text = resources.files(__package__).joinpath(f"data/{name}").read_text()
     except FileNotFoundError:
         return {}
     return json.loads(text)
+
+
+@lru_cache(maxsize=1)
+def shipped_file() -> dict:
+    """The package's ``data/params.json`` as written by ``slaplan calibrate`` ({} when absent)."""
+    return _package_json("params.json")
 
 
 @lru_cache(maxsize=1)
 def shipped_ttft_error() -> dict:
     """The package's ``data/ttft_error.json`` as ``benchmarks/ttft_margin.py`` writes it ({} when
     absent): the model's held-out TTFT error factor (``ttft_error.ttft_error_factor`` reads it)."""
-    try:
-        text = resources.files(__package__).joinpath("data/ttft_error.json").read_text()
-    except FileNotFoundError:
-        return {}
-    return json.loads(text)
+    return _package_json("ttft_error.json")
 
 
 @lru_cache(maxsize=1)
