@@ -20,7 +20,7 @@ import pytest
 import yaml
 from sqlalchemy import text
 
-from infra import migrate
+from infra import leases, migrate
 from infra.db import make_engine, make_session_factory, session_scope
 from infra.resources import get_resource_by_uid
 from infra.settings import load_settings
@@ -225,6 +225,49 @@ def test_a_dispatcher_killed_between_taking_and_publishing_a_request(stack, tmp_
     try:
         assert dying.stdout.readline().strip() == uid  # taken and committed; the publish stops here
         assert _state(stack, uid).status["state"] == "Pending"
+    finally:
+        dying.kill()
+        dying.wait(10)
+    stack["start_worker"]()
+    _wait(stack, uid, lambda r: r.status.get("state") != "Pending", BACK_WITHIN_S, "back in progress")
+    _one_result(_wait(stack, uid, _final, 120, "planned"))
+
+
+# A `slaplan worker` whose task stops before it takes its request's lease (the test's hook): the
+# message was delivered, nothing holds the request yet. It prints the uid and waits to be killed.
+STOPPED_BEFORE_THE_LEASE = """
+import sys, threading
+from contextlib import contextmanager
+from api.cli import main
+from workers import heartbeat
+
+@contextmanager
+def stopped(sessions, uid, ttl, **_):
+    print(uid, file=sys.__stdout__, flush=True)  # the worker redirects sys.stdout to its log
+    threading.Event().wait()
+    yield None
+
+heartbeat.leased = stopped
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_a_worker_killed_between_delivery_and_the_lease(stack, tmp_path):
+    """A worker is handed a DGDR's message and SIGKILLed before its task takes the lease (its
+    unacknowledged message waits for Redis's visibility timeout, an hour; the outbox would
+    publish it again after ten minutes). It noted the delivery, so a second worker has the
+    request back in progress within a lease, and plans it: one result."""
+    spec = yaml.safe_load((ROOT / "examples" / "llama-70b-h200.dgdr.yaml").read_text())["spec"]
+    uid = _submit(stack, "delivered-not-leased", spec)
+    dying = subprocess.Popen(
+        [sys.executable, "-c", STOPPED_BEFORE_THE_LEASE, "worker", "--queues", "plan", "--pool", "solo",
+         "--loglevel", "WARNING", "--hostname", f"dying-{uuid.uuid4().hex[:6]}@%h"],
+        cwd=tmp_path, env=stack["env"], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+        stderr=(tmp_path / "dying.log").open("w"), text=True)
+    try:
+        assert f"{uid}\n" in iter(dying.stdout.readline, "")  # delivered (the banner comes first)
+        assert _state(stack, uid).status["state"] == "Pending"
+        assert _owner(stack, uid).startswith(leases.RECEIPT)  # the worker noted the delivery
     finally:
         dying.kill()
         dying.wait(10)
