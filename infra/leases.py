@@ -28,14 +28,14 @@ def take(session: Session, uid: str, owner: str, now: datetime, ttl: timedelta) 
     """Hold ``uid`` for ``owner`` until ``now + ttl`` unless another owner holds a live lease
     (``owner`` may take its own again: a task run once more after its process died). A task may
     also take over any receipt; a receipt takes only a free or expired lease. Taking it clears its publish time: the work
-    is in hand. True when taken."""
+    is in hand (and its message delivered). True when taken."""
     free = or_(ResourceRow.lease_owner.is_(None), ResourceRow.lease_owner == owner, ResourceRow.lease_expires_at < now)
     if not owner.startswith(RECEIPT):
         free = or_(free, ResourceRow.lease_owner.startswith(RECEIPT, autoescape=True))
     return session.execute(
         update(ResourceRow)
         .where(ResourceRow.uid == uid, free)
-        .values(lease_owner=owner, lease_expires_at=now + ttl, publish_due_at=None)
+        .values(lease_owner=owner, lease_expires_at=now + ttl, publish_due_at=None, published_at=None)
         .execution_options(synchronize_session=False)
     ).rowcount == 1
 

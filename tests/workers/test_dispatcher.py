@@ -24,13 +24,18 @@ TTL = timedelta(seconds=15)
 
 
 class Broker:
-    """Records what is published; ``down`` makes it refuse; ``run_id`` names the process."""
+    """Records what is published; ``down`` makes it refuse; ``run_id`` names the process;
+    ``popped``: the uids whose messages left the queue (all that were sent are queued otherwise)."""
 
     def __init__(self):
         self.conf = SimpleNamespace(broker_url="redis://broker.invalid:6379/0")
         self.sent: list[tuple[str, str, str]] = []
+        self.popped: set[str] = set()
         self.down = False
         self.run_id = "first"
+
+    def queued(self) -> set[str]:
+        return {uid for _task, uid, _queue in self.sent} - self.popped
 
     def send_task(self, task: str, args: list[str], queue: str) -> None:
         if self.down:
@@ -62,6 +67,7 @@ def _world(sessions, monkeypatch) -> SimpleNamespace:
         return app.run_id
 
     monkeypatch.setattr(dispatch, "broker_identity", identity)
+    monkeypatch.setattr(dispatch, "queued_uids", lambda app, timeout_s: app.queued())
     clock = {"now": T0}
     return SimpleNamespace(sessions=sessions, broker=broker, clock=clock,
                            dispatcher=lambda: dispatch.Dispatcher(broker, sessions, clock=lambda: clock["now"]))
@@ -180,6 +186,38 @@ def test_receipts_dropped_with_a_connection_run_out_and_a_stopping_worker_hands_
     assert d.run_once() == 1 and world.broker.sent[-1] == (PLAN_TASK, handed_back, "plan")
     world.clock["now"] = T0 + TTL + timedelta(seconds=1)
     assert d.run_once() == 1 and world.broker.sent[-1] == (PLAN_TASK, dropped, "plan")
+
+
+def test_a_message_handed_to_a_worker_that_never_read_it_is_published_again(world):
+    """Redis popped the message into a frozen worker's socket: in no queue, noted by no worker.
+    A message popped by a worker that noted it (a receipt), or still queued, is left alone."""
+    lost, received, queued = _store(world, "lost"), _store(world, "received"), _store(world, "queued")
+    d = world.dispatcher()
+    assert d.run_once() == 3
+    world.broker.popped |= {lost, received}
+    receipts = Receipts(world.sessions, TTL, clock=lambda: world.clock["now"])
+    receipts.received(request=_delivered(PLAN_TASK, received))
+    world.clock["now"] = T0 + dispatch.DELIVERY_GRACE - timedelta(seconds=1)  # a note may still be on its way
+    assert d.run_once() == 0
+    receipts.renew()
+    world.clock["now"] = T0 + dispatch.DELIVERY_GRACE + dispatch.LOST_CHECK_EVERY
+    assert d.run_once() == 1 and world.broker.sent[-1] == (PLAN_TASK, lost, "plan")
+
+
+@ON_BOTH
+def test_requests_waiting_in_the_queue_are_not_published_again(database, request):
+    """500 requests queued behind busy workers: looked at every few seconds for ten minutes, none
+    is published again until ``REPUBLISH_AFTER``."""
+    world = request.getfixturevalue(database)
+    for i in range(500):
+        _store(world, f"waiting-{i}")
+    d = world.dispatcher()
+    assert d.run_once() == 500
+    for second in range(5, int(dispatch.REPUBLISH_AFTER.total_seconds()), 5):
+        world.clock["now"] = T0 + timedelta(seconds=second)
+        assert d.run_once() == 0
+    world.clock["now"] = T0 + dispatch.REPUBLISH_AFTER
+    assert d.run_once() == 500
 
 
 def test_nothing_is_lost_while_the_broker_is_down_and_a_restart_publishes_again(world):

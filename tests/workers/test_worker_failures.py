@@ -276,6 +276,46 @@ def test_a_worker_killed_between_delivery_and_the_lease(stack, tmp_path):
     _one_result(_wait(stack, uid, _final, 120, "planned"))
 
 
+def test_a_worker_frozen_waiting_for_work_is_handed_a_message_and_dies(stack):
+    """A worker waits for work in Redis (BRPOP) and freezes (SIGSTOP; a lost machine is the same):
+    Redis still pops the next message and writes it to the frozen worker's socket, where nobody
+    reads it; the message is in neither the queue nor the unacknowledged set. The worker is
+    killed. The request, published but in no queue and held by no one, is published again and
+    a second worker plans it: one result."""
+    import redis
+
+    from workers.dispatcher import Dispatcher
+
+    spec = yaml.safe_load((ROOT / "examples" / "llama-70b-h200.dgdr.yaml").read_text())["spec"]
+    broker = redis.Redis.from_url(stack["redis"][0])
+    frozen = stack["start_worker"]()
+    warm_up = _submit(stack, "warm-up", spec)
+    _wait(stack, warm_up, _final, 120, "the worker is up and idle")
+    publish = Dispatcher(stack["celery"], stack["sessions"]).run_once  # the API's dispatcher
+    try:
+        for attempt in range(10):  # a BRPOP lasts 1 s: the freeze and the publish must fall in one
+            _until(lambda: any("b" in c["flags"] for c in broker.client_list()), "the worker blocked in BRPOP")
+            frozen.send_signal(signal.SIGSTOP)
+            uid = _submit(stack, f"handed-to-a-frozen-worker-{attempt}", spec)
+            assert publish() == 1
+            deadline = time.monotonic() + 3
+            while broker.llen("plan") and time.monotonic() < deadline:
+                time.sleep(0.02)
+            if not broker.llen("plan"):
+                break  # popped into the frozen worker's socket
+            frozen.send_signal(signal.SIGCONT)  # its BRPOP had timed out: it plans this one; again
+            _wait(stack, uid, _final, 120, "planned by the thawed worker")
+        else:
+            raise AssertionError("Redis never handed a message to the frozen worker")
+        assert _owner(stack, uid) is None and _state(stack, uid).status["state"] == "Pending"
+    finally:
+        frozen.kill()
+        frozen.wait(10)
+    stack["start_worker"]()
+    _wait(stack, uid, lambda r: r.status.get("state") != "Pending", BACK_WITHIN_S, "back in progress")
+    _one_result(_wait(stack, uid, _final, 120, "planned"))
+
+
 def _lock_waiters(connection, fragment: str) -> int:
     """How many other backends of this database wait on a lock in a statement containing ``fragment``."""
     connection.execute(text("SELECT pg_stat_clear_snapshot()"))  # a transaction sees one snapshot otherwise
