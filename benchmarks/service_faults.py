@@ -13,7 +13,11 @@ Starts its own redis-server on a free port (never the machine's), a fresh Postgr
    take their request's lease (a hook in this script; ``--pool threads``, 4 threads) is handed
    ``--requests`` DGDRs with the others, then killed once it holds 4 (or the rest are final);
    the time from the kill until every request it held is held by another worker (or final);
-4. Redis restart (without persistence: its queue is lost): ``--requests`` DGDRs submitted,
+4. frozen worker handed a message: both workers frozen (SIGSTOP) while blocked in BRPOP, one
+   DGDR created, Redis pops it into a frozen worker's socket (tried again if their BRPOPs had
+   timed out), both killed and started again; the time from the kill until it is held by a
+   worker (or final);
+5. Redis restart (without persistence: its queue is lost): ``--requests`` DGDRs submitted,
    Redis restarted while they are queued and planned; the time until every unfinished request
    is held by a worker, published again, or final.
 Every phase waits until all its requests are final and checks one result each.
@@ -152,6 +156,39 @@ def delivery_kill(stack: Stack, template: dict, n: int) -> dict:
     return {"held": len(held), "back_s": time.monotonic() - killed, "final_s": all_final(stack, names)}
 
 
+def frozen_handed(stack: Stack, template: dict) -> dict:
+    import redis
+
+    broker = redis.Redis(port=stack.redis_port)
+    for attempt in range(10):  # a BRPOP lasts 1 s: the freeze and the publish must fall in one
+        wait_for(lambda: sum("b" in c["flags"] for c in broker.client_list()) >= 2, 60, "both workers in BRPOP")
+        for worker in stack.workers:
+            worker.send_signal(signal.SIGSTOP)
+        name = submit(stack, template, f"frozen-{attempt}", 1)[0]
+
+        def popped() -> bool:  # published (due again in ten minutes) and in no queue
+            soon = datetime.now(UTC) + REPUBLISH_AFTER / 2
+            return any(n == name and due and due > soon for n, _s, _o, due in stack.rows()) and not broker.llen("plan")
+
+        deadline = time.monotonic() + 3
+        while not popped() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if popped():
+            break
+        for worker in stack.workers:  # their BRPOPs had timed out: they plan this one; again
+            worker.send_signal(signal.SIGCONT)
+        all_final(stack, [name])
+    else:
+        raise SystemExit("Redis never handed a message to a frozen worker")
+    for worker in stack.workers:
+        worker.kill()
+        worker.wait(10)
+    killed = time.monotonic()
+    stack.workers = [stack.start_worker() for _ in stack.workers]
+    wait_for(lambda: any(n == name and (o or s in FINAL) for n, s, o, _d in stack.rows()), 900, "back in progress")
+    return {"back_s": time.monotonic() - killed, "final_s": all_final(stack, [name]), "attempts": attempt + 1}
+
+
 def redis_restart(stack: Stack, template: dict, n: int) -> dict:
     names = submit(stack, template, "restart", n)
     wait_for(lambda: any(s == "Ready" for name, s, _o, _d in stack.rows() if name in names), 120, "work under way")
@@ -194,6 +231,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"worker SIGKILL between delivery and lease: {out['held']} delivered request(s) back in progress "
                   f"after {out['back_s']:.1f} s; all {args.requests} Ready after {out['final_s']:.1f} s more, "
                   f"one result each (load {load_average()})")
+            out = frozen_handed(stack, template)
+            print(f"frozen worker handed a message, killed: back in progress after {out['back_s']:.1f} s; Ready "
+                  f"{out['final_s']:.1f} s later, one result (attempt {out['attempts']}; load {load_average()})")
             out = redis_restart(stack, template, args.requests)
             print(f"Redis restart: {out['open']} unfinished request(s) back in progress or queued after "
                   f"{out['back_s']:.1f} s; all Ready {out['final_s']:.1f} s later, one result each; "
