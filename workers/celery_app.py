@@ -103,14 +103,18 @@ def broker_identity(app: Celery, timeout_s: float) -> str:
     return url
 
 
+def reads_queues(app: Celery) -> bool:
+    """Whether ``queued_uids`` can read the queues of ``app``'s broker (Redis)."""
+    return app.conf.broker_url.startswith(REDIS_SCHEMES)
+
+
 def queued_uids(app: Celery, timeout_s: float) -> set[str] | None:
     """The uids of the requests whose tasks wait in a queue of a Redis broker (read from the
     messages' headers); None when the broker is not Redis, or when its queues hold more than
     ``QUEUED_READ_MAX`` messages (reading them would cost more than the answer is worth)."""
-    url = app.conf.broker_url
-    if not url.startswith(REDIS_SCHEMES):
+    if not reads_queues(app):
         return None
-    client = _probe_client(url, timeout_s)
+    client = _probe_client(app.conf.broker_url, timeout_s)
     if sum(client.llen(queue) for queue in QUEUES) > QUEUED_READ_MAX:
         return None
     with client.pipeline(transaction=False) as pipe:

@@ -43,7 +43,7 @@ from infra import leases, outbox
 from infra.db import SessionFactory, session_scope
 from planner import status as dgdr_states
 from workers import lifecycle
-from workers.celery_app import broker_identity, enqueue, queued_uids
+from workers.celery_app import broker_identity, enqueue, queued_uids, reads_queues
 from workers.deploy import TRACK_TASK, TRACKED_STATES
 from workers.tasks import BENCH_TASK, ONLINE_TASK, PLAN_TASK
 
@@ -161,6 +161,8 @@ class Dispatcher:
         """Make due the requests published over ``DELIVERY_GRACE`` ago, untaken, whose message is
         in no queue; how many. The queues are read after the requests, so a message a worker
         pops meanwhile has its receipt by the time ``make_due`` checks (but for milliseconds)."""
+        if not reads_queues(self.celery):  # the in-process queue loses nothing its process keeps
+            return 0
         published_before = now - DELIVERY_GRACE
         with session_scope(self.sessions) as session:
             suspects = outbox.undelivered(session, now, published_before, limit=LOST_LIMIT)
