@@ -74,10 +74,11 @@ def run(args: argparse.Namespace) -> int:
 def _dispatch_beside(app, settings) -> None:
     """Run a dispatcher in this process, and note the delivery of each message (``workers.receipts``),
     from when the worker is first ready (its pool's processes forked first) until it shuts down.
-    The worker is ready again after each reconnect: its receipts start afresh."""
+    Each time its consumer connects again (Celery drops the messages it held), its receipts start
+    afresh."""
     from datetime import timedelta
 
-    from celery import signals
+    from celery import bootsteps, signals
 
     from infra.db import make_engine, make_session_factory
     from workers.dispatcher import Dispatcher
@@ -87,7 +88,6 @@ def _dispatch_beside(app, settings) -> None:
 
     def start(**_: object) -> None:
         if "dispatcher" in holder:
-            holder["receipts"].reconnected()
             return
         engine = make_engine(settings)
         sessions = make_session_factory(engine)
@@ -101,6 +101,15 @@ def _dispatch_beside(app, settings) -> None:
         if "receipts" in holder:
             holder["receipts"].received(**kwargs)
 
+    class Connected(bootsteps.StartStopStep):
+        """Started with each broker connection of the consumer, before it takes a message."""
+
+        requires = {"celery.worker.consumer.connection:Connection"}
+
+        def start(self, consumer) -> None:
+            if "receipts" in holder:
+                holder["receipts"].reconnected()
+
     def stop(**_: object) -> None:
         if "dispatcher" in holder:
             holder["receipts"].stop()
@@ -110,3 +119,4 @@ def _dispatch_beside(app, settings) -> None:
     signals.worker_ready.connect(start, weak=False)
     signals.task_received.connect(received, weak=False)
     signals.worker_shutdown.connect(stop, weak=False)
+    app.steps["consumer"].add(Connected)
