@@ -9,7 +9,15 @@ Starts its own redis-server on a free port (never the machine's), a fresh Postgr
 2. worker SIGKILL: ``--requests`` DGDRs submitted, one worker frozen (SIGSTOP) while it holds
    one, then killed; the time from the kill until every request it held is held by another
    worker (or final);
-3. Redis restart (without persistence: its queue is lost): ``--requests`` DGDRs submitted,
+3. worker SIGKILL between delivery and the lease: a third worker whose tasks stop before they
+   take their request's lease (a hook in this script; ``--pool threads``, 4 threads) is handed
+   ``--requests`` DGDRs with the others, then killed once it holds 4 (or the rest are final);
+   the time from the kill until every request it held is held by another worker (or final);
+4. frozen worker handed a message: both workers frozen (SIGSTOP) while blocked in BRPOP, one
+   DGDR created, Redis pops it into a frozen worker's socket (tried again if their BRPOPs had
+   timed out), both killed and started again; the time from the kill until it is held by a
+   worker (or final);
+5. Redis restart (without persistence: its queue is lost): ``--requests`` DGDRs submitted,
    Redis restarted while they are queued and planned; the time until every unfinished request
    is held by a worker, published again, or final.
 Every phase waits until all its requests are final and checks one result each.
@@ -20,7 +28,9 @@ Every phase waits until all its requests are final and checks one result each.
 from __future__ import annotations
 
 import argparse
+import os
 import signal
+import subprocess
 import statistics
 import sys
 import tempfile
@@ -35,6 +45,22 @@ from service_stack import DGDR_FILE, PG_ADMIN, Stack, load_average, start_redis,
 PATH = "/apis/nvidia.com/v1alpha1/namespaces/default/dynamographdeploymentrequests"
 FINAL = ("Ready", "Failed")
 REPUBLISH_AFTER = timedelta(minutes=10)  # workers.dispatcher: a published request is due again after this
+STUCK_THREADS = 4  # the stopped worker's threads: the deliveries it holds when killed
+# A `slaplan worker` whose tasks stop before they take their request's lease: delivered, not started.
+STOPPED_BEFORE_THE_LEASE = """
+import sys, threading
+from contextlib import contextmanager
+from api.cli import main
+from workers import heartbeat
+
+@contextmanager
+def stopped(sessions, uid, ttl, **_):
+    threading.Event().wait()
+    yield None
+
+heartbeat.leased = stopped
+sys.exit(main(sys.argv[1:]))
+"""
 
 
 def submit(stack: Stack, template: dict, prefix: str, n: int) -> list[str]:
@@ -99,6 +125,70 @@ def worker_kill(stack: Stack, template: dict, n: int) -> dict:
     return {"held": len(held), "back_s": time.monotonic() - killed, "final_s": all_final(stack, names)}
 
 
+def delivery_kill(stack: Stack, template: dict, n: int) -> dict:
+    log = stack.folder / "stuck.log"
+    victim = subprocess.Popen(
+        [sys.executable, "-c", STOPPED_BEFORE_THE_LEASE, "worker", "--queues", "plan", "--pool", "threads",
+         "--concurrency", str(STUCK_THREADS), "--loglevel", "INFO", "--hostname", f"stuck-{os.getpid()}@%h"],
+        cwd=stack.folder, env=stack.env, stdin=subprocess.DEVNULL, stdout=log.open("w"),
+        stderr=subprocess.STDOUT)
+    mark = f"/{victim.pid}/"
+    wait_for(lambda: victim.poll() is None and log.exists() and " ready." in log.read_text(), 120, "the worker ready")
+    names = submit(stack, template, "delivered", n)
+
+    def held_by_victim() -> list[str]:
+        return [name for name, state, owner, _d in stack.rows()
+                if name in names and owner and mark in owner and state not in FINAL]
+
+    wait_for(lambda: len(held_by_victim()) >= STUCK_THREADS
+             or all(s in FINAL or (o and mark in o) for name, s, o, _d in stack.rows() if name in names),
+             120, "the stopped worker holds its deliveries")
+    held = held_by_victim()
+    victim.kill()
+    victim.wait(10)
+    killed = time.monotonic()
+
+    def back() -> bool:
+        return all(state in FINAL or (owner and mark not in owner)
+                   for name, state, owner, _d in stack.rows() if name in held)
+
+    wait_for(back, 900, "back in progress")
+    return {"held": len(held), "back_s": time.monotonic() - killed, "final_s": all_final(stack, names)}
+
+
+def frozen_handed(stack: Stack, template: dict) -> dict:
+    import redis
+
+    broker = redis.Redis(port=stack.redis_port)
+    for attempt in range(10):  # a BRPOP lasts 1 s: the freeze and the publish must fall in one
+        wait_for(lambda: sum("b" in c["flags"] for c in broker.client_list()) >= 2, 60, "both workers in BRPOP")
+        for worker in stack.workers:
+            worker.send_signal(signal.SIGSTOP)
+        name = submit(stack, template, f"frozen-{attempt}", 1)[0]
+
+        def popped() -> bool:  # published (due again in ten minutes) and in no queue
+            soon = datetime.now(UTC) + REPUBLISH_AFTER / 2
+            return any(n == name and due and due > soon for n, _s, _o, due in stack.rows()) and not broker.llen("plan")
+
+        deadline = time.monotonic() + 3
+        while not popped() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if popped():
+            break
+        for worker in stack.workers:  # their BRPOPs had timed out: they plan this one; again
+            worker.send_signal(signal.SIGCONT)
+        all_final(stack, [name])
+    else:
+        raise SystemExit("Redis never handed a message to a frozen worker")
+    for worker in stack.workers:
+        worker.kill()
+        worker.wait(10)
+    killed = time.monotonic()
+    stack.workers = [stack.start_worker() for _ in stack.workers]
+    wait_for(lambda: any(n == name and (o or s in FINAL) for n, s, o, _d in stack.rows()), 900, "back in progress")
+    return {"back_s": time.monotonic() - killed, "final_s": all_final(stack, [name]), "attempts": attempt + 1}
+
+
 def redis_restart(stack: Stack, template: dict, n: int) -> dict:
     names = submit(stack, template, "restart", n)
     wait_for(lambda: any(s == "Ready" for name, s, _o, _d in stack.rows() if name in names), 120, "work under way")
@@ -137,6 +227,13 @@ def main(argv: list[str] | None = None) -> int:
             out = worker_kill(stack, template, args.requests)
             print(f"worker SIGKILL: {out['held']} held request(s) back in progress after {out['back_s']:.1f} s; "
                   f"all {args.requests} Ready after {out['final_s']:.1f} s more, one result each (load {load_average()})")
+            out = delivery_kill(stack, template, args.requests)
+            print(f"worker SIGKILL between delivery and lease: {out['held']} delivered request(s) back in progress "
+                  f"after {out['back_s']:.1f} s; all {args.requests} Ready after {out['final_s']:.1f} s more, "
+                  f"one result each (load {load_average()})")
+            out = frozen_handed(stack, template)
+            print(f"frozen worker handed a message, killed: back in progress after {out['back_s']:.1f} s; Ready "
+                  f"{out['final_s']:.1f} s later, one result (attempt {out['attempts']}; load {load_average()})")
             out = redis_restart(stack, template, args.requests)
             print(f"Redis restart: {out['open']} unfinished request(s) back in progress or queued after "
                   f"{out['back_s']:.1f} s; all Ready {out['final_s']:.1f} s later, one result each; "

@@ -3,6 +3,11 @@ and renews the lease while it works (``workers.heartbeat``). A lease that was no
 (its worker was killed, lost its machine or its database) is expired by any dispatcher, which makes
 the request due for publishing again (``infra.outbox``).
 
+A worker also holds the request whose message it was handed, from delivery until its task takes
+the lease (``workers.receipts``): a receipt, a lease whose owner starts with ``RECEIPT``, renewed
+with the worker's other receipts. A receipt never stands in the way of a task taking the lease: it says
+that a message for the request sits in a live worker, not that anyone works on it.
+
 Lease writes never bump the resource version: the worker's own conditional status writes are not
 disturbed by its heartbeats.
 """
@@ -16,17 +21,21 @@ from sqlalchemy.orm import Session
 
 from infra.tables import ResourceRow
 
+RECEIPT = "received by "  # the owner of a receipt: this, then the receiving worker's name
+
 
 def take(session: Session, uid: str, owner: str, now: datetime, ttl: timedelta) -> bool:
     """Hold ``uid`` for ``owner`` until ``now + ttl`` unless another owner holds a live lease
-    (``owner`` may take its own again: a task run once more after its process died). Taking it
-    clears its publish time: the work is in hand. True when taken."""
+    (``owner`` may take its own again: a task run once more after its process died). A task may
+    also take over any receipt; a receipt takes only a free or expired lease. Taking it clears its publish time: the work
+    is in hand (and its message delivered). True when taken."""
+    free = or_(ResourceRow.lease_owner.is_(None), ResourceRow.lease_owner == owner, ResourceRow.lease_expires_at < now)
+    if not owner.startswith(RECEIPT):
+        free = or_(free, ResourceRow.lease_owner.startswith(RECEIPT, autoescape=True))
     return session.execute(
         update(ResourceRow)
-        .where(ResourceRow.uid == uid,
-               or_(ResourceRow.lease_owner.is_(None), ResourceRow.lease_owner == owner,
-                   ResourceRow.lease_expires_at < now))
-        .values(lease_owner=owner, lease_expires_at=now + ttl, publish_due_at=None)
+        .where(ResourceRow.uid == uid, free)
+        .values(lease_owner=owner, lease_expires_at=now + ttl, publish_due_at=None, published_at=None)
         .execution_options(synchronize_session=False)
     ).rowcount == 1
 
@@ -37,6 +46,26 @@ def renew(session: Session, uid: str, owner: str, now: datetime, ttl: timedelta)
         update(ResourceRow).where(ResourceRow.uid == uid, ResourceRow.lease_owner == owner)
         .values(lease_expires_at=now + ttl).execution_options(synchronize_session=False)
     ).rowcount == 1
+
+
+def renew_held(session: Session, uids: list[str], owner: str, now: datetime, ttl: timedelta) -> set[str]:
+    """Extend those leases on ``uids`` that ``owner`` still holds to ``now + ttl`` (a worker's
+    receipts); the uids renewed."""
+    if not uids:
+        return set()
+    return set(session.scalars(
+        update(ResourceRow).where(ResourceRow.uid.in_(uids), ResourceRow.lease_owner == owner)
+        .values(lease_expires_at=now + ttl).returning(ResourceRow.uid).execution_options(synchronize_session=False)
+    ).all())
+
+
+def release_held(session: Session, uids: list[str], owner: str, now: datetime) -> None:
+    """End those leases on ``uids`` that ``owner`` still holds, their requests due at ``now`` (a
+    stopping worker's receipts)."""
+    if uids:
+        session.execute(update(ResourceRow).where(ResourceRow.uid.in_(uids), ResourceRow.lease_owner == owner)
+                        .values(lease_owner=None, lease_expires_at=None, publish_due_at=now)
+                        .execution_options(synchronize_session=False))
 
 
 def release(session: Session, uid: str, owner: str, next_due: datetime | None) -> None:

@@ -10,6 +10,11 @@ later (a message that is lost is published again), one it could not publish due 
 taking the request (``infra.leases``) clears the time; finished work leaves it cleared, work
 with a next step (a deployment to check again) sets it to that step's time.
 
+A published request also carries ``published_at`` until a worker takes it (or a dispatcher claims
+it again). One still untaken a while after its publish whose message is in no queue was handed
+to a worker that never noted it (Redis pops a message into the socket of a frozen or lost worker,
+where nobody reads it): ``undelivered`` finds such requests, ``make_due`` publishes them again.
+
 Nothing here bumps a resource version or records a watch event: the outbox is bookkeeping, not
 part of the object.
 """
@@ -56,7 +61,7 @@ def take_due(session: Session, now: datetime, *, limit: int, claim: timedelta) -
         return []
     rows = session.execute(
         update(ResourceRow).where(ResourceRow.id.in_(ids), ResourceRow.publish_due_at <= now)
-        .values(publish_due_at=now + claim)
+        .values(publish_due_at=now + claim, published_at=None)
         .returning(ResourceRow.uid, ResourceRow.group, ResourceRow.plural, ResourceRow.spec, ResourceRow.status)
         .execution_options(synchronize_session=False)
     ).all()
@@ -64,21 +69,45 @@ def take_due(session: Session, now: datetime, *, limit: int, claim: timedelta) -
 
 
 def settle(session: Session, uids: list[str], at: datetime | None) -> None:
-    """Set the next publish time of ``uids`` (None: nothing more to publish)."""
+    """Set the next publish time of ``uids`` (None: nothing more to publish); their task ran."""
     if uids:
-        session.execute(update(ResourceRow).where(ResourceRow.uid.in_(uids)).values(publish_due_at=at)
+        session.execute(update(ResourceRow).where(ResourceRow.uid.in_(uids)).values(publish_due_at=at, published_at=None)
                         .execution_options(synchronize_session=False))
 
 
-def settle_claimed(session: Session, uids: list[str], claimed_until: datetime, at: datetime | None) -> None:
+def settle_claimed(session: Session, uids: list[str], claimed_until: datetime, at: datetime | None,
+                   published_at: datetime | None = None) -> None:
     """Set the next publish time of those of ``uids`` still under the claim that made them due at
-    ``claimed_until`` (``take_due``). The others are left alone: a worker took the request (its
-    lease cleared the time), a lease ran out or the broker changed (due now), or another dispatcher
-    claimed it after this claim ran out."""
+    ``claimed_until`` (``take_due``), and when they were published (None: they were not). The
+    others are left alone: a worker took the request (its lease cleared the time), a lease ran
+    out or the broker changed (due now), or another dispatcher claimed it after this claim ran out."""
     if uids:
         session.execute(update(ResourceRow)
                         .where(ResourceRow.uid.in_(uids), ResourceRow.publish_due_at == claimed_until)
-                        .values(publish_due_at=at).execution_options(synchronize_session=False))
+                        .values(publish_due_at=at, published_at=published_at)
+                        .execution_options(synchronize_session=False))
+
+
+def undelivered(session: Session, now: datetime, published_before: datetime, *, limit: int) -> list[str]:
+    """Up to ``limit`` requests published before ``published_before`` that no worker has taken
+    and that wait for a later publish (the uids)."""
+    return list(session.scalars(
+        select(ResourceRow.uid).where(ResourceRow.published_at < published_before, ResourceRow.lease_owner.is_(None),
+                                      ResourceRow.publish_due_at > now)
+        .order_by(ResourceRow.published_at).limit(limit)
+    ).all())
+
+
+def make_due(session: Session, uids: list[str], now: datetime, published_before: datetime) -> int:
+    """Make those of ``uids`` due now that are still published before ``published_before`` and
+    untaken (``undelivered``); how many."""
+    if not uids:
+        return 0
+    return session.execute(
+        update(ResourceRow).where(ResourceRow.uid.in_(uids), ResourceRow.published_at < published_before,
+                                  ResourceRow.lease_owner.is_(None))
+        .values(publish_due_at=now, published_at=None).execution_options(synchronize_session=False)
+    ).rowcount
 
 
 def republish_waiting(session: Session, now: datetime) -> int:

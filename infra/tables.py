@@ -20,8 +20,9 @@ class ResourceRow(Base):
 
     The outbox and the lease (``infra.outbox``, ``infra.leases``; never part of the object, never
     a new resource version): ``publish_due_at`` is when a dispatcher should next publish the task
-    for this resource (None: nothing to publish); ``lease_owner`` is the worker working on it
-    until ``lease_expires_at`` unless it renews the lease.
+    for this resource (None: nothing to publish); ``published_at`` when it was last published, until
+    a worker takes it or it is claimed again; ``lease_owner`` is the worker working on it (or holding
+    its delivered message) until ``lease_expires_at`` unless it renews the lease.
 
     ``object_json`` is the object as the API sends it (``infra.resources.to_object``, JSON text),
     written with every write; None for a row stored before it was kept.
@@ -34,6 +35,7 @@ class ResourceRow(Base):
         Index("ix_slaplan_resources_kind_ns", "group", "plural", "namespace"),
         Index("ix_slaplan_resources_publish_due", "publish_due_at"),
         Index("ix_slaplan_resources_lease_expiry", "lease_expires_at"),
+        Index("ix_slaplan_resources_published", "published_at"),
     )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
@@ -56,6 +58,7 @@ class ResourceRow(Base):
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     deleted_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
     publish_due_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    published_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
     lease_owner: Mapped[str | None] = mapped_column(String(255), nullable=True)
     lease_expires_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
 

@@ -17,6 +17,7 @@ while it runs (``workers.heartbeat``).
 
 from __future__ import annotations
 
+import re
 import time
 import uuid
 from collections.abc import Callable
@@ -37,6 +38,8 @@ QUEUES = ("plan", "bench")
 EMBEDDED_BROKER = "memory://localhost/"
 BROKER_TIMEOUT_S = 2.0  # connecting to, or waiting on, the broker (s)
 REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
+QUEUED_READ_MAX = 20_000  # the most queued messages queued_uids reads (about 1.5 kB each)
+UID = re.compile(rb"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")  # a resource's uid (a UUID)
 # Messages an in-process worker holds per thread: its threads take the next task from their own
 # queue as soon as one ends, instead of waiting for the next poll of the queue (up to its
 # polling interval, 50 ms, per hand-off). Worker processes sharing a broker take one at a time,
@@ -98,6 +101,27 @@ def broker_identity(app: Celery, timeout_s: float) -> str:
     with app.connection_for_write() as connection:
         connection.ensure_connection(max_retries=1, timeout=timeout_s)
     return url
+
+
+def reads_queues(app: Celery) -> bool:
+    """Whether ``queued_uids`` can read the queues of ``app``'s broker (Redis)."""
+    return app.conf.broker_url.startswith(REDIS_SCHEMES)
+
+
+def queued_uids(app: Celery, timeout_s: float) -> set[str] | None:
+    """The uids of the requests whose tasks wait in a queue of a Redis broker (read from the
+    messages' headers); None when the broker is not Redis, or when its queues hold more than
+    ``QUEUED_READ_MAX`` messages (reading them would cost more than the answer is worth)."""
+    if not reads_queues(app):
+        return None
+    client = _probe_client(app.conf.broker_url, timeout_s)
+    if sum(client.llen(queue) for queue in QUEUES) > QUEUED_READ_MAX:
+        return None
+    with client.pipeline(transaction=False) as pipe:
+        for queue in QUEUES:
+            pipe.lrange(queue, 0, -1)
+        messages = [m for queued in pipe.execute() for m in queued]
+    return {uid.decode() for m in messages for uid in UID.findall(m)}
 
 
 @cache

@@ -11,7 +11,11 @@ rather than one round each):
    process than the dispatchers saw last (a Redis restart, whose queues may be empty; a new
    ``slaplan serve`` with its in-process queue), every request waiting for a worker is made due
    now, by the one dispatcher that notices first;
-3. take what is due (a claim of ``CLAIM_FOR``, committed), publish it, routed by kind and state
+3. every ``LOST_CHECK_EVERY``: a request published over ``DELIVERY_GRACE`` ago that no worker
+   holds (a worker holds each delivered message from delivery, ``workers.receipts``) and whose
+   message is in no queue (``queued_uids``; Redis only) was handed to a worker that never read it
+   (Redis pops the next message into the socket of a frozen or lost worker): it is due now;
+4. take what is due (a claim of ``CLAIM_FOR``, committed), publish it, routed by kind and state
    (``route``), and settle it: published, due again ``REPUBLISH_AFTER`` later unless a worker
    took it meanwhile; not published (the broker failed), due now.
 A request's task is published again if no worker took it ``REPUBLISH_AFTER`` after it was
@@ -39,7 +43,7 @@ from infra import leases, outbox
 from infra.db import SessionFactory, session_scope
 from planner import status as dgdr_states
 from workers import lifecycle
-from workers.celery_app import broker_identity, enqueue
+from workers.celery_app import broker_identity, enqueue, queued_uids, reads_queues
 from workers.deploy import TRACK_TASK, TRACKED_STATES
 from workers.tasks import BENCH_TASK, ONLINE_TASK, PLAN_TASK
 
@@ -50,11 +54,17 @@ DISPATCH_EVERY_S = 1.0  # a round at least this often (s)
 # process a few ms of CPU whether it publishes one request or a hundred.
 COALESCE_S = 0.05
 BATCH = 200  # requests taken per database round trip
+LOST_LIMIT = 20_000  # the most published, untaken requests one look for lost messages considers
 REPUBLISH_AFTER = timedelta(minutes=10)  # a published task no worker took is published again
 # How long a round holds what it took before publishing it; what a killed dispatcher took is due again
 # after this. Longer than a live round takes to publish a batch (a broker timing out: about 4 s).
 CLAIM_FOR = timedelta(seconds=10)
 PROBE_TIMEOUT_S = 1.0  # the longest a round waits for the broker to answer (s)
+# A published message is in a queue or noted by the worker it was handed to within this (the
+# worker's note takes milliseconds); an untaken request whose message is in no queue after it
+# is published again. Looked for this often: each look reads the queued messages.
+DELIVERY_GRACE = timedelta(seconds=10)
+LOST_CHECK_EVERY = timedelta(seconds=10)
 DGDR = ("nvidia.com", "dynamographdeploymentrequests")
 BENCHMARKJOB = ("ome.io", "benchmarkjobs")
 NOT_CHECKED = "broker not checked yet"
@@ -88,6 +98,7 @@ class Dispatcher:
         self.sessions = sessions
         self.clock = clock
         self.broker_problem: str | None = NOT_CHECKED  # what readiness reports; None when it answered
+        self._next_lost_check: datetime | None = None
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -131,6 +142,11 @@ class Dispatcher:
             waiting = outbox.republish_waiting(session, now) if outbox.broker_changed(session, identity) else 0
         if waiting:
             log.info("a new broker process: publishing %d waiting request(s) again", waiting)
+        if self._next_lost_check is None or now >= self._next_lost_check:
+            self._next_lost_check = now + LOST_CHECK_EVERY
+            lost = self._find_lost(now)
+            if lost:
+                log.warning("%d published request(s) in no queue and held by no worker: publishing them again", lost)
         published = 0
         while True:
             taken = self.clock()  # each batch's claim runs from when it is taken, not from the round's start
@@ -140,6 +156,27 @@ class Dispatcher:
             published += sent
             if stopped or len(batch) < BATCH:
                 return published
+
+    def _find_lost(self, now: datetime) -> int:
+        """Make due the requests published over ``DELIVERY_GRACE`` ago, untaken, whose message is
+        in no queue; how many. The queues are read after the requests, so a message a worker
+        pops meanwhile has its receipt by the time ``make_due`` checks (but for milliseconds)."""
+        if not reads_queues(self.celery):  # the in-process queue loses nothing its process keeps
+            return 0
+        published_before = now - DELIVERY_GRACE
+        with session_scope(self.sessions) as session:
+            suspects = outbox.undelivered(session, now, published_before, limit=LOST_LIMIT)
+        if not suspects:
+            return 0
+        try:
+            queued = queued_uids(self.celery, timeout_s=PROBE_TIMEOUT_S)
+        except Exception as exc:
+            self._down(f"broker unreachable: {type(exc).__name__}")
+            return 0
+        if queued is None:
+            return 0
+        with session_scope(self.sessions) as session:
+            return outbox.make_due(session, [uid for uid in suspects if uid not in queued], now, published_before)
 
     def _publish(self, batch: list[outbox.Due], taken: datetime) -> tuple[int, bool]:
         """Publish ``batch``, taken at ``taken``; (how many were published, whether the broker failed)."""
@@ -160,7 +197,7 @@ class Dispatcher:
         claimed_until = taken + CLAIM_FOR
         with session_scope(self.sessions) as session:
             outbox.settle_claimed(session, idle, claimed_until, None)
-            outbox.settle_claimed(session, sent, claimed_until, taken + REPUBLISH_AFTER)
+            outbox.settle_claimed(session, sent, claimed_until, taken + REPUBLISH_AFTER, published_at=taken)
             outbox.settle_claimed(session, unsent, claimed_until, taken)
         return len(sent), bool(unsent)
 

@@ -2,6 +2,8 @@
 
 Beside it runs a dispatcher (``workers.dispatcher``) on its own database engine: it expires the
 leases of dead workers and publishes what is due, so recovery does not wait on ``slaplan serve``.
+The worker notes each message it is handed (``workers.receipts``), so that a request delivered to
+a worker killed before its task took the lease is queued again as a dead worker's lease is.
 The worker reconnects to a lost broker for as long as it is away. Asked to stop (SIGTERM), it
 abandons its running tasks, hands their leases back and exits 0 (``workers.shutdown``)."""
 
@@ -70,12 +72,17 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _dispatch_beside(app, settings) -> None:
-    """Run a dispatcher in this process from when the worker is first ready (its pool's processes
-    forked first; it is ready again after each reconnect) until it shuts down."""
-    from celery import signals
+    """Run a dispatcher in this process, and note the delivery of each message (``workers.receipts``),
+    from when the worker is first ready (its pool's processes forked first) until it shuts down.
+    Each time its consumer connects again (Celery drops the messages it held), its receipts start
+    afresh."""
+    from datetime import timedelta
+
+    from celery import bootsteps, signals
 
     from infra.db import make_engine, make_session_factory
     from workers.dispatcher import Dispatcher
+    from workers.receipts import Receipts
 
     holder = {}
 
@@ -83,14 +90,33 @@ def _dispatch_beside(app, settings) -> None:
         if "dispatcher" in holder:
             return
         engine = make_engine(settings)
+        sessions = make_session_factory(engine)
         holder["engine"] = engine
-        holder["dispatcher"] = Dispatcher(app, make_session_factory(engine))
+        holder["receipts"] = Receipts(sessions, timedelta(seconds=settings.lease_seconds))
+        holder["receipts"].start()
+        holder["dispatcher"] = Dispatcher(app, sessions)
         holder["dispatcher"].start()
+
+    def received(**kwargs: object) -> None:
+        if "receipts" in holder:
+            holder["receipts"].received(**kwargs)
+
+    class Connected(bootsteps.StartStopStep):
+        """Started with each broker connection of the consumer, before it takes a message."""
+
+        requires = {"celery.worker.consumer.connection:Connection"}
+
+        def start(self, consumer) -> None:
+            if "receipts" in holder:
+                holder["receipts"].reconnected()
 
     def stop(**_: object) -> None:
         if "dispatcher" in holder:
+            holder["receipts"].stop()
             holder["dispatcher"].stop()
             holder["engine"].dispose()
 
     signals.worker_ready.connect(start, weak=False)
+    signals.task_received.connect(received, weak=False)
     signals.worker_shutdown.connect(stop, weak=False)
+    app.steps["consumer"].add(Connected)

@@ -16,6 +16,7 @@ from infra.settings import load_settings
 from workers import dispatcher as dispatch
 from workers import lifecycle
 from workers.deploy import TRACK_TASK
+from workers.receipts import Receipts
 from workers.tasks import BENCH_TASK, ONLINE_TASK, PLAN_TASK
 
 T0 = datetime(2026, 11, 27, 12, 0, tzinfo=UTC)
@@ -23,13 +24,18 @@ TTL = timedelta(seconds=15)
 
 
 class Broker:
-    """Records what is published; ``down`` makes it refuse; ``run_id`` names the process."""
+    """Records what is published; ``down`` makes it refuse; ``run_id`` names the process;
+    ``popped``: the uids whose messages left the queue (all that were sent are queued otherwise)."""
 
     def __init__(self):
         self.conf = SimpleNamespace(broker_url="redis://broker.invalid:6379/0")
         self.sent: list[tuple[str, str, str]] = []
+        self.popped: set[str] = set()
         self.down = False
         self.run_id = "first"
+
+    def queued(self) -> set[str]:
+        return {uid for _task, uid, _queue in self.sent} - self.popped
 
     def send_task(self, task: str, args: list[str], queue: str) -> None:
         if self.down:
@@ -61,6 +67,7 @@ def _world(sessions, monkeypatch) -> SimpleNamespace:
         return app.run_id
 
     monkeypatch.setattr(dispatch, "broker_identity", identity)
+    monkeypatch.setattr(dispatch, "queued_uids", lambda app, timeout_s: app.queued())
     clock = {"now": T0}
     return SimpleNamespace(sessions=sessions, broker=broker, clock=clock,
                            dispatcher=lambda: dispatch.Dispatcher(broker, sessions, clock=lambda: clock["now"]))
@@ -121,6 +128,96 @@ def test_a_taken_request_is_not_published_while_its_lease_is_renewed(world):
     with session_scope(world.sessions) as session:
         assert not leases.renew(session, uid, "w1", world.clock["now"], TTL)  # the dead worker's lease is gone
         assert leases.take(session, uid, "w2", world.clock["now"], TTL)
+
+
+def _delivered(task: str, uid: str) -> SimpleNamespace:
+    """What Celery's ``task_received`` hands the receipts: the delivered message's request."""
+    return SimpleNamespace(task_name=task, args=[uid])
+
+
+def test_a_delivered_request_is_held_until_its_task_takes_the_lease(world):
+    """A worker notes the delivery (a receipt, renewed); its task takes the lease over; nothing is
+    published meanwhile, and the receipt is no longer renewed once the task holds the request."""
+    uid = _store(world, "delivered")
+    d = world.dispatcher()
+    d.run_once()
+    receipts = Receipts(world.sessions, TTL, clock=lambda: world.clock["now"])
+    receipts.received(request=_delivered(PLAN_TASK, uid))
+    assert _row(world, uid).owner == receipts.owner and _row(world, uid).due is None
+    with session_scope(world.sessions) as session:
+        assert not leases.take(session, uid, leases.RECEIPT + "other", T0, TTL)  # a duplicate's receipt
+    for second in (10, 20, 30):  # a message waiting for its turn in a live worker
+        world.clock["now"] = T0 + timedelta(seconds=second)
+        receipts.renew()
+        assert d.run_once() == 0
+    with session_scope(world.sessions) as session:
+        assert leases.take(session, uid, "task", world.clock["now"], TTL)  # the task takes it over
+        assert not leases.take(session, uid, leases.RECEIPT + "other", world.clock["now"], TTL)
+    world.clock["now"] = T0 + timedelta(seconds=40)
+    receipts.renew()
+    assert _row(world, uid).owner == "task"
+    assert _row(world, uid).expires.replace(tzinfo=UTC) == T0 + timedelta(seconds=45)  # SQLite drops the zone
+
+
+def test_a_dead_workers_receipts_run_out_and_their_requests_are_published_again(world):
+    uid = _store(world, "orphaned")
+    d = world.dispatcher()
+    d.run_once()
+    Receipts(world.sessions, TTL, clock=lambda: world.clock["now"]).received(request=_delivered(PLAN_TASK, uid))
+    world.clock["now"] = T0 + TTL - timedelta(seconds=1)
+    assert d.run_once() == 0
+    world.clock["now"] = T0 + TTL + timedelta(seconds=1)  # killed at delivery: no renewal
+    assert d.run_once() == 1 and world.broker.sent[-1] == (PLAN_TASK, uid, "plan")
+
+
+def test_receipts_dropped_with_a_connection_run_out_and_a_stopping_worker_hands_its_back(world):
+    dropped, handed_back, tracked = _store(world, "dropped"), _store(world, "handed-back"), _store(world, "tracked")
+    d = world.dispatcher()
+    d.run_once()
+    receipts = Receipts(world.sessions, TTL, clock=lambda: world.clock["now"])
+    receipts.received(request=_delivered(PLAN_TASK, dropped))
+    receipts.received(request=_delivered(TRACK_TASK, tracked))  # takes no lease: no receipt
+    assert _row(world, tracked).owner is None
+    receipts.reconnected()
+    receipts.received(request=_delivered(BENCH_TASK, handed_back))
+    world.clock["now"] = T0 + timedelta(seconds=10)
+    receipts.renew()
+    receipts.stop()
+    assert d.run_once() == 1 and world.broker.sent[-1] == (PLAN_TASK, handed_back, "plan")
+    world.clock["now"] = T0 + TTL + timedelta(seconds=1)
+    assert d.run_once() == 1 and world.broker.sent[-1] == (PLAN_TASK, dropped, "plan")
+
+
+def test_a_message_handed_to_a_worker_that_never_read_it_is_published_again(world):
+    """Redis popped the message into a frozen worker's socket: in no queue, noted by no worker.
+    A message popped by a worker that noted it (a receipt), or still queued, is left alone."""
+    lost, received, queued = _store(world, "lost"), _store(world, "received"), _store(world, "queued")
+    d = world.dispatcher()
+    assert d.run_once() == 3
+    world.broker.popped |= {lost, received}
+    receipts = Receipts(world.sessions, TTL, clock=lambda: world.clock["now"])
+    receipts.received(request=_delivered(PLAN_TASK, received))
+    world.clock["now"] = T0 + dispatch.DELIVERY_GRACE - timedelta(seconds=1)  # a note may still be on its way
+    assert d.run_once() == 0
+    receipts.renew()
+    world.clock["now"] = T0 + dispatch.DELIVERY_GRACE + dispatch.LOST_CHECK_EVERY
+    assert d.run_once() == 1 and world.broker.sent[-1] == (PLAN_TASK, lost, "plan")
+
+
+@ON_BOTH
+def test_requests_waiting_in_the_queue_are_not_published_again(database, request):
+    """500 requests queued behind busy workers: looked at every few seconds for ten minutes, none
+    is published again until ``REPUBLISH_AFTER``."""
+    world = request.getfixturevalue(database)
+    for i in range(500):
+        _store(world, f"waiting-{i}")
+    d = world.dispatcher()
+    assert d.run_once() == 500
+    for second in range(5, int(dispatch.REPUBLISH_AFTER.total_seconds()), 5):
+        world.clock["now"] = T0 + timedelta(seconds=second)
+        assert d.run_once() == 0
+    world.clock["now"] = T0 + dispatch.REPUBLISH_AFTER
+    assert d.run_once() == 500
 
 
 def test_nothing_is_lost_while_the_broker_is_down_and_a_restart_publishes_again(world):

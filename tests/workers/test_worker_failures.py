@@ -20,7 +20,7 @@ import pytest
 import yaml
 from sqlalchemy import text
 
-from infra import migrate
+from infra import leases, migrate
 from infra.db import make_engine, make_session_factory, session_scope
 from infra.resources import get_resource_by_uid
 from infra.settings import load_settings
@@ -228,6 +228,89 @@ def test_a_dispatcher_killed_between_taking_and_publishing_a_request(stack, tmp_
     finally:
         dying.kill()
         dying.wait(10)
+    stack["start_worker"]()
+    _wait(stack, uid, lambda r: r.status.get("state") != "Pending", BACK_WITHIN_S, "back in progress")
+    _one_result(_wait(stack, uid, _final, 120, "planned"))
+
+
+# A `slaplan worker` whose task stops before it takes its request's lease (the test's hook): the
+# message was delivered, nothing holds the request yet. It prints the uid and waits to be killed.
+STOPPED_BEFORE_THE_LEASE = """
+import sys, threading
+from contextlib import contextmanager
+from api.cli import main
+from workers import heartbeat
+
+@contextmanager
+def stopped(sessions, uid, ttl, **_):
+    print(uid, file=sys.__stdout__, flush=True)  # the worker redirects sys.stdout to its log
+    threading.Event().wait()
+    yield None
+
+heartbeat.leased = stopped
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_a_worker_killed_between_delivery_and_the_lease(stack, tmp_path):
+    """A worker is handed a DGDR's message and SIGKILLed before its task takes the lease (its
+    unacknowledged message waits for Redis's visibility timeout, an hour; the outbox would
+    publish it again after ten minutes). It noted the delivery, so a second worker has the
+    request back in progress within a lease, and plans it: one result."""
+    spec = yaml.safe_load((ROOT / "examples" / "llama-70b-h200.dgdr.yaml").read_text())["spec"]
+    uid = _submit(stack, "delivered-not-leased", spec)
+    dying = subprocess.Popen(
+        [sys.executable, "-c", STOPPED_BEFORE_THE_LEASE, "worker", "--queues", "plan", "--pool", "solo",
+         "--loglevel", "WARNING", "--hostname", f"dying-{uuid.uuid4().hex[:6]}@%h"],
+        cwd=tmp_path, env=stack["env"], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+        stderr=(tmp_path / "dying.log").open("w"), text=True)
+    try:
+        assert f"{uid}\n" in iter(dying.stdout.readline, "")  # delivered (the banner comes first)
+        assert _state(stack, uid).status["state"] == "Pending"
+        assert _owner(stack, uid).startswith(leases.RECEIPT)  # the worker noted the delivery
+    finally:
+        dying.kill()
+        dying.wait(10)
+    stack["start_worker"]()
+    _wait(stack, uid, lambda r: r.status.get("state") != "Pending", BACK_WITHIN_S, "back in progress")
+    _one_result(_wait(stack, uid, _final, 120, "planned"))
+
+
+def test_a_worker_frozen_waiting_for_work_is_handed_a_message_and_dies(stack):
+    """A worker waits for work in Redis (BRPOP) and freezes (SIGSTOP; a lost machine is the same):
+    Redis still pops the next message and writes it to the frozen worker's socket, where nobody
+    reads it; the message is in neither the queue nor the unacknowledged set. The worker is
+    killed. The request, published but in no queue and held by no one, is published again and
+    a second worker plans it: one result."""
+    import redis
+
+    from workers.dispatcher import Dispatcher
+
+    spec = yaml.safe_load((ROOT / "examples" / "llama-70b-h200.dgdr.yaml").read_text())["spec"]
+    broker = redis.Redis.from_url(stack["redis"][0])
+    frozen = stack["start_worker"]()
+    warm_up = _submit(stack, "warm-up", spec)
+    _wait(stack, warm_up, _final, 120, "the worker is up and idle")
+    publish = Dispatcher(stack["celery"], stack["sessions"]).run_once  # the API's dispatcher
+    try:
+        for attempt in range(10):  # a BRPOP lasts 1 s: the freeze and the publish must fall in one
+            _until(lambda: any("b" in c["flags"] for c in broker.client_list()), "the worker blocked in BRPOP")
+            frozen.send_signal(signal.SIGSTOP)
+            uid = _submit(stack, f"handed-to-a-frozen-worker-{attempt}", spec)
+            assert publish() == 1
+            deadline = time.monotonic() + 3
+            while broker.llen("plan") and time.monotonic() < deadline:
+                time.sleep(0.02)
+            if not broker.llen("plan"):
+                break  # popped into the frozen worker's socket
+            frozen.send_signal(signal.SIGCONT)  # its BRPOP had timed out: it plans this one; again
+            _wait(stack, uid, _final, 120, "planned by the thawed worker")
+        else:
+            raise AssertionError("Redis never handed a message to the frozen worker")
+        assert _owner(stack, uid) is None and _state(stack, uid).status["state"] == "Pending"
+    finally:
+        frozen.kill()
+        frozen.wait(10)
     stack["start_worker"]()
     _wait(stack, uid, lambda r: r.status.get("state") != "Pending", BACK_WITHIN_S, "back in progress")
     _one_result(_wait(stack, uid, _final, 120, "planned"))
