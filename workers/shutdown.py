@@ -31,7 +31,7 @@ def stop_promptly() -> None:
 def _take_over_sigterm(**_: object) -> None:
     celery_handler = signal.getsignal(signal.SIGTERM)
     if getattr(celery_handler, "abandons_tasks", False):
-        return  # worker_ready again, after a reconnect
+        return  # already ours: taken over once per process
 
     def abandon(signum, frame) -> None:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)  # once: the shutdown below must not be interrupted
