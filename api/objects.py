@@ -74,9 +74,10 @@ def parse_body(raw: bytes, content_type: str | None, *, array: bool = False) -> 
     return data
 
 
-class PlainDumper(yaml.SafeDumper):
-    """``yaml.SafeDumper`` that writes every value out, never an anchor and alias for a value met
-    twice: what slaplan writes, the loader that reads manifests and bodies (no aliases) reads back."""
+class PlainDumper(getattr(yaml, "CSafeDumper", yaml.SafeDumper)):
+    """``yaml.SafeDumper`` (libyaml's emitter where PyYAML has it: the same text, written in C) that
+    writes every value out, never an anchor and alias for a value met twice: what slaplan writes,
+    the loader that reads manifests and bodies (no aliases) reads back."""
 
     def ignore_aliases(self, data: Any) -> bool:
         return True

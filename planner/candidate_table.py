@@ -15,10 +15,9 @@ and an unreachable prediction is null. ``reason`` says why an infeasible candida
 chosen. About 130 bytes a row: DeepSeek-V3 on 16 H200 (272 candidates) adds ~35 kB.
 """
 
-from __future__ import annotations
 
 import math
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Self
 
 from pydantic import Field, SerializationInfo, model_serializer, model_validator
 
@@ -77,7 +76,7 @@ class CandidateRow(Stored):
     chosen: bool = Field(description="the chosen plan")
 
     @classmethod
-    def of(cls, plan: Plan, *, pareto: bool, chosen: bool) -> CandidateRow:
+    def of(cls, plan: Plan, *, pareto: bool, chosen: bool) -> Self:
         """The row of ``plan``, its numbers exact (see ``compact``)."""
         p = plan.predicted
         return cls(
@@ -87,7 +86,7 @@ class CandidateRow(Stored):
             cost_per_hour=plan.cost_per_hour, feasible=plan.feasible, reason=plan.reason, pareto=pareto, chosen=chosen,
         )
 
-    def compact(self) -> CandidateRow:
+    def compact(self) -> Self:
         """The row as the table stores it: its numbers to 4 significant digits."""
         return self.model_copy(update={name: _short(getattr(self, name)) for name in _NUMBERS})
 

@@ -14,10 +14,9 @@ Units: times in ms, throughputs in output tokens/s (per GPU, per user), rates in
 cost in $ per hour.
 """
 
-from __future__ import annotations
 
 import json
-from typing import Any, TypeVar
+from typing import Any, Self, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -74,7 +73,7 @@ class ProfilingResults(Stored):
         return {k: v for k, v in data.items() if k not in _RETIRED} if isinstance(data, dict) else data
 
     @classmethod
-    def of(cls, result: PlanResult) -> ProfilingResults:
+    def of(cls, result: PlanResult) -> Self:
         req = result.request
         front = pareto_front(result.candidates)
         single_aggregated = result.chosen is not None and result.chosen.mode == "agg" and not result.chosen.parts
@@ -95,7 +94,7 @@ class ProfilingResults(Stored):
         return {k: doc.get(k) for k in self.model_dump(by_alias=True) if k in doc or k == "chosen"}
 
     @classmethod
-    def read(cls, raw: Any) -> ProfilingResults | None:
+    def read(cls, raw: Any) -> Self | None:
         """The document in ``raw`` (its JSON text, or the parsed object); None when it is absent,
         a reference (``configmap/<name>``) or of another shape."""
         return _read(cls, raw)
@@ -126,7 +125,7 @@ class ResultsParts(BaseModel):
     online: Part[OnlinePart] = None
 
     @classmethod
-    def read(cls, raw: Any) -> ResultsParts | None:
+    def read(cls, raw: Any) -> Self | None:
         """The readable parts of the document in ``raw`` (as ``ProfilingResults.read`` takes it);
         None when it is absent, a reference, not an object, or has no readable part."""
         parts = _read(cls, raw)

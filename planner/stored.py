@@ -7,7 +7,6 @@ shape reads as None) and lists of independent items in :data:`Items` (an item of
 is left out); inside one part or item the model is read whole or not at all.
 """
 
-from __future__ import annotations
 
 from functools import cache
 from typing import Annotated, Any, TypeVar

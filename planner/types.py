@@ -5,7 +5,6 @@ Times are milliseconds, rates per second. TTFT is the time from a request's arri
 first output token; ITL (= TPOT) is the mean gap between output tokens after the first.
 """
 
-from __future__ import annotations
 
 import math
 from dataclasses import dataclass
@@ -143,7 +142,7 @@ class Plan(Stored):
     feasible: bool = True
     reason: str | None = None
     cost_per_hour: float | None = Field(default=None, alias="costPerHour", description="$ per hour")
-    parts: tuple[Plan, ...] | None = Field(
+    parts: "tuple[Plan, ...] | None" = Field(
         default=None, description="a mix of engine shapes: the single-shape plans it is made of, each with the "
                                   "share of the load it serves and its own prediction (None for one shape)")
 
@@ -210,4 +209,4 @@ class PlanResult:
     margin: Margin | None = None
     assumptions: tuple[str, ...] = ()
     evaluated: int = 0
-    online: OnlineSearch | None = None
+    online: "OnlineSearch | None" = None

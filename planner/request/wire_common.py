@@ -4,7 +4,6 @@ Field names map to the YAML's camelCase through the alias generator; strict mode
 Kubernetes typing (no "8" for 8, no "yes" for true).
 """
 
-from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic.alias_generators import to_camel

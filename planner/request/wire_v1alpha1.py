@@ -1,6 +1,5 @@
 """Wire shapes of a ``nvidia.com/v1alpha1`` DGDR's ``spec`` (see the package docstring)."""
 
-from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 

@@ -5,7 +5,6 @@ client ``concurrency`` (each client sends its next request when the last one fin
 a Poisson ``request_rate``; both count the whole deployment, not one engine.
 """
 
-from __future__ import annotations
 
 import math
 from typing import Annotated, Literal
