@@ -5,10 +5,13 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from api.conversion import convert_dgdr
 from workers import lifecycle
+
+if TYPE_CHECKING:
+    from planner.types import PlanRequest
 
 DGDR_GROUP = "nvidia.com"
 BENCH_GROUP = "ome.io"
@@ -30,60 +33,60 @@ class ServedKind:
     plural: str
     singular: str
     short_names: tuple[str, ...]
-    validate: Callable[[dict[str, Any]], None]
+    # validate(object) -> the object as read (what the checks below take); InvalidSpec when invalid.
+    validate: Callable[[dict[str, Any]], Any]
     initial_status: Callable[[int, datetime], dict[str, Any]]
     # States in which the spec may still change (before work starts).
     editable_states: frozenset[str]
     # convert(object, version) -> the object at that served version (conversion webhook's job).
     convert: Callable[[dict[str, Any], str], dict[str, Any]] = lambda obj, _version: obj
-    # deploys(valid object) -> whether the workers will apply something to the cluster for it.
-    deploys: Callable[[dict[str, Any]], bool] = lambda _obj: False
-    # model_causes(valid object, model_dirs) -> (field, message) for each model it names that the
-    # server would not load for a request from the network (model_dirs: the allowed local ones).
-    model_causes: Callable[[dict[str, Any], Sequence[str]], list[tuple[str, str]]] = lambda _obj, _dirs: []
+    # deploys(read) -> whether the workers will apply something to the cluster for the object
+    # ``validate`` read.
+    deploys: Callable[[Any], bool] = lambda _read: False
+    # model_causes(read, object, model_dirs) -> (field, message) for each model the object names that
+    # the server would not load for a request from the network (model_dirs: the allowed local ones).
+    model_causes: Callable[[Any, dict[str, Any], Sequence[str]], list[tuple[str, str]]] = lambda _read, _obj, _dirs: []
 
     @property
     def list_kind(self) -> str:
         return f"{self.kind}List"
 
 
-def _validate_dgdr(obj: dict[str, Any]) -> None:
+def _validate_dgdr(obj: dict[str, Any]) -> PlanRequest:
     if not isinstance(obj.get("spec"), dict):
         raise InvalidSpec([("spec", "Required value: spec must be an object")])
     from planner.request import RequestError, parse_dgdr
 
     try:
-        parse_dgdr(obj)
+        return parse_dgdr(obj)
     except RequestError as exc:
         causes = [(str(f), str(m)) for f, m in (getattr(exc, "causes", None) or [("spec", str(exc))])]
         raise InvalidSpec(causes) from None
 
 
-def _dgdr_deploys(obj: dict[str, Any]) -> bool:
-    from planner.request import parse_dgdr
-
-    return parse_dgdr(obj).auto_apply  # the effective value: v1beta1 defaults to true
+def _dgdr_deploys(request: PlanRequest) -> bool:
+    return request.auto_apply  # the effective value: v1beta1 defaults to true
 
 
-def _dgdr_model_causes(obj: dict[str, Any], model_dirs: Sequence[str]) -> list[tuple[str, str]]:
+def _dgdr_model_causes(request: PlanRequest, obj: dict[str, Any], model_dirs: Sequence[str]) -> list[tuple[str, str]]:
     """The model field, when it names neither a catalog model, a Hub id nor a directory under
     ``model_dirs``: the same message for every such name, whether or not it is a path that exists."""
-    from planner.request import model_field, parse_dgdr
+    from planner.request import model_field
     from profiler.model.errors import ModelError
     from profiler.hub import check_model_name
 
     try:
-        check_model_name(parse_dgdr(obj).model, local_roots=model_dirs)
+        check_model_name(request.model, local_roots=model_dirs)
     except ModelError as exc:
         return [(model_field(obj.get("spec")), f"Invalid value: {exc.message}")]
     return []
 
 
-def _validate_benchmarkjob(obj: dict[str, Any]) -> None:
+def _validate_benchmarkjob(obj: dict[str, Any]) -> Any:
     from profiler.bench.spec import BenchmarkJobError, parse_benchmarkjob
 
     try:
-        parse_benchmarkjob(obj)
+        return parse_benchmarkjob(obj)
     except BenchmarkJobError as exc:
         raise InvalidSpec(exc.causes) from None
 

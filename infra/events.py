@@ -48,8 +48,15 @@ class Change(BaseModel):
     object: dict[str, Any]
 
 
+@cache
+def _read_counter():
+    """SELECT of a counter's value by its name (built once, in Core)."""
+    counters = CounterRow.__table__
+    return select(counters.c.value).where(counters.c.name == bindparam("name"))
+
+
 def _counter(session: Session, name: str) -> int | None:
-    return session.scalar(select(CounterRow.value).where(CounterRow.name == name))
+    return session.scalar(_read_counter(), {"name": name})
 
 
 @cache

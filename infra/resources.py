@@ -302,11 +302,17 @@ def list_page(
     return Page(items=[_stored(session, r) for r in rows], more=len(ids) > limit, remaining=None)
 
 
+@cache
+def _stored_by_key():
+    """SELECT of one row's ``_PAGE_COLUMNS`` by its key, the key's parts bind parameters (built
+    once, in Core: building the statement and its ORM compile state cost more than running it)."""
+    return select(*(RESOURCES.c[column.key] for column in _PAGE_COLUMNS)).where(
+        *(RESOURCES.c[part] == bindparam(part) for part in ResourceKey.model_fields))
+
+
 def get_stored(session: Session, key: ResourceKey) -> StoredObject | None:
     """The stored object of ``key`` as its JSON text (None when absent)."""
-    row = session.execute(select(*_PAGE_COLUMNS).where(
-        ResourceRow.group == key.group, ResourceRow.plural == key.plural,
-        ResourceRow.namespace == key.namespace, ResourceRow.name == key.name)).one_or_none()
+    row = session.execute(_stored_by_key(), key.model_dump()).one_or_none()
     return _stored(session, row) if row else None
 
 

@@ -623,14 +623,14 @@ def _spec_causes(kind: ServedKind, obj: dict[str, Any], settings: Settings) -> l
     if not isinstance(obj.get("spec"), dict):
         return [("spec", "Required value: spec must be an object")]
     try:
-        kind.validate(obj)
+        read = kind.validate(obj)  # read once: the checks below take what it read
     except InvalidSpec as exc:
         return exc.causes
-    model_causes = kind.model_causes(obj, settings.model_dirs)
+    model_causes = kind.model_causes(read, obj, settings.model_dirs)
     if model_causes:
         return model_causes
     if settings.cluster != "none" and settings.api_token is None and not settings.allow_unauthenticated_apply:
-        if kind.deploys(obj):
+        if kind.deploys(read):
             return [("spec.autoApply", UNAUTHENTICATED_APPLY)]
     return []
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from functools import cache
 
 from profiler.model.errors import UnknownName
 
@@ -139,10 +140,19 @@ def gpu_names() -> list[str]:
     return [g.name for g in GPUS]
 
 
+@cache
+def _by_key() -> dict[str, Gpu]:
+    """Each GPU by the key of its name and of each alias (the catalog's first GPU a key names)."""
+    index: dict[str, Gpu] = {}
+    for gpu in GPUS:
+        for name in (gpu.name, *gpu.aliases):
+            index.setdefault(_key(name), gpu)
+    return index
+
+
 def get_gpu(name: str) -> Gpu:
     """Resolve a GPU by canonical name or alias (case, '-', '_' and spaces ignored)."""
-    key = _key(name)
-    for gpu in GPUS:
-        if key == _key(gpu.name) or key in {_key(a) for a in gpu.aliases}:
-            return gpu
-    raise UnknownName("gpu", name, gpu_names())
+    gpu = _by_key().get(_key(name))
+    if gpu is None:
+        raise UnknownName("gpu", name, gpu_names())
+    return gpu
