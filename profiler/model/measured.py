@@ -25,9 +25,12 @@ sets TPOT (decode: weight streaming, KV reads, per-step costs; ``profiler.model.
 collectives take the mean of the two. A side is also dropped if its scale, fitted without a group,
 leaves the other metric worse there than the start (decode steps are part of a TTFT;
 ``_harmless``). A side kept alone takes the nearer to 1 of the time scale and its own factor
-(fitted to its metric alone; ``_lone``). A refined parameter is kept only if the refinement
-predicts the metric it moves most better than what it started from on every group held out. What
-is not supported stays at its starting value. Uncertainty: one standard error of each side's factor
+(fitted to its metric alone; ``_lone``). With no load between the lowest and the highest held out
+(two concurrencies or one), nothing measured shows how far the offset carries to other loads: the
+kept factors are pulled toward 1 together until neither metric moves by more than the points are
+sure of at a load not measured (``side_scales.bounded``). A refined parameter is kept only if the
+refinement predicts the metric it moves most better than what it started from on every group held
+out. What is not supported stays at its starting value. Uncertainty: one standard error of each side's factor
 (a posterior with the model's held-out error spread as the prior: ``side_scales.uncertainty``) and
 of each refined parameter (from the fit's Jacobian and residuals), as a factor (1.1: ±10%). Errors
 are median absolute percentage errors (MdAPE) before and after, on the points fitted; ``held_out``
@@ -56,7 +59,7 @@ from profiler.model.estimate import Batch, evaluate, prepare, stack_prepared
 from profiler.model.gpus import get_gpu
 from profiler.model.model_catalog import resolve_model
 from profiler.model.params import PARAMS, shipped_params
-from profiler.model.side_scales import evidence, fit_scale, log_errors, uncertainty
+from profiler.model.side_scales import bounded, evidence, fit_scale, log_errors, uncertainty
 from profiler.model.sides import SIDE_NAMES, scaled_sides
 
 PRIOR_STRENGTH = 0.1  # weaker than before the identifiability check: only what the points identify is fitted
@@ -323,6 +326,10 @@ def fit_deployment(deployment: ServingConfig, measured: Sequence[Iteration | Poi
     on, rest, kept_err = _harmless(data, groups, start, rest_scales, start_err, candidates)
     factors = dict.fromkeys(SIDE_NAMES, 1.0)
     factors.update(dict.fromkeys(on, scale) if len(on) > 1 else {side: _lone(data, start, side, scale) for side in on})
+    if loads <= 2:  # no load between the ends held out: how far an offset carries to others is the prior's
+        factors = bounded(data, start, factors)
+        rest = [bounded(_subset(data, ~mask), start, r) for mask, r in zip(groups, rest)]
+        kept_err = _errors_by_group(data, groups, [scaled_sides(start, r) for r in rest])
     base = scaled_sides(start, factors)
     held = {"start": start_err, "scaled": scaled_err, "kept": kept_err}
     free, refined = refine(data, base)

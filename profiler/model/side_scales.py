@@ -18,9 +18,18 @@ plus a part that changes with load (spread ``SPREAD_WITHIN`` one deployment: the
 errors across load and the noise; ``profiler.model.error_spread``, measured held out), the latter
 pooled with the points' own scatter (the prior counting as ``PRIOR_POINTS`` points), so n points
 know the offset to 1 / √(1/between² + n/within²), divided by how much of the metric the side sets.
-The factor kept is the one fitted, not pulled toward 1 by it: on the measured data's held-out
-concurrencies that left the one configuration made worse still worse, and on points with a uniform
-difference it left a remainder that the refinement then gave to other parameters.
+
+How far a correction fitted without a load between the points may go (``bounded``): at a load not
+measured, the model's error is the offset the points show plus its change with load (standard
+deviation ``_predictive_sd``: the within-deployment spread and the offset's posterior). A
+correction of c (mean log change of a metric) leaves a load where the error is e worse than the
+start by at most c, and by more than a band β only where e lies on the near side of (c − β)/2. So
+each metric's correction is at most β — ``Z`` standard errors of the points' mean noise, what
+re-measuring them could move a prediction by — plus twice by what it exceeds ``Z`` predictive
+standard deviations: beyond β only as far as the points are sure the error at other loads is there.
+Where a held-out load between the points showed the correction carry (``measured``), it is kept
+whole. Pulling every kept factor toward 1 by one posterior weight instead left the measured
+data's worst case worse than the start, and uniform slowdowns only partly recovered.
 """
 
 from __future__ import annotations
@@ -106,8 +115,38 @@ def uncertainty(data: Prepared, params: dict[str, float], side: str) -> float | 
     at = log_errors(data, params)[metric]
     moved = log_errors(data, scaled_sides(params, {side: math.exp(STEP)}))[metric]
     gain = float(np.mean(moved - at)) / STEP  # d mean log metric / d log factor
-    post_var = 1.0 / (1.0 / SPREAD_BETWEEN[metric] ** 2 + len(at) / _within2(metric, at))
-    return round(math.exp(math.sqrt(post_var) / gain), 4) if gain >= MIN_GAIN else None
+    return round(math.exp(math.sqrt(_posterior_var(metric, at)) / gain), 4) if gain >= MIN_GAIN else None
+
+
+def bounded(data: Prepared, params: dict[str, float], factors: dict[str, float]) -> dict[str, float]:
+    """``factors`` (per side, from ``params``) pulled toward 1 together, as a power t ≤ 1 of each, until
+    neither metric's mean log change at ``data``'s points exceeds what the points are sure of at other
+    loads (see the module): the noise band, ``Z`` standard errors of the points' mean noise, plus
+    twice by what the change exceeds ``Z`` standard deviations of the metric's error at a load not
+    measured (``_predictive_sd``). A correction no larger than the band can leave no other load worse
+    than the start by more than the band; a larger one only as far as the points are sure of it."""
+    at = log_errors(data, params)
+    moved = log_errors(data, scaled_sides(params, factors))
+    t = 1.0
+    for metric, residuals in at.items():
+        change = abs(float(np.mean(moved[metric] - residuals)))
+        band = Z * REPEAT_NOISE[metric] / math.sqrt(len(residuals))
+        cap = band + 2.0 * max(0.0, change - Z * _predictive_sd(metric, residuals))
+        if change > cap:
+            t = min(t, cap / change)
+    return {side: f ** t for side, f in factors.items()}
+
+
+def _posterior_var(metric: str, residuals: np.ndarray) -> float:
+    """Posterior variance (log-units²) of the deployment's offset in ``metric`` from its points' ``residuals``."""
+    return 1.0 / (1.0 / SPREAD_BETWEEN[metric] ** 2 + len(residuals) / _within2(metric, residuals))
+
+
+def _predictive_sd(metric: str, residuals: np.ndarray) -> float:
+    """Standard deviation (log-units) of the model's error in ``metric`` at a load not measured, about
+    the offset the points show: the error's change with load within the deployment and the offset's
+    own posterior uncertainty."""
+    return math.sqrt(_within2(metric, residuals) + _posterior_var(metric, residuals))
 
 
 def _within2(metric: str, residuals: np.ndarray) -> float:
