@@ -25,3 +25,24 @@ def test_never_less_than_the_clients_beyond_every_slot():
     assert np.all(out >= np.array([1.0, 32.0]))
 
 
+
+
+def test_clients_equal_to_one_slot_engines_wait_for_the_engines_others_landed_on():
+    """7 clients on 7 decode engines of one slot: at random, 2.4 of them find their engine full and
+    wait for its sequence to finish, so the TTFT holds a good part of a whole decode; 7 clients on one
+    engine of 7 slots waits for nothing (and evenly placed ones would not either)."""
+    from profiler.model.config import Parallel, ServingConfig
+    from profiler.model.estimate import estimate
+
+    def ttft_ms(decode_workers: int, max_batch: int) -> tuple[float, float]:
+        par = Parallel(tp=8, moe_ep=8)
+        est = estimate(ServingConfig(model="deepseek-ai/DeepSeek-R1", gpu="b200", mode="disagg", prefill=par,
+                                     decode=par, prefill_workers=1, decode_workers=decode_workers, isl_tokens=1024,
+                                     osl_tokens=1024, concurrency=7, max_batch=max_batch))
+        return est.ttft_ms, est.itl_ms
+
+    spread, spread_itl = ttft_ms(7, 1)
+    together, _ = ttft_ms(1, 7)
+    whole_decode = 1023 * spread_itl
+    assert spread > together + 0.2 * whole_decode
+    assert spread < together + whole_decode
