@@ -141,6 +141,19 @@ def _final(resource) -> bool:
     return resource.status.get("state") in dgdr_states.TERMINAL
 
 
+def _killed(process: subprocess.Popen) -> None:
+    """SIGKILL ``process`` and reap it."""
+    process.kill()
+    process.wait(10)
+
+
+def _back_and_planned_once(stack, uid: str) -> None:
+    """A fresh worker has ``uid`` back in progress within ``BACK_WITHIN_S`` and plans it: one result."""
+    stack["start_worker"]()
+    _wait(stack, uid, lambda r: r.status.get("state") != "Pending", BACK_WITHIN_S, "back in progress")
+    _one_result(_wait(stack, uid, _final, 120, "planned"))
+
+
 def _one_result(resource) -> None:
     assert resource.status["state"] == "Ready", resource.status
     types = [c["type"] for c in resource.status["conditions"]]
@@ -226,11 +239,8 @@ def test_a_dispatcher_killed_between_taking_and_publishing_a_request(stack, tmp_
         assert dying.stdout.readline().strip() == uid  # taken and committed; the publish stops here
         assert _state(stack, uid).status["state"] == "Pending"
     finally:
-        dying.kill()
-        dying.wait(10)
-    stack["start_worker"]()
-    _wait(stack, uid, lambda r: r.status.get("state") != "Pending", BACK_WITHIN_S, "back in progress")
-    _one_result(_wait(stack, uid, _final, 120, "planned"))
+        _killed(dying)
+    _back_and_planned_once(stack, uid)
 
 
 # A `slaplan worker` whose task stops before it takes its request's lease (the test's hook): the
@@ -269,11 +279,8 @@ def test_a_worker_killed_between_delivery_and_the_lease(stack, tmp_path):
         assert _state(stack, uid).status["state"] == "Pending"
         assert _owner(stack, uid).startswith(leases.RECEIPT)  # the worker noted the delivery
     finally:
-        dying.kill()
-        dying.wait(10)
-    stack["start_worker"]()
-    _wait(stack, uid, lambda r: r.status.get("state") != "Pending", BACK_WITHIN_S, "back in progress")
-    _one_result(_wait(stack, uid, _final, 120, "planned"))
+        _killed(dying)
+    _back_and_planned_once(stack, uid)
 
 
 def test_a_worker_frozen_waiting_for_work_is_handed_a_message_and_dies(stack):
@@ -309,11 +316,8 @@ def test_a_worker_frozen_waiting_for_work_is_handed_a_message_and_dies(stack):
             raise AssertionError("Redis never handed a message to the frozen worker")
         assert _owner(stack, uid) is None and _state(stack, uid).status["state"] == "Pending"
     finally:
-        frozen.kill()
-        frozen.wait(10)
-    stack["start_worker"]()
-    _wait(stack, uid, lambda r: r.status.get("state") != "Pending", BACK_WITHIN_S, "back in progress")
-    _one_result(_wait(stack, uid, _final, 120, "planned"))
+        _killed(frozen)
+    _back_and_planned_once(stack, uid)
 
 
 def _lock_waiters(connection, fragment: str) -> int:
