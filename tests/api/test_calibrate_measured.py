@@ -1,4 +1,4 @@
-"""``slaplan calibrate --from-benchmarks``: the real genai-bench measures an emulator 1.4× slower
+"""``slaplan calibrate --from-benchmarks``: the real genai-bench measures an emulator 2× slower
 than the model, the calibration learns it from those results and later plans (CLI and service)
 use it; bad input is refused by name with nothing stored."""
 
@@ -29,7 +29,9 @@ from paths import ROOT
 
 pytestmark = pytest.mark.slow
 
-SLOWER = 1.4
+# 2×, not a few tens of percent: a host hiccup of a few hundred ms on one of the few requests at
+# concurrency 1 must not look like a difference in shape between the loads the fit compares.
+SLOWER = 2.0
 HELD_OUT = 2
 GPU = "l40s"  # slower steps than an A100: engine times dwarf the client's overheads on a busy machine
 DEPLOYMENT = ServingConfig(model=MODEL, gpu=GPU, engine=Parallel(tp=1), isl_tokens=1, osl_tokens=1)
@@ -62,7 +64,7 @@ def stored(db: Path):
 
 @pytest.fixture(scope="module")
 def measured(tmp_path_factory) -> Path:
-    """The experiment folder of a real genai-bench run against an emulator 1.4× slower than the model."""
+    """The experiment folder of a real genai-bench run against an emulator ``SLOWER`` times slower than the model."""
     if not Path(runner_settings().genai_bench).is_file():
         pytest.skip("genai-bench's environment is missing: run scripts/setup.sh (it installs it) "
                     "or set SLAPLAN_GENAI_BENCH")
@@ -73,8 +75,8 @@ def measured(tmp_path_factory) -> Path:
                "spec": {"endpoint": {"endpoint": {"url": base + "/v1", "apiFormat": "openai"}},
                         # vLLM named: genai-bench sends ignore_eos, so every answer has the scenario's length
                         "serviceMetadata": {"engine": "vLLM", "version": "0.10.0", "gpuType": "A10", "gpuCount": 1},
-                        "task": "text-to-text", "trafficScenarios": ["D(200,40)"], "numConcurrency": [1, HELD_OUT, 4],
-                        "maxTimePerIteration": 3, "maxRequestsPerIteration": 24,
+                        "task": "text-to-text", "trafficScenarios": ["D(200,24)"], "numConcurrency": [1, HELD_OUT, 4],
+                        "maxTimePerIteration": 8, "maxRequestsPerIteration": 24,
                         "outputLocation": {"storageUri": "pvc://results/slow"}}}
         (tmp / "job.yaml").write_text(yaml.safe_dump(job))
         run = slaplan("bench", str(tmp / "job.yaml"), "--offline", "--root", str(tmp / "root"), "--json",
@@ -96,9 +98,9 @@ def test_calibration_learns_a_slower_deployment_and_later_plans_use_it(measured,
     [cal] = stored(db)
     assert (cal.model, cal.gpu, cal.backend) == calibration_key(MODEL, GPU, "vllm")
     assert cal.fit.points == 2 and str(fit_dir) in cal.source and cal.deployment["engine"]["tp"] == 1
-    # the slowdown is found and kept on both sides (every time of the emulator is 1.4x the model's),
+    # the slowdown is found and kept on both sides (every time of the emulator is SLOWER x the model's),
     # genai-bench's own time held apart, and each metric's error on the fitted points drops
-    assert cal.fit.before.tpot_mdape_pct > 15 and 1.2 < cal.fit.scale < 1.8
+    assert cal.fit.before.tpot_mdape_pct > 30 and SLOWER / 1.3 < cal.fit.scale < SLOWER * 1.3
     kept = {metric for side, metric in (("prefill", "ttft"), ("decode", "tpot")) if cal.fit.sides[side] > 1.0}
     assert kept == {"ttft", "tpot"} and cal.fit.harness_ms > 0
     for metric in kept:
