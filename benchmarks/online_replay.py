@@ -40,7 +40,7 @@ Last, calibration on held-out concurrencies (``--calibration``): each configurat
 three or more concurrencies is calibrated (``profiler.model.measured.fit_deployment``) on its lowest and
 highest, and the TTFT and TPOT errors of the model before and after are compared on the others.
 
-    python benchmarks/online_replay.py [--data CSV] [--hold gb200] [--stop 0.05] [--min-units 2]
+    python benchmarks/online_replay.py [--data CSV] [--hold gb200] [--stop 0.1] [--min-units 1]
                                        [--budget 1.0] [--noise 0.05] [--recipes CSV] [--calibration]
                                        [--spread]
 """
@@ -170,7 +170,7 @@ def search(w: Workload, ttft_ms: float, itl_ms: float, stop: float, min_units: i
     cap = max(1, math.floor(budget * len(w.measured)))
     seen: dict = {}
     while len(seen) < cap:
-        key = online.next_run(w.predicted, seen, w.gpus, req, noise=stop, min_units=min_units)
+        key = online.next_run(w.predicted, seen, w.gpus, req, stop=stop, min_units=min_units)
         if key is None:
             break
         seen[key] = w.measured[key]
@@ -345,7 +345,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", help="calibration CSV (default: ../shared/data next to the repository)")
     parser.add_argument("--hold", default="gb200", help="GPU type kept out of tuning and of the model's fit")
-    parser.add_argument("--stop", type=float, default=online.RUN_NOISE,
+    parser.add_argument("--stop", type=float, default=online.STOP_GAIN,
                         help="stop when no run's expected gain reaches this share of the best measured goodput")
     parser.add_argument("--min-units", type=int, default=online.MIN_UNITS, help="units measured before a search may stop")
     parser.add_argument("--budget", type=float, default=1.0, help="runs of one search at most, share of the workload's")
