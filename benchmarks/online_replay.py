@@ -30,6 +30,12 @@ and within a unit on the workloads of every other GPU type, each predicted by pa
 without its type and without ``--hold`` (one fit per type, about 2 minutes), and the replay on
 those predictions: the search judged on GPUs it was not fitted on, with no ``--hold`` row in sight.
 
+The curve the stop was chosen on (``--curve``): runs against the exhaustive replay and mean regret of
+each (``--min-units``, ``--stop``) of ``CURVE`` on the workloads of every other GPU type, as shipped;
+each type predicted as for ``--spread`` with the prior spread of the other types (tune on two, check
+on the third); and those predictions with a seeded per-unit error added (log-sd 1× and 2× the
+between-unit prior, 3 draws): a GPU the model knows less well than the prior says. About 6 minutes.
+
 Also reported, by workload size: the runs per search as a count and a share, against the fewest runs
 any rule needs to certify its pick (``contenders``: the runs a ``--noise`` measurement noise cannot
 tell from the best), and how many runs came before the first one within the SLA and after the best.
@@ -40,9 +46,9 @@ Last, calibration on held-out concurrencies (``--calibration``): each configurat
 three or more concurrencies is calibrated (``profiler.model.measured.fit_deployment``) on its lowest and
 highest, and the TTFT and TPOT errors of the model before and after are compared on the others.
 
-    python benchmarks/online_replay.py [--data CSV] [--hold gb200] [--stop 0.05] [--min-units 2]
+    python benchmarks/online_replay.py [--data CSV] [--hold gb200] [--stop 0.1] [--min-units 1]
                                        [--budget 1.0] [--noise 0.05] [--recipes CSV] [--calibration]
-                                       [--spread]
+                                       [--spread | --curve]
 """
 
 from __future__ import annotations
@@ -157,8 +163,9 @@ def contenders(w: Workload, ttft_ms: float, itl_ms: float, noise: float) -> int:
 
 
 def search(w: Workload, ttft_ms: float, itl_ms: float, stop: float, min_units: int, budget: float,
-           noise: float = 0.0) -> Outcome | None:
-    """Replay the run-by-run search on ``w`` under the SLA; None when no run meets it."""
+           noise: float = 0.0, prior=None) -> Outcome | None:
+    """Replay the run-by-run search on ``w`` under the SLA (``prior``: the search's prior spread, by
+    default ``planner.online.ERROR_SPREAD``); None when no run meets it."""
     from planner import online
     from planner.types import PlanRequest
 
@@ -170,7 +177,8 @@ def search(w: Workload, ttft_ms: float, itl_ms: float, stop: float, min_units: i
     cap = max(1, math.floor(budget * len(w.measured)))
     seen: dict = {}
     while len(seen) < cap:
-        key = online.next_run(w.predicted, seen, w.gpus, req, noise=stop, min_units=min_units)
+        key = online.next_run(w.predicted, seen, w.gpus, req, stop=stop, min_units=min_units,
+                              prior=prior or online.ERROR_SPREAD)
         if key is None:
             break
         seen[key] = w.measured[key]
@@ -207,9 +215,10 @@ def summary(outcomes: list[Outcome]) -> dict[str, float]:
             "start_within": sum(o.searching == 0 and o.regret < 1.0 for o in outcomes)}
 
 
-def replay(ws: list[Workload], stop: float, min_units: int, budget: float, noise: float = 0.0) -> list[Outcome]:
+def replay(ws: list[Workload], stop: float, min_units: int, budget: float, noise: float = 0.0,
+           prior=None) -> list[Outcome]:
     """Every workload of ``ws`` under each of its SLAs."""
-    return [o for w in ws for sla in slas(w) if (o := search(w, *sla, stop, min_units, budget, noise)) is not None]
+    return [o for w in ws for sla in slas(w) if (o := search(w, *sla, stop, min_units, budget, noise, prior)) is not None]
 
 
 SIZES = ((10, 19), (20, 39), (40, None))  # exhaustive runs of a workload, for the table by size
@@ -314,9 +323,32 @@ def calibration_check(rows: list[dict], data) -> list[tuple[float, float, float,
     return out
 
 
-def print_spread(rows: list[dict], data, args: argparse.Namespace) -> int:
-    """Print ``error_spread`` of the workloads of every GPU type but ``args.hold``, each predicted by
-    parameters fitted without its type and without ``args.hold``, and the replay on them per type."""
+# (units a search measures before it may stop, stop share) of the curve the stop was chosen on
+CURVE = ((2, 0.05), (2, 0.10), (2, 0.15), (2, 0.20), (1, 0.05), (1, 0.08), (1, 0.10), (1, 0.12))
+UNIT_ERRORS = (1.0, 2.0)  # per-unit errors added, log-sd as multiples of the between-unit prior
+DRAWS = 3  # seeded draws of each added error
+
+
+def with_unit_error(ws: list[Workload], scale: float, seed: int) -> list[Workload]:
+    """``ws`` with each unit's predicted TTFT and ITL times a seeded log-normal factor of log-sd ``scale``
+    times the between-unit prior (``planner.online.ERROR_SPREAD``): a GPU the model knows less well."""
+    import dataclasses
+    import random
+
+    from planner.online import ERROR_SPREAD, QUANTITIES
+
+    rng = random.Random(seed)
+    out = []
+    for w in ws:
+        factor = {u: {q: math.exp(rng.gauss(0.0, scale * ERROR_SPREAD.between[q])) for q in QUANTITIES} for u in w.gpus}
+        out.append(dataclasses.replace(w, predicted={
+            k: p.model_copy(update={q: getattr(p, q) * factor[k[0]][q] for q in QUANTITIES}) for k, p in w.predicted.items()}))
+    return out
+
+
+def held_out_predictions(rows: list[dict], data, args: argparse.Namespace) -> tuple[list[str], list[Workload]]:
+    """The GPU types but ``args.hold``, and their workloads, each type predicted by parameters fitted
+    without it and without ``args.hold``."""
     from profiler.model.estimate import evaluate
     from profiler.model.params import shipped_params
 
@@ -324,7 +356,44 @@ def print_spread(rows: list[dict], data, args: argparse.Namespace) -> int:
     types = sorted(set(data.labels["gpu"]) - {args.hold})
     predictions = {gpu: shipped for gpu in set(data.labels["gpu"])}
     predictions.update({gpu: fitted_without(data, {gpu, args.hold}, args.max_evals) for gpu in types})
-    ws = [w for w in workloads(rows, data, predictions) if w.gpu != args.hold]
+    return types, [w for w in workloads(rows, data, predictions) if w.gpu != args.hold]
+
+
+def print_curve(rows: list[dict], data, args: argparse.Namespace) -> int:
+    """Print runs / exhaustive and mean regret of each rule of ``CURVE`` on the workloads of every GPU
+    type but ``args.hold``: as shipped; each type predicted by a fit without it, the search's prior the
+    spread of the other types (tune on two, check on the third); and those predictions with a per-unit
+    error added (``UNIT_ERRORS``, ``DRAWS`` each)."""
+    from planner.online import ErrorSpread
+
+    shipped = [w for w in workloads(rows, data, predictions_for(data, args.hold, args.max_evals)) if w.gpu != args.hold]
+    types, ws = held_out_predictions(rows, data, args)
+    priors = {gpu: ErrorSpread(**error_spread([w for w in ws if w.gpu != gpu])) for gpu in types}
+
+    def held_out(stop: float, units: int, scale: float = 0.0) -> list[Outcome]:
+        draws = [with_unit_error(ws, scale, seed) for seed in range(DRAWS)] if scale else [ws]
+        return [o for d in draws for gpu in types
+                for o in replay([w for w in d if w.gpu == gpu], stop, units, args.budget, args.noise, priors[gpu])]
+
+    def cell(outcomes: list[Outcome]) -> str:
+        s = summary(outcomes)
+        return f"{s['runs_pct']:.1f}%, {s['regret_pct']:.1f}%"
+
+    print(f"runs / exhaustive, mean regret on {', '.join(types)}; held out: each type predicted by a fit without "
+          f"it and {args.hold}, the prior spread of the other types; added per-unit error: {DRAWS} draws")
+    print("| units before a stop, stop share | as shipped | held out | " + " | ".join(f"+ {x:g}× error" for x in UNIT_ERRORS) + " |")
+    print("|---|---:|---:|" + "---:|" * len(UNIT_ERRORS))
+    for units, stop in CURVE:
+        cells = [cell(replay(shipped, stop, units, args.budget, args.noise)), cell(held_out(stop, units))]
+        cells += [cell(held_out(stop, units, x)) for x in UNIT_ERRORS]
+        print(f"| {units} unit{'s' if units > 1 else ''}, {stop:.0%} | " + " | ".join(cells) + " |", flush=True)
+    return 0
+
+
+def print_spread(rows: list[dict], data, args: argparse.Namespace) -> int:
+    """Print ``error_spread`` of the workloads of every GPU type but ``args.hold``, each predicted by
+    parameters fitted without its type and without ``args.hold``, and the replay on them per type."""
+    types, ws = held_out_predictions(rows, data, args)
     print(f"error spread (log-sd) of {len(ws)} workloads on {', '.join(types)}, each type predicted by a fit "
           f"without it (and without {args.hold}):")
     for part, sds in error_spread(ws).items():
@@ -345,7 +414,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", help="calibration CSV (default: ../shared/data next to the repository)")
     parser.add_argument("--hold", default="gb200", help="GPU type kept out of tuning and of the model's fit")
-    parser.add_argument("--stop", type=float, default=online.RUN_NOISE,
+    parser.add_argument("--stop", type=float, default=online.STOP_GAIN,
                         help="stop when no run's expected gain reaches this share of the best measured goodput")
     parser.add_argument("--min-units", type=int, default=online.MIN_UNITS, help="units measured before a search may stop")
     parser.add_argument("--budget", type=float, default=1.0, help="runs of one search at most, share of the workload's")
@@ -356,6 +425,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--spread", action="store_true",
                         help="only the model's error spread on each GPU type but --hold, fitted without it (the "
                              "search's prior, planner.online.ERROR_SPREAD), and the replay on those predictions")
+    parser.add_argument("--curve", action="store_true",
+                        help="only the runs/regret curve the stop was chosen on (CURVE), held out as --spread and "
+                             "with per-unit errors added")
     add_recipes_argument(parser)
     args = parser.parse_args(argv)
 
@@ -366,6 +438,8 @@ def main(argv: list[str] | None = None) -> int:
     data = prepare_rows(rows)
     if args.spread:
         return print_spread(rows, data, args)
+    if args.curve:
+        return print_curve(rows, data, args)
     ws = workloads(rows, data, predictions_for(data, args.hold, args.max_evals))
     print(f"{len(ws)} workloads with ≥ {MIN_CONFIGURATIONS} configurations and ≥ {MIN_RUNS} measured runs; "
           f"stop {args.stop:g}, at least {args.min_units} units, budget {args.budget:g} of a workload's runs")

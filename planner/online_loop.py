@@ -195,7 +195,7 @@ def search_runs(request: PlanRequest, unit_plans: dict[str, Plan], *, deployable
                 if busy:
                     sleep(poll_s)  # another (or a lost) worker's trial: wait for it to end or go stale
                     continue
-                return (f"converged: no run left is expected to gain {search.RUN_NOISE:.0%} of the best "
+                return (f"converged: no run left is expected to gain {search.STOP_GAIN:.0%} of the best "
                         f"measured goodput")
             ledger.enqueue(*run)
         trial = ledger.ask(choices, budget.concurrency)

@@ -72,3 +72,14 @@ def test_error_spread_parts_the_model_error_between_units_and_within_one():
     # one load of a unit off: spread within it too
     w.predicted[("a", 16)] = w.predicted[("a", 16)].model_copy(update={"itl_ms": w.predicted[("a", 16)].itl_ms * 2})
     assert replay.error_spread([w])["within"]["itl_ms"] > 0
+
+
+def test_an_added_unit_error_moves_every_load_of_a_unit_by_one_factor():
+    w = _landscape()
+    (moved,) = replay.with_unit_error([w], scale=1.0, seed=3)
+    assert moved.measured == w.measured and set(moved.predicted) == set(w.predicted)
+    for unit in w.gpus:
+        ratios = {round(moved.predicted[(unit, c)].itl_ms / w.predicted[(unit, c)].itl_ms, 12) for c in (1, 4, 16)}
+        assert len(ratios) == 1 and ratios != {1.0}
+    assert replay.with_unit_error([w], scale=1.0, seed=3)[0].predicted == moved.predicted  # seeded
+    assert replay.with_unit_error([w], scale=0.0, seed=3)[0].predicted == w.predicted

@@ -104,27 +104,29 @@ def test_next_run_weighs_the_chance_of_meeting_the_sla_by_the_spread_of_the_mode
     assert search.spread(runs, scattered)[None]["itl_ms"] > search.spread(runs, measured)[None]["itl_ms"]
     # nothing measured within the SLA yet: the search goes on however little any run is expected to give
     over = {k: m.model_copy(update={"ttft_ms": 300.0}) for k, m in measured.items()}
-    assert search.next_run(runs, over, gpus, req, noise=1e9) == ("c", 8)
+    assert search.next_run(runs, over, gpus, req, stop=1e9) == ("c", 8)
 
 
-def test_the_units_the_search_must_measure_are_other_units_not_other_loads():
+def test_units_a_search_must_measure_are_other_units_not_other_loads():
     req = PlanRequest(name="s", model="m", gpu="g", ttft_ms=100, itl_ms=10, osl_tokens=11)
     gpus = {"a": 1, "b": 1}
     runs = {(k, p.concurrency): p for k, pts in {"a": _sweep((4, 80, 8), (8, 200, 9.5)),
                                                  "b": _sweep((4, 95, 9.8))}.items() for p in pts}
     measured = {("a", 4): runs[("a", 4)]}
-    # no run is expected to gain 5% of a's goodput; a's higher load is expected to gain more than b,
-    # but a second load of a says nothing of how far the model is off for other units: b is next
+    # no run is expected to gain the stop share of a's goodput: one unit measured, the search is done
     sds = search.spread(runs, measured)
     gains = {k: v for v, k in [(search._within(p, req, sds.get(k[0], sds[None]))
                                 * search._gain(search.closed_loop_tok_s(p, 11), 275.0,
                                                sds.get(k[0], sds[None])["itl_ms"]), k)
                                for k, p in runs.items() if k not in measured]}
-    assert gains[("a", 8)] > gains[("b", 4)] and max(gains.values()) < 0.05 * 275.0
-    assert search.next_run(runs, measured, gpus, req) == ("b", 4)
-    assert search.next_run(runs, measured, gpus, req, min_units=1) is None
+    assert gains[("a", 8)] > gains[("b", 4)] and max(gains.values()) < search.STOP_GAIN * 275.0
+    assert search.next_run(runs, measured, gpus, req) is None
+    # asked for two units: a's higher load is expected to gain more than b, but a second load of a
+    # says nothing of how far the model is off for other units, so b is next
+    assert search.next_run(runs, measured, gpus, req, min_units=2) == ("b", 4)
     # no other unit left to measure: the search stops rather than measure a's other load
-    assert search.next_run({k: p for k, p in runs.items() if k[0] == "a"}, measured, gpus, req) is None
+    only_a = {k: p for k, p in runs.items() if k[0] == "a"}
+    assert search.next_run(only_a, measured, gpus, req, min_units=2) is None
 
 
 def test_the_spread_is_wider_for_units_not_measured_and_learned_from_units_that_disagree():
