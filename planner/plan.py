@@ -13,6 +13,7 @@ from dataclasses import replace
 
 from planner.choice import margin, margin_text, preference, shortfall
 from planner.mix import Unit, best_mix, mixed_plan
+from planner.rounds import run, run_together
 from planner.search import search
 from planner.sizing import Candidate, Sized, Target, size_aggregated, size_disaggregated, size_units
 from planner.space import check_bounds, describe, engine_options
@@ -111,10 +112,9 @@ def plan(request: PlanRequest, *, model: tuple[Model, str] | None = None,
     def size(batch: list[Candidate]) -> list[Sized]:
         agg = [c for c in batch if c.mode == "agg"]
         dis = [c for c in batch if c.mode == "disagg"]
-        out = size_aggregated(agg, [shapes[c.engine] for c in agg], t, p) if agg else []
-        if dis:
-            out += size_disaggregated(dis, shapes, shapes, t, p, build)
-        return out
+        aggregated, disaggregated = run_together([size_aggregated(agg, [shapes[c.engine] for c in agg], t),
+                                                  size_disaggregated(dis, shapes, shapes, t, p, build)], p)
+        return aggregated + disaggregated
 
     cands = [Candidate("agg", engine=par) for par in shapes]
     cands += [Candidate("disagg", prefill=a, decode=b) for a in shapes for b in shapes]
@@ -160,11 +160,9 @@ def _mix(evaluated: list[Sized], plans: tuple[Plan, ...], single: Plan, req: Pla
     found = best_mix(units, req.total_gpus, single.predicted.output_tok_s_per_gpu * single.total_gpus)
     if found is None:
         return None
-    parts = []
-    for unit, count in found:
-        s = sized[unit.key]
-        part = size_units(unit.key, shapes[unit.key.engine], count, s.load / s.replicas, t, p)
-        parts.append(_plan(part, req, model, gpu, precision, node, shapes, t, p))
+    counts = [(unit.key, shapes[unit.key.engine], count, sized[unit.key].load / sized[unit.key].replicas)
+              for unit, count in found]
+    parts = [_plan(part, req, model, gpu, precision, node, shapes, t, p) for part in run(size_units(counts, t), p)]
     mix = mixed_plan(parts)
     return mix if mix.feasible else None
 

@@ -45,9 +45,10 @@ def plan_summary(plan: Plan) -> dict[str, Any]:
     return doc
 
 
-def plan_document(result: PlanResult) -> dict[str, Any]:
+def plan_document(result: PlanResult, results: ProfilingResults | None = None) -> dict[str, Any]:
     """The whole ``plan.json``: the chosen plan's summary and its ``margin`` (headroom, % of each
-    target) at the top, or the reason and the ``closest`` configuration it names; the full results below."""
+    target) at the top, or the reason and the ``closest`` configuration it names; the full results
+    below (``results``: ``ProfilingResults.of(result)`` when the caller has it already)."""
     doc: dict[str, Any] = {"name": result.request.name, "feasible": result.feasible}
     if result.chosen is not None:
         doc.update(plan_summary(result.chosen))
@@ -58,5 +59,5 @@ def plan_document(result: PlanResult) -> dict[str, Any]:
         doc["reason"] = result.reason
     if result.closest is not None:
         doc["closest"] = plan_summary(result.closest)
-    doc["results"] = ProfilingResults.of(result).stored()
+    doc["results"] = (results or ProfilingResults.of(result)).stored()
     return doc

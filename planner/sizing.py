@@ -16,8 +16,9 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from profiler.model import (Parallel, Prediction, Prepared, accepted_per_step, decode_step_s, evaluate, first_token,
-                            first_token_steps, prediction, prefill_batching, prefill_capacity, stack_prepared)
+from planner.rounds import Steps
+from profiler.model import (Parallel, Prediction, Prepared, accepted_per_step, decode_step_s, first_token,
+                            first_token_steps, prediction, prefill_batching, prefill_capacity)
 
 GROWTH_ROUNDS = 8
 MAX_WORKERS = 512
@@ -94,16 +95,18 @@ def _pick(out: dict[str, np.ndarray], i: int, t: Target) -> Prediction:
     return prediction(pr, concurrency=t.load if (t.load is not None and t.closed) else pr["requests_per_s"] * e2e_s)
 
 
-def size_aggregated(cands: list[Candidate], preps: list[Prepared], t: Target, p: dict) -> list[Sized]:
-    """Replicas for each aggregated candidate (``preps`` built for one engine, load 1)."""
+def size_aggregated(cands: list[Candidate], preps: list[Prepared], t: Target) -> Steps[list[Sized]]:
+    """Replicas for each aggregated candidate (``preps`` built for one engine, load 1): a sizing
+    step (``planner.rounds``)."""
+    if not cands:
+        return []
     grid = _RATE_GRID if not t.closed else _AGG_CONCURRENCY_GRID.astype(float)
     closed = 1.0 if t.closed else 0.0
-    rows = [_with_load(prep, load=float(x), closed=closed) for prep in preps for x in grid]
-    out = evaluate(stack_prepared(rows), p)
+    out = yield [_with_load(prep, load=float(x), closed=closed) for prep in preps for x in grid]
     ok = _meets(out, t).reshape(len(preps), len(grid))
     todo, missed = [], []
     highest = [int(np.flatnonzero(row).max()) if row.any() else -1 for row in ok]
-    finer = _finer(preps, highest, grid, t, p)
+    finer = yield from _finer(preps, highest, grid, t)
     for i, (cand, prep) in enumerate(zip(cands, preps)):
         if highest[i] < 0:
             missed.append(_unsized(cand, prep, out, i * len(grid), float(grid[0]), t))
@@ -115,10 +118,10 @@ def size_aggregated(cands: list[Candidate], preps: list[Prepared], t: Target, p:
         else:
             replicas, load = max(1, math.ceil(t.load / per_engine - 1e-9)), t.load
         todo.append((cand, prep, replicas, load))
-    return _verify_aggregated(todo, t, p) + missed
+    return (yield from _verify_aggregated(todo, t)) + missed
 
 
-def _finer(preps: list[Prepared], highest: list[int], grid: np.ndarray, t: Target, p: dict) -> list[float]:
+def _finer(preps: list[Prepared], highest: list[int], grid: np.ndarray, t: Target) -> Steps[list[float]]:
     """The largest per-engine load within the SLA, refined between each candidate's highest grid
     point within it (index in ``highest``, −1 for none) and the next: the grid's steps are 25%
     (clients) or 20% (requests/s) apart, a load an engine would leave unserved. Closed-loop loads
@@ -131,7 +134,7 @@ def _finer(preps: list[Prepared], highest: list[int], grid: np.ndarray, t: Targe
         steps = steps[steps > lo] if steps.size else steps
         spans.append((lo, steps))
         rows += [_with_load(prep, load=float(x), closed=1.0 if t.closed else 0.0) for x in steps]
-    ok = _meets(evaluate(stack_prepared(rows), p), t) if rows else np.array([], dtype=bool)
+    ok = _meets((yield rows), t) if rows else np.array([], dtype=bool)
     best, at = [], 0
     for lo, steps in spans:
         within = steps[ok[at:at + steps.size]]
@@ -147,10 +150,11 @@ def units(budget: int | None, unit_gpus: int) -> int:
     return max(1, budget // unit_gpus) if budget else 1
 
 
-def size_units(cand: Candidate, prep: Prepared, count: int, per_engine: float, t: Target, p: dict) -> Sized:
-    """``count`` aggregated engines of one candidate, each at ``per_engine`` load (closed-loop
-    clients or requests/s), evaluated whole by the model."""
-    return _verify_aggregated([(cand, prep, count, per_engine * count)], t, p)[0]
+def size_units(parts: list[tuple[Candidate, Prepared, int, float]], t: Target) -> Steps[list[Sized]]:
+    """Per (candidate, its Prepared, count, per-engine load): ``count`` aggregated engines of the
+    candidate, each at the per-engine load (closed-loop clients or requests/s), evaluated whole
+    by the model; a sizing step."""
+    return (yield from _verify_aggregated([(c, prep, n, per_engine * n) for c, prep, n, per_engine in parts], t))
 
 
 def _unsized(cand: Candidate, prep: Prepared, out: dict, row: int, load: float, t: Target) -> Sized:
@@ -159,13 +163,12 @@ def _unsized(cand: Candidate, prep: Prepared, out: dict, row: int, load: float, 
                  prep.total_gpus, _pick(out, row, t), False, load)
 
 
-def _verify_aggregated(items: list[tuple[Candidate, Prepared, int, float]], t: Target, p: dict) -> list[Sized]:
+def _verify_aggregated(items: list[tuple[Candidate, Prepared, int, float]], t: Target) -> Steps[list[Sized]]:
     if not items:
         return []
     replicas = np.array([r for _, _, r, _ in items])
     for round_ in range(GROWTH_ROUNDS):
-        rows = [_agg_rows(prep, int(r), load, t.closed) for (_, prep, _, load), r in zip(items, replicas)]
-        out = evaluate(stack_prepared(rows), p)
+        out = yield [_agg_rows(prep, int(r), load, t.closed) for (_, prep, _, load), r in zip(items, replicas)]
         ok = _meets(out, t)
         if ok.all() or t.load is None or round_ == GROWTH_ROUNDS - 1:
             break  # what is reported is what was evaluated
@@ -194,10 +197,13 @@ def decode_capacity(prep: Prepared, t: Target, p: dict) -> tuple[float, float]:
 
 
 def size_disaggregated(cands: list[Candidate], pre: dict[Parallel, Prepared], dec: dict[Parallel, Prepared],
-                       t: Target, p: dict, build) -> list[Sized]:
+                       t: Target, p: dict, build) -> Steps[list[Sized]]:
     """Prefill and decode workers for each pair; ``build(cand, n_p, n_d, load)`` makes a Prepared
     deployment at ``load`` (closed-loop clients or requests/s; with no load stated, the clients
-    one decode worker serves within the ITL target)."""
+    one decode worker serves within the ITL target). A sizing step (``planner.rounds``); ``p``,
+    the model's parameters, for the pools' own formulas."""
+    if not cands:
+        return []
     caps = {par: decode_capacity(prep, t, p) for par, prep in dec.items()}
     items = []
     for cand in cands:
@@ -222,36 +228,37 @@ def size_disaggregated(cands: list[Candidate], pre: dict[Parallel, Prepared], de
         else:
             n_d = max(1, math.ceil(t.load / (b * ranks / ((t.osl - 1) * step)) - 1e-9))
             clients, rate = 0.0, t.load
-        n_p = _prefill_workers(pprep, _batching(pprep, t, p), rate, clients,
-                               step * float(first_token_steps(per_rank, clients)), t, p)
+        n_p = int(_prefill_workers(pprep, _batching(pprep, t, p), rate, clients,
+                                   step * float(first_token_steps(per_rank, clients)), t, p))
         items.append((cand, n_p, min(n_d, MAX_WORKERS), True, t.load))
-    return _verify_disaggregated(items, t, p, build)
+    return (yield from _verify_disaggregated(items, t, build))
 
 
 def _unit(pprep: Prepared, dprep: Prepared, b: float, step: float, t: Target, p: dict) -> tuple[int, float]:
     """Prefill workers and closed-loop clients of one prefill/decode unit with no load stated: the
     clients of its decode capacity, ``b`` per attention rank (``step`` s per output token), or,
-    when their prefill workers do not fit the GPU budget, those of the largest batch whose do."""
+    when their prefill workers do not fit the GPU budget, those of the largest batch whose do
+    (every smaller batch tried in one vectorized call; the smallest when none fits)."""
     ranks = dprep.decode["dp"]
     pf = _batching(pprep, t, p)  # the same for every batch tried
 
-    def workers(batch: float, per_token: float) -> int:
+    def workers(batch, per_token):
         clients = batch * ranks
         return _prefill_workers(pprep, pf, clients / ((t.osl - 1) * per_token), clients,
-                                per_token * float(first_token_steps(batch, clients)), t, p)
+                                per_token * first_token_steps(batch, clients), t, p)
 
-    n_p = workers(b, step)
+    n_p = int(workers(b, step))
     room = (t.gpus - dprep.total_gpus) // pprep.total_gpus if t.gpus is not None else None
     if room is None or room < 1 or n_p <= room:
         return n_p, b * ranks
-    batches = _distinct(np.round(np.geomspace(1.0, b, 24)))[::-1]
+    batches = _distinct(np.round(np.geomspace(1.0, b, 24)))[::-1][1:]  # below ``b``, largest first
+    if batches.size == 0:
+        return n_p, b * ranks
     per_token = decode_step_s(dprep.decode, p, batches, t.isl + t.osl / 2) / accepted_per_step(dprep.decode)
-    batch = b
-    for batch, tok_s in zip(batches[1:].tolist(), per_token[1:].tolist()):  # the first is ``b``
-        n_p = workers(batch, tok_s)
-        if n_p <= room:
-            break
-    return n_p, batch * ranks
+    counts = workers(batches[:, None], per_token[:, None])
+    fits = np.flatnonzero(counts <= room)
+    i = int(fits[0]) if fits.size else batches.size - 1
+    return int(counts[i]), float(batches[i]) * ranks
 
 
 def _batching(prep: Prepared, t: Target, p: dict) -> tuple:
@@ -259,57 +266,61 @@ def _batching(prep: Prepared, t: Target, p: dict) -> tuple:
     return prefill_batching(prep.prefill, p, float(t.isl))
 
 
-def _prefill_workers(prep: Prepared, pf: tuple, rate: float, clients: float, t_first: float, t: Target,
-                     p: dict) -> int:
+def _prefill_workers(prep: Prepared, pf: tuple, rate, clients, t_first, t: Target, p: dict) -> np.ndarray:
     """Fewest prefill workers that prefill ``rate`` prompts/s and whose first-token time (with
     ``t_first`` s of decode iterations) meets the TTFT target; when none does, the fewest within
-    1% of the best any count reaches (more only add GPUs). ``pf`` is ``_batching(prep, t, p)``."""
+    1% of the best any count reaches (more only add GPUs). ``pf`` is ``_batching(prep, t, p)``.
+    ``rate``, ``clients`` and ``t_first`` are numbers, or columns (shape (k, 1)) of k loads to size
+    at once: the counts (an integer array of shape (k,) for columns)."""
     n = np.arange(1, MAX_WORKERS + 1, dtype=float)
     f = prep.prefill
     exec_s, wait, burst, _, _ = first_token(f, p, float(t.isl), pf, t_first, rate, n * f["dp"], clients, 1.0,
                                             prep.load.get("harness_ms", 0.0))
     keeps_up = n * prefill_capacity(pf, f["dp"]) >= rate
     ttft_ms = np.where(keeps_up, (exec_s + wait + burst) * 1e3, np.inf)
-    if not np.isfinite(ttft_ms).any():
-        return MAX_WORKERS
-    ok = np.flatnonzero(ttft_ms <= t.ttft_ms)
-    if ok.size == 0:
-        ok = np.flatnonzero(ttft_ms <= ttft_ms.min() * (1 + KNEE))
-    return int(n[ok.min()])
+    within = ttft_ms <= t.ttft_ms
+    near = ttft_ms <= ttft_ms.min(axis=-1, keepdims=True) * (1 + KNEE)
+    first = np.where(within.any(axis=-1, keepdims=True), within, near).argmax(axis=-1)  # the fewest
+    return np.where(np.isfinite(ttft_ms).any(axis=-1), n[first], MAX_WORKERS).astype(int)
 
 
-def _verify_disaggregated(items, t: Target, p: dict, build) -> list[Sized]:
+def _verify_disaggregated(items, t: Target, build) -> Steps[list[Sized]]:
+    """Every sized pair evaluated whole, its pools grown while they miss the SLA (rounds); a pair
+    whose decode meets the ITL at no batch is reported as evaluated with one worker of each (its
+    rows go with the first round's)."""
+    if not items:
+        return []
     live = [(c, n_p, n_d, load) for c, n_p, n_d, ok, load in items if ok]
     dead = [(c, load) for c, _, _, ok, load in items if not ok]
-    out_sized: list[Sized] = []
-    if live:
-        n_p = np.array([x[1] for x in live])
-        n_d = np.array([x[2] for x in live])
-        # Four masks of their own: ``|=`` below updates in place, so one shared array would let a
-        # stalled decode pool stop the prefill pool's growth too.
-        grew_p, grew_d, stuck_p, stuck_d = (np.zeros(len(live), dtype=bool) for _ in range(4))
-        last = None
-        for round_ in range(GROWTH_ROUNDS):
-            rows = [build(c, int(a), int(b), load) for (c, _, _, load), a, b in zip(live, n_p, n_d)]
-            out = evaluate(stack_prepared(rows), p)
-            ok = _meets(out, t)
-            if last is not None:  # a pool whose last growth barely helped has reached its knee
-                stuck_p |= grew_p & (out["ttft_ms"] > last["ttft_ms"] * (1 - KNEE))
-                stuck_d |= grew_d & (out["itl_ms"] > last["itl_ms"] * (1 - KNEE)) & ~out["saturated"]
-            last = out
-            grew_p = ~ok & (out["ttft_ms"] > t.ttft_ms) & ~stuck_p & (n_p < MAX_WORKERS)
-            grew_d = (~ok & ((out["itl_ms"] > t.itl_ms) | out["saturated"]) & ~stuck_d & (n_d < MAX_WORKERS)
-                      & (t.load is not None))
-            if round_ == GROWTH_ROUNDS - 1 or not (grew_p | grew_d).any():
-                break  # what is reported is what was evaluated
-            grow = lambda n: np.minimum(n + np.maximum(n // 8, 1), MAX_WORKERS)  # noqa: E731
-            n_p = np.where(grew_p, grow(n_p), n_p)
-            n_d = np.where(grew_d, grow(n_d), n_d)
-        out_sized += [Sized(c, 0, int(n_p[i]), int(n_d[i]), rows[i].total_gpus, _pick(out, i, t), bool(ok[i]), load)
-                      for i, (c, _, _, load) in enumerate(live)]
-    if dead:
-        rows = [build(c, 1, 1, load) for c, load in dead]
-        out = evaluate(stack_prepared(rows), p)
-        out_sized += [Sized(c, 0, 1, 1, rows[i].total_gpus, _pick(out, i, t), False, load)
-                      for i, (c, load) in enumerate(dead)]
-    return out_sized
+    dead_rows = [build(c, 1, 1, load) for c, load in dead]
+    n_p = np.array([x[1] for x in live], dtype=int)
+    n_d = np.array([x[2] for x in live], dtype=int)
+    # Four masks of their own: ``|=`` below updates in place, so one shared array would let a
+    # stalled decode pool stop the prefill pool's growth too.
+    grew_p, grew_d, stuck_p, stuck_d = (np.zeros(len(live), dtype=bool) for _ in range(4))
+    last = dead_out = None
+    for round_ in range(GROWTH_ROUNDS):
+        rows = [build(c, int(a), int(b), load) for (c, _, _, load), a, b in zip(live, n_p, n_d)]
+        both = yield rows + (dead_rows if round_ == 0 else [])
+        out = {k: v[:len(rows)] for k, v in both.items()}
+        if round_ == 0:
+            dead_out = {k: v[len(rows):] for k, v in both.items()}
+        if not live:
+            break
+        ok = _meets(out, t)
+        if last is not None:  # a pool whose last growth barely helped has reached its knee
+            stuck_p |= grew_p & (out["ttft_ms"] > last["ttft_ms"] * (1 - KNEE))
+            stuck_d |= grew_d & (out["itl_ms"] > last["itl_ms"] * (1 - KNEE)) & ~out["saturated"]
+        last = out
+        grew_p = ~ok & (out["ttft_ms"] > t.ttft_ms) & ~stuck_p & (n_p < MAX_WORKERS)
+        grew_d = (~ok & ((out["itl_ms"] > t.itl_ms) | out["saturated"]) & ~stuck_d & (n_d < MAX_WORKERS)
+                  & (t.load is not None))
+        if round_ == GROWTH_ROUNDS - 1 or not (grew_p | grew_d).any():
+            break  # what is reported is what was evaluated
+        grow = lambda n: np.minimum(n + np.maximum(n // 8, 1), MAX_WORKERS)  # noqa: E731
+        n_p = np.where(grew_p, grow(n_p), n_p)
+        n_d = np.where(grew_d, grow(n_d), n_d)
+    sized = [Sized(c, 0, int(n_p[i]), int(n_d[i]), rows[i].total_gpus, _pick(out, i, t), bool(ok[i]), load)
+             for i, (c, _, _, load) in enumerate(live)]
+    return sized + [Sized(c, 0, 1, 1, dead_rows[i].total_gpus, _pick(dead_out, i, t), False, load)
+                    for i, (c, load) in enumerate(dead)]

@@ -37,6 +37,7 @@ from api.commands.cells import cell, parts_text
 
 if TYPE_CHECKING:
     from api.commands.calibration_use import Calibrations
+    from planner.results import ProfilingResults
     from planner.types import PlanRequest, PlanResult
 
 MAX_MANIFEST_BYTES = 1024 * 1024  # bytes of one input file: more is not a manifest (the API's body limit too)
@@ -235,20 +236,18 @@ def _dump(obj, fmt: str) -> str:
     return manifests_yaml(obj if isinstance(obj, list) else [obj])
 
 
-def _manifests(result: PlanResult, targets: list[str], api_version: str,
+def _manifests(stored: ProfilingResults, request: PlanRequest, targets: list[str], api_version: str,
                kthena_group: str) -> tuple[dict[str, object], list[str]]:
     """Rendered manifests per target (Dynamo always; the DGD at ``api_version``, Kthena's ModelServing
     in ``kthena_group``), and one-line notes: a target that runs another plan than the chosen one,
     or that cannot run this plan at all (nothing written)."""
     from planner.manifests.common import UnsupportedPlan
     from planner.manifests.targets import render_target
-    from planner.results import ProfilingResults
 
-    stored = ProfilingResults.of(result)
     out, notes = {}, []
     for target in ["dynamo", *(t for t in targets if t != "dynamo")]:
         try:
-            objects, said = render_target(stored, result.request, target, dynamo_version=api_version,
+            objects, said = render_target(stored, request, target, dynamo_version=api_version,
                                           kthena_group=kthena_group)
         except UnsupportedPlan as exc:
             notes.append(f"{exc}; no {target} manifest written")
@@ -342,14 +341,16 @@ def _outputs(results: list[PlanResult], args: argparse.Namespace, targets: list[
     """(path, text) of every file to write, printing each request's table and calibration (unless
     --quiet) and notes."""
     from planner.report import plan_document
+    from planner.results import ProfilingResults
 
     files = []
     for res in results:
         name, stem = res.request.name, file_stem(res.request.name)
-        doc = plan_document(res)
+        stored = ProfilingResults.of(res)
+        doc = plan_document(res, stored)
         doc["calibration"] = calibrations.document(_key(res.request))
         if res.feasible:
-            manifests, notes = _manifests(res, targets, args.api_version, args.kthena_group)
+            manifests, notes = _manifests(stored, res.request, targets, args.api_version, args.kthena_group)
             doc["notes"] = notes
             ext = "json" if args.format == "json" else "yaml"
             if "dynamo" in manifests:

@@ -8,7 +8,7 @@ from typing import Any
 import yaml
 
 from planner.request.errors import Causes, RequestError
-from planner.request.loaders import DocumentLoader, DuplicateKey, loads_json
+from planner.request.loaders import DuplicateKey, load_yaml, loads_json
 from planner.request.parse import parse_dgdr
 from planner.request.versions import type_causes
 from planner.types import PlanRequest
@@ -23,7 +23,7 @@ def load_documents(text: str, source: str) -> list[dict[str, Any]]:
     must be a mapping with ``apiVersion`` in :data:`API_VERSIONS` and ``kind``
     ``DynamoGraphDeploymentRequest``; problems of the later documents name them
     ("document 2"). ``source`` (a file name, "<stdin>", …) is only used in messages.
-    YAML is read with :class:`DocumentLoader` (no aliases, no duplicate keys, no base-60
+    YAML is read as :class:`DocumentLoader` reads it (``load_yaml``: no aliases, no duplicate keys, no base-60
     numbers). Raises :class:`RequestError`; malformed text reports its 1-based line number.
     """
     docs = [d for d in _parse_text(text, source) if d is not None]
@@ -56,7 +56,7 @@ def _parse_text(text: str, source: str) -> list[Any]:
             raise RequestError([("", _UNREADABLE)], source=source) from None
         return loaded if isinstance(loaded, list) else [loaded]
     try:
-        return list(yaml.load_all(text, Loader=DocumentLoader))
+        return load_yaml(text)
     except (RecursionError, ValueError):
         raise RequestError([("", _UNREADABLE)], source=source) from None
     except yaml.YAMLError as exc:
