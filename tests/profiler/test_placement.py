@@ -25,8 +25,6 @@ def test_never_less_than_the_clients_beyond_every_slot():
     assert np.all(out >= np.array([1.0, 32.0]))
 
 
-
-
 def test_clients_equal_to_one_slot_engines_wait_for_the_engines_others_landed_on():
     """7 clients on 7 decode engines of one slot: at random, 2.4 of them find their engine full and
     wait for its sequence to finish, so the TTFT holds a good part of a whole decode; 7 clients on one
@@ -46,3 +44,17 @@ def test_clients_equal_to_one_slot_engines_wait_for_the_engines_others_landed_on
     whole_decode = 1023 * spread_itl
     assert spread > together + 0.2 * whole_decode
     assert spread < together + whole_decode
+
+
+def test_aggregated_replicas_behind_a_balancing_router_are_not_charged_for_placement():
+    """32 clients on 2 aggregated engines of 16 slots each: the router spreads them evenly, so the
+    TTFT is that of engines with room to spare."""
+    from profiler.model.config import Parallel, ServingConfig
+    from profiler.model.estimate import estimate
+
+    def ttft_ms(max_batch: int) -> float:
+        return estimate(ServingConfig(model="meta-llama/Llama-3.1-70B-Instruct", gpu="h100_sxm", mode="agg",
+                                      engine=Parallel(tp=4), replicas=2, isl_tokens=2000, osl_tokens=300,
+                                      concurrency=32, max_batch=max_batch)).ttft_ms
+
+    assert ttft_ms(16) == pytest.approx(ttft_ms(64), rel=1e-9)
