@@ -149,7 +149,7 @@ def sweep_interval(errors, sweeps, seed: int = 0, draws: int = BOOTSTRAP_DRAWS) 
 # The inputs the estimate contract reads (issue 2): rows equal in all of them describe one configuration.
 INPUTS = ("model", "gpu", "backend", "precision", "mode", "isl", "osl", "concurrency", "tp", "pp", "attn_dp", "moe_tp",
           "moe_ep", "p_workers", "p_tp", "p_pp", "p_attn_dp", "p_moe_ep", "p_bs", "d_workers", "d_tp", "d_pp",
-          "d_attn_dp", "d_moe_ep", "d_bs", "num_gpus")
+          "d_attn_dp", "d_moe_ep", "d_bs", "num_gpus", "max_batch", "max_num_tokens", "spec_tokens")
 
 
 def inputs_key(row: dict) -> tuple[str, ...]:
@@ -566,6 +566,8 @@ def main(argv: list[str] | None = None) -> int:
     sweeps = np.array(["|".join(key) for key in zip(labels["family"], labels["gpu"], labels["backend"], labels["mode"])])
     throughput = np.where(data.repeats | added, np.nan,
                           measured_column(rows, data.index, "derived_output_tok_s_per_gpu")[0])
+    from noise_floor import floor_lines  # beside this script
+
     summary = []
     for scheme, title in schemes.items():
         ttft, tpot, tok_s = preds[scheme]
@@ -590,6 +592,9 @@ def main(argv: list[str] | None = None) -> int:
             engine, (np.where(data.repeats, np.nan, data.ttft_ms), np.where(data.repeats, np.nan, data.tpot_ms))))
         summary.append(f"        engine alone (no harness term): TTFT MdAPE {e_ttft:.1f}% (bias {e_ttft_bias:+.0f}%)  "
                        f"TPOT MdAPE {e_tpot:.1f}% (bias {e_tpot_bias:+.0f}%)")
+        keys = [inputs_key(rows[i]) for i in data.index[scored]]
+        summary += floor_lines(keys, {"TTFT": data.ttft_ms[scored], "TPOT": data.tpot_ms[scored]},
+                               {"TTFT": ttft[scored], "TPOT": tpot[scored]})
         n_tok, tok_ape, tok_bias = median_errors(tok_s, throughput)
         summary.append(f"        output tok/s per GPU (n={n_tok}, rows with measured throughput): "
                        f"MdAPE {tok_ape:.1f}% (bias {tok_bias:+.0f}%)")

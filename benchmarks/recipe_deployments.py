@@ -16,8 +16,11 @@ precision, engine, lengths and clients, and
 Only entries that name their recipe are read (older ones run scripts that set the engines
 themselves, and the config's shapes are placeholders). Entries with and without speculative
 decoding that both match leave the row's speculation unknown:
-only what they agree on is written. Entries that match but disagree (another worker count, shape
-or limit) leave the row out. Only facts are carried over, with the config's commit, URL and licence.
+only what they agree on is written; a deployment's speculative entries may be listed under a name
+of their own (``dsr1-fp8-b200-dynamo-sglang-mtp``) and are matched as its entries, and one whose
+recipe names no drafted tokens leaves the speculation unknown too. Entries that match but disagree
+(another worker count, shape or limit), or only speculative ones naming no drafted tokens, leave
+the row out. Only facts are carried over, with the config's commit, URL and licence.
 
 Before GB200 deployments entered that config, InferenceX ran them from its GB200 launch script
 (``runners/launch_gb200-nv.sh``), whose TensorRT-LLM sweeps call Dynamo's ``submit_disagg.sh`` with
@@ -62,6 +65,7 @@ LICENCE = "from the benchmark configuration of SemiAnalysisAI/InferenceX (Apache
 PREFIXES = {"deepseek-ai/DeepSeek-R1": "dsr1", "deepseek-ai/DeepSeek-V3": "dsr1", "moonshotai/Kimi-K2.5": "kimik2.5",
             "zhipuai/GLM-5": "glm5"}
 FRAMEWORKS = {"trtllm": "dynamo-trt", "sglang": "dynamo-sglang", "vllm": "dynamo-vllm"}
+SPECULATIVE_SUFFIX = "-mtp"  # a deployment's entry of speculative sweeps, beside the plain one
 BATCH, DRAFTED = re.compile(r"_batch(\d+)_"), re.compile(r"_mtp(\d+)")
 COLUMNS = (*RECIPE_KEY, "mode", *RECIPE_COLUMNS, "recipe", "config", "url", "licence")
 
@@ -123,7 +127,10 @@ def entries(repo: Path, commit: str) -> dict[tuple, list[Entry]]:
                 item = Entry(prefill, decode, int(batch.group(1)) if batch else None,
                              (int(drafted.group(1)) if drafted else None) if spec else 0, recipe)
                 for clients in space.get("conc-list") or []:
-                    key = (name, int(lengths["isl"]), int(lengths["osl"]), int(clients), prefill.gpus, decode.gpus)
+                    # Some deployments' speculative sweeps are entries of their own ("…-sglang-mtp"):
+                    # they measure the same rows.
+                    key = (name.removesuffix(SPECULATIVE_SUFFIX), int(lengths["isl"]), int(lengths["osl"]),
+                           int(clients), prefill.gpus, decode.gpus)
                     found.setdefault(key, []).append(item)
     return found
 
@@ -180,13 +187,13 @@ def facts(row: dict, found: list[Entry]) -> tuple[dict, str] | None:
     if recorded:  # the row's own deployment: its workers and attention DP must be the entry's
         found = [e for e in found if (e.prefill.workers, e.prefill.gpus, e.prefill.dp) == _recorded_shape(row, "p_")
                  and (e.decode.workers, e.decode.gpus, e.decode.dp) == _recorded_shape(row, "d_")]
-    if not found or len({(e.prefill, e.decode) for e in found}) > 1 or any(e.drafted is None for e in found):
-        return None  # nothing, a deployment the entries disagree on, or drafted tokens no name says
+    if not found or len({(e.prefill, e.decode) for e in found}) > 1 or all(e.drafted is None for e in found):
+        return None  # nothing, a deployment the entries disagree on, or only drafted tokens no name says
     first = found[0]
     said = {} if recorded else first.prefill.columns("p_") | first.decode.columns("d_")
     if len({e.batch for e in found}) == 1 and first.batch:
         said["max_batch"] = first.batch * (first.decode.gpus if first.decode.dp else 1)
-    if len({e.drafted for e in found}) == 1:
+    if len({e.drafted for e in found}) == 1:  # the same speculation, named
         said["spec_tokens"] = first.drafted
     if recorded and not said.get("max_batch") and not said.get("spec_tokens"):
         return None  # nothing the row does not already say

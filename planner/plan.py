@@ -56,9 +56,15 @@ def _measured_by(prep: Prepared, req: PlanRequest) -> Prepared:
 
 def _disagg_prepared(pre: Prepared, dec: Prepared, n_p: int, n_d: int, t: Target, offered: float) -> Prepared:
     """A disaggregated deployment assembled from two single-engine preparations, at ``offered``
-    load (closed-loop clients, or requests/s)."""
+    load (closed-loop clients, or requests/s). A closed loop's decode engines hold the running
+    limit the manifest pins (``running_limit``, in whole sequences per attention rank as the engines
+    take it): the clients placed at random on a full engine wait for its slots, so the plan is
+    evaluated with the slots it deploys."""
     load = {**dec.load, "decode_engines": n_d, "prefill_servers": n_p * pre.prefill["dp"], "disagg": 1.0,
             "closed": 1.0 if t.closed else 0.0, "load": offered}
+    if t.closed:
+        per_rank = math.ceil(running_limit(dec, n_d, offered, True, 0.0, at_random=True) / dec.decode["dp"] - 1e-9)
+        load["batch_cap"] = min(dec.load["batch_cap"], per_rank)
     return Prepared(dec.decode, pre.prefill, load, n_p * pre.total_gpus + n_d * dec.total_gpus,
                     {"prefill": pre.memory["engine"], "decode": dec.memory["engine"]})
 
@@ -177,22 +183,27 @@ def _engine(role: str, par: Parallel, replicas: int, max_batch: int, node: int, 
                   max_batch=max(1, max_batch), max_num_tokens=chunk, gpus_per_node=min(node, par.gpus))
 
 
-# A Poisson load's limit: its mean sequences in flight plus this many standard deviations (in
-# flight is Poisson-distributed in an M/G/∞ system, so the limit binds about 0.1% of the time).
-POISSON_HEADROOM_SIGMAS = 3.0
+# A limit's headroom over the mean sequences in flight, in standard deviations: of a Poisson
+# load (in flight is Poisson-distributed in an M/G/∞ system), and of closed-loop clients placed
+# on decode engines at random (Binomial(C, 1/E) each), so the limit binds about 0.1% of the time.
+HEADROOM_SIGMAS = 3.0
 
 
-def running_limit(prep: Prepared, engines: int, load: float, closed: bool, e2e_s: float) -> int:
+def running_limit(prep: Prepared, engines: int, load: float, closed: bool, e2e_s: float, *,
+                  at_random: bool = False) -> int:
     """Running sequences one (decode or aggregated) engine may hold: what it holds at the load the
     SLA was checked at (``load`` closed-loop clients or requests/s over ``engines`` engines; a
-    Poisson load's mean in flight, rate × ``e2e_s``, plus headroom), at most what its KV cache holds
-    (which an overloaded engine, whose requests take unboundedly long, runs at). The manifest sets
-    it, so no engine runs a larger batch than the plan evaluated."""
+    Poisson load's mean in flight, rate × ``e2e_s``, plus headroom; closed-loop clients the router
+    places ``at_random``, as on disaggregated decode engines, their mean plus headroom for the
+    engines that draw more), at most what its KV cache holds (which an overloaded engine, whose
+    requests take unboundedly long, runs at). The manifest sets it, and a disaggregated closed loop
+    is evaluated with it (``_disagg_prepared``): the plan's waits are those of the slots deployed."""
     memory = math.floor(prep.load["batch_cap"] * prep.decode["dp"] + 1e-9)
     mean = load / engines if closed else load * e2e_s / engines
     if not math.isfinite(mean):
         return max(1, memory)
-    wanted = math.ceil(mean - 1e-9) if closed else math.ceil(mean + POISSON_HEADROOM_SIGMAS * math.sqrt(mean))
+    spread = math.sqrt(mean) if not closed else math.sqrt(mean * (1.0 - 1.0 / engines)) if at_random else 0.0
+    wanted = math.ceil(mean + HEADROOM_SIGMAS * spread) if spread > 0 else math.ceil(mean - 1e-9)
     return max(1, min(wanted, memory))
 
 
@@ -213,7 +224,7 @@ def _plan(s: Sized, req: PlanRequest, model: Model, gpu: str, precision: str, no
         units = s.replicas if t.load is None else 1
         engines = (_engine("aggregated", c.engine, s.replicas, limit, node, chunk, units),)
     else:
-        limit = running_limit(shapes[c.decode], s.decode_workers, s.load, t.closed, e2e_s)
+        limit = running_limit(shapes[c.decode], s.decode_workers, s.load, t.closed, e2e_s, at_random=True)
         prompts = max(1, chunk // req.isl_tokens)
         units = s.decode_workers if t.load is None else 1  # a unit with no load stated: one decode engine
         engines = (_engine("prefill", c.prefill, s.prefill_workers, prompts * c.prefill.dp, node, chunk, units),

@@ -57,3 +57,31 @@ def wait_quantile(mean_wait, p_wait, q):
     bounded = np.isfinite(mean_wait)
     tail = (np.where(bounded, mean_wait, 0.0) / p) * np.log(np.maximum(p / (1.0 - q), 1.0))
     return np.where(bounded, tail, np.inf)
+
+
+def unplaced_clients(clients, engines, slots):
+    """Clients of a closed loop that find their engine's slots full, on average, when a router
+    places each of ``clients`` requests on one of ``engines`` engines at random (each holds
+    ``slots`` running sequences): engines × E[(N − slots)⁺], N ~ Binomial(clients, 1/engines).
+
+    One engine, or slots no engine can fill (clients ≤ slots), leave nothing to chance: the
+    excess is max(clients − engines × slots, 0) and no binomial is computed. With m = ⌊slots⌋,
+    E[(N − m)⁺] = clients·p·P(N' ≥ m) − m·P(N > m) with N' ~ Binomial(clients − 1, p), less
+    (slots − m)·P(N > m) for a fractional limit.
+    """
+    shape = np.broadcast_shapes(*(np.shape(v) for v in (clients, engines, slots)))
+    clients, engines, slots = (np.broadcast_to(np.asarray(v, dtype=float), shape).ravel() for v in (clients, engines, slots))
+    even = np.maximum(clients - engines * slots, 0.0)
+    chance = (engines > 1) & (clients > slots) & np.isfinite(slots)
+    if not np.any(chance):
+        return even.reshape(shape)
+    from scipy.special import bdtrc
+
+    n, e, s = np.rint(clients[chance]).astype(np.int64), engines[chance], slots[chance]  # bdtrc counts in integers
+    p, m = 1.0 / e, np.floor(s)
+    beyond = bdtrc(m, n, p)  # P(N > m)
+    reaching = np.where(m >= 1, bdtrc(np.maximum(m - 1.0, 0.0), np.maximum(n - 1, 0), p), 1.0)  # P(N' ≥ m)
+    excess = n * p * reaching - m * beyond - (s - m) * beyond
+    out = even.copy()
+    out[chance] = np.maximum(e * excess, even[chance])
+    return out.reshape(shape)

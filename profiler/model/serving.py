@@ -35,7 +35,7 @@ from functools import lru_cache
 import numpy as np
 
 from profiler.model.engine import EngineShape
-from profiler.model.queueing import mdc_wait, wait_quantile
+from profiler.model.queueing import mdc_wait, unplaced_clients, wait_quantile
 from profiler.model.steps import (BACKENDS, accepted_per_step, by_backend, choose, decode_gemms_s, decode_step_s,
                             mixed_prefill_s, prefill_s, vmax, vmin)
 
@@ -352,7 +352,11 @@ def _prefill_bound(fd, fp, ld: Load, p, pf, cap):
 def solve(fd, fp, ld: Load, p) -> dict[str, np.ndarray]:
     """Operating point of every configuration: throughput, TPOT and TTFT (mean, p50, p90, p99), in s."""
     ranks = fd["dp"] * ld.decode_engines
-    cap = choose(ld.closed > 0, vmin(ld.batch_cap, ld.load / ranks), ld.batch_cap)
+    # A closed loop's requests are routed to disaggregated decode engines without regard to their
+    # free slots: those that land on a full engine wait for a slot there even when others have room.
+    # Aggregated replicas sit behind a router that balances load, so their clients spread evenly.
+    placed = ld.load - unplaced_clients(ld.disagg * ld.closed * ld.load, ld.decode_engines, fd["dp"] * ld.batch_cap)
+    cap = choose(ld.closed > 0, vmin(ld.batch_cap, placed / ranks), ld.batch_cap)
     cap = vmax(cap, 1e-6)
     pf = prefill_batching(fp, p, ld.isl)  # the same at every batch: computed once
 

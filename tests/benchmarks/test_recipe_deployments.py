@@ -21,12 +21,14 @@ def _entry(clients: list[int], decode_workers: int, decode_dp: bool, recipe: str
     return space | ({"spec-decoding": spec} if spec else {})
 
 
-def _repo(tmp_path, spaces: list[dict], date: str):
+def _repo(tmp_path, spaces: list[dict], date: str, named: dict[str, list[dict]] | None = None):
+    """A config of one deployment's ``spaces`` (GB200 TensorRT-LLM), or of the deployments ``named``."""
     repo = tmp_path / "bench"
     config = repo / recipe_deployments.CONFIG
     config.parent.mkdir(parents=True)
-    config.write_text(yaml.safe_dump({"dsr1-fp8-gb200-dynamo-trt": {
-        "disagg": True, "seq-len-configs": [{"isl": 8192, "osl": 1024, "search-space": spaces}]}}))
+    named = named or {"dsr1-fp8-gb200-dynamo-trt": spaces}
+    config.write_text(yaml.safe_dump({name: {"disagg": True, "seq-len-configs": [
+        {"isl": 8192, "osl": 1024, "search-space": listed}]} for name, listed in named.items()}))
     env = {"GIT_AUTHOR_DATE": f"{date}T12:00:00", "GIT_COMMITTER_DATE": f"{date}T12:00:00",
            "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t",
            "PATH": "/usr/bin:/bin"}
@@ -72,6 +74,23 @@ def test_recipes_in_force_for_the_rows_engines_say_their_limits_and_deployments(
     assert (found[2]["p_attn_dp"], found[2]["d_tp"], found[2]["d_moe_ep"]) == (8, 8, 8)
     assert all(r["url"].startswith(f"https://github.com/{recipe_deployments.REPO}/blob/") for r in found)
     assert found[0]["recipe"].endswith("batch4_eplb0_mtp0_18.yaml") and "Apache-2.0" in found[0]["licence"]
+
+
+def test_a_deployments_speculative_entries_listed_apart_leave_its_speculation_unsaid(tmp_path):
+    plain = [_entry([16, 64], 3, False, "recipes/b200-fp8/8k1k/stp/low-latency-tep8-1p3d.yaml"),
+             _entry([256], 3, False, "recipes/b200-fp8/8k1k/stp/low-latency-tep8-1p3d.yaml")]
+    speculative = [_entry([16], 3, False, "recipes/b200-fp8/8k1k/mtp/low-latency-tep8-1p3d.yaml", spec="mtp"),
+                   _entry([64], 1, False, "recipes/b200-fp8/8k1k/mtp/low-latency-tep8-1p1d.yaml", spec="mtp"),
+                   _entry([8], 3, False, "recipes/b200-fp8/8k1k/mtp/low-latency-tep8-1p3d.yaml", spec="mtp")]
+    repo = _repo(tmp_path, [], "2026-02-01", named={"dsr1-fp8-b200-dynamo-sglang": plain,
+                                                     "dsr1-fp8-b200-dynamo-sglang-mtp": speculative})
+    rows = [_row(c, None, 1) | {"gpu": "b200_sxm", "backend": "sglang", "model": "deepseek-ai/DeepSeek-R1"}
+            for c in (16, 64, 256, 8)]
+    said = [(r["concurrency"], r.get("d_workers"), r.get("spec_tokens")) for r in
+            recipe_deployments.deployments(repo, rows)]
+    # 16: both sweeps deploy 1p3d, speculation unknown; 64: they deploy differently, nothing;
+    # 256: the plain sweep alone, no speculation; 8: only a speculative sweep naming no drafted tokens.
+    assert said == [("16", 3, None), ("256", 3, 0)]
 
 
 LAUNCHER = '''

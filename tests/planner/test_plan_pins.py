@@ -192,3 +192,18 @@ def test_the_cli_reports_the_capacity_a_filled_budget_reaches(tmp_path, capsys):
     scaled = [e for e in doc["results"]["chosen"]["engines"] if e.get("minReplicas", e["replicas"]) < e["replicas"]]
     ranges = next(x for x in out if x.strip().startswith("autoscaling range:"))
     assert scaled and all(f"{e['minReplicas']}–{e['replicas']}" in ranges for e in scaled)
+
+
+def test_a_disaggregated_closed_loop_performs_as_planned_on_the_decode_limit_it_pins():
+    """Clients placed at random on several decode engines: the limit leaves room for the engines
+    that draw more than the mean, and the deployment held to it re-estimates to the plan."""
+    req = _request(concurrency=100, itl_ms=25, ttft_ms=3000, isl_tokens=500, osl_tokens=2000)
+    chosen = plan(req, only={Candidate("disagg", prefill=Parallel(tp=2), decode=Parallel(tp=2))}).chosen
+    decode = chosen.role("decode")
+    mean = req.concurrency / decode.replicas
+    assert decode.replicas > 1 and mean < decode.max_batch
+    again = estimate(_deployed(chosen, req, max_batch=decode.max_batch))
+    assert again.ttft_ms == pytest.approx(chosen.predicted.ttft_ms, rel=0.01)
+    assert again.itl_ms == pytest.approx(chosen.predicted.itl_ms, rel=0.01)
+    at_mean = estimate(_deployed(chosen, req, max_batch=math.ceil(mean)))
+    assert at_mean.ttft_ms > chosen.predicted.ttft_ms  # held to the mean, the unlucky engines' clients wait
