@@ -40,6 +40,11 @@ Also reported, by workload size: the runs per search as a count and a share, aga
 any rule needs to certify its pick (``contenders``: the runs a ``--noise`` measurement noise cannot
 tell from the best), and how many runs came before the first one within the SLA and after the best.
 
+Also reported, a user profiling each workload at all its SLAs in turn: each search starts from the
+runs the earlier ones measured (read, not counted), in two orders of the SLAs; the new runs per
+search against the exhaustive replay (as the main table), and the distinct runs over a workload's
+searches against one exhaustive sweep, which answers every SLA at once.
+
 The rows are read with what their recipes state, as in ``benchmarks/accuracy.py`` (``--recipes``).
 
 Last, calibration on held-out concurrencies (``--calibration``): each configuration measured at
@@ -99,6 +104,8 @@ class Outcome:
     minimum: int  # runs any rule must measure to certify the pick under the measurement noise (contenders)
     searching: int  # runs measured before the first one within the SLA (all of them when none was)
     confirming: int  # runs measured after the true best (0 when it was not found)
+    known: tuple = ()  # every run known after the search: the runs it started with, then those it measured
+    workload: str = ""  # the workload's name
 
 
 def configuration(row: dict) -> str:
@@ -163,9 +170,11 @@ def contenders(w: Workload, ttft_ms: float, itl_ms: float, noise: float) -> int:
 
 
 def search(w: Workload, ttft_ms: float, itl_ms: float, stop: float, min_units: int, budget: float,
-           noise: float = 0.0, prior=None) -> Outcome | None:
+           noise: float = 0.0, prior=None, known: tuple = ()) -> Outcome | None:
     """Replay the run-by-run search on ``w`` under the SLA (``prior``: the search's prior spread, by
-    default ``planner.online.ERROR_SPREAD``); None when no run meets it."""
+    default ``planner.online.ERROR_SPREAD``), starting from the runs ``known`` (measured by earlier
+    searches of the workload: read, not counted); None when no run meets it. ``runs``, ``searching``
+    and ``confirming`` count the runs this search measured."""
     from planner import online
     from planner.types import PlanRequest
 
@@ -175,19 +184,23 @@ def search(w: Workload, ttft_ms: float, itl_ms: float, stop: float, min_units: i
     if not meets:
         return None
     cap = max(1, math.floor(budget * len(w.measured)))
-    seen: dict = {}
-    while len(seen) < cap:
+    seen: dict = {k: w.measured[k] for k in known}
+    while len(seen) - len(known) < cap:
         key = online.next_run(w.predicted, seen, w.gpus, req, stop=stop, min_units=min_units,
                               prior=prior or online.ERROR_SPREAD)
         if key is None:
             break
         seen[key] = w.measured[key]
     best = max(goodput[k] for k in meets)
-    order = list(seen)  # in the order measured
-    found = [k for k in order if k in meets]
-    at_best = next((i for i, k in enumerate(order) if k in meets and goodput[k] >= best), len(order) - 1)
-    common = dict(runs=len(seen), space=len(w.measured), minimum=contenders(w, ttft_ms, itl_ms, noise),
-                  searching=order.index(found[0]) if found else len(order), confirming=len(order) - 1 - at_best)
+    order = list(seen)[len(known):]  # the runs this search measured, in order
+    found = [k for k in seen if k in meets]
+    start = next((i for i, k in enumerate(order) if k in meets), len(order))
+    known_best = any(k in meets and goodput[k] >= best for k in known)
+    at_best = -1 if known_best else next((i for i, k in enumerate(order) if k in meets and goodput[k] >= best),
+                                         len(order) - 1)
+    common = dict(runs=len(order), space=len(w.measured), minimum=contenders(w, ttft_ms, itl_ms, noise),
+                  searching=0 if set(known) & meets else start, confirming=len(order) - 1 - at_best,
+                  known=tuple(seen), workload=w.name)
     if not found:
         return Outcome(best=False, regret=1.0, **common)
     pick = max(found, key=lambda k: goodput[k])
@@ -216,9 +229,31 @@ def summary(outcomes: list[Outcome]) -> dict[str, float]:
 
 
 def replay(ws: list[Workload], stop: float, min_units: int, budget: float, noise: float = 0.0,
-           prior=None) -> list[Outcome]:
-    """Every workload of ``ws`` under each of its SLAs."""
-    return [o for w in ws for sla in slas(w) if (o := search(w, *sla, stop, min_units, budget, noise, prior)) is not None]
+           prior=None, reuse: bool = False, order=None) -> list[Outcome]:
+    """Every workload of ``ws`` under each of its SLAs (``slas``, in the order ``order`` gives them:
+    a function of the list, default as listed). ``reuse``: each search of a workload starts from the
+    runs its earlier searches measured (a user profiling one workload at several SLAs measures each
+    run once)."""
+    out = []
+    for w in ws:
+        known: tuple = ()
+        for sla in (order or list)(slas(w)):
+            o = search(w, *sla, stop, min_units, budget, noise, prior, known if reuse else ())
+            if o is not None:
+                out.append(o)
+                known = o.known
+    return out
+
+
+def distinct_runs(ws: list[Workload], outcomes: list[Outcome]) -> tuple[int, int]:
+    """(distinct runs measured over all searches of each workload of ``outcomes``, the runs of one
+    exhaustive sweep of each): what a user profiling every workload at all its SLAs measures, against
+    the one sweep that answers them all."""
+    runs: dict[str, set] = {}
+    for o in outcomes:
+        runs.setdefault(o.workload, set()).update(o.known)
+    size = {w.name: len(w.measured) for w in ws}
+    return sum(len(r) for r in runs.values()), sum(size[name] for name in runs)
 
 
 SIZES = ((10, 19), (20, 39), (40, None))  # exhaustive runs of a workload, for the table by size
@@ -406,6 +441,31 @@ def print_spread(rows: list[dict], data, args: argparse.Namespace) -> int:
     return 0
 
 
+# Orders a user might profile a workload's SLAs in (``slas`` lists the TTFT quantile outer, TPOT inner)
+SLA_ORDERS = {"as listed": list, "reversed": lambda s: s[::-1]}
+
+
+def print_reuse(ws: list[Workload], args: argparse.Namespace) -> None:
+    """Print the replay with each search of a workload starting from the runs its earlier searches
+    measured, in each of ``SLA_ORDERS``: the new runs of each search against the exhaustive replay
+    (per search, as the main table), and the distinct runs over all of a workload's searches against
+    one exhaustive sweep (which answers every SLA at once)."""
+    print("\neach workload profiled at all its SLAs in turn, each search starting from the runs the earlier "
+          "ones measured (read, not counted)")
+    print("| workloads | SLA order | searches | new runs / exhaustive (per search) | searches with no new run "
+          "| distinct runs / one sweep (per workload) | true best | mean regret | no pick |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
+    for label, part in (("tuning", [w for w in ws if w.gpu != args.hold]),
+                        (f"held out ({args.hold})", [w for w in ws if w.gpu == args.hold])):
+        for name, order in SLA_ORDERS.items():
+            outcomes = replay(part, args.stop, args.min_units, args.budget, args.noise, reuse=True, order=order)
+            s = summary(outcomes)
+            distinct, sweep = distinct_runs(part, outcomes)
+            print(f"| {label} | {name} | {s['searches']} | {s['runs']} / {s['space']} = {s['runs_pct']:.1f}% "
+                  f"| {sum(o.runs == 0 for o in outcomes)} | {distinct} / {sweep} = {100 * distinct / max(1, sweep):.1f}% "
+                  f"| {s['best_pct']:.0f}% | {s['regret_pct']:.1f}% | {s['none']} |")
+
+
 def main(argv: list[str] | None = None) -> int:
     from api.commands.calibrate import given_data_path, read_rows
     from planner import online
@@ -469,6 +529,7 @@ def main(argv: list[str] | None = None) -> int:
     for label, size, t in sized:
         print(f"| {label} | {size} | {t['searches']} | {t['mean_runs']:.1f} of {t['mean_space']:.1f} | {t['runs_pct']:.1f}% "
               f"| {t['mean_minimum']:.1f}, {t['minimum_pct']:.1f}% | {t['best_pct']:.0f}% | {t['regret_pct']:.1f}% |")
+    print_reuse(ws, args)
     if args.calibration:
         import numpy as np
 

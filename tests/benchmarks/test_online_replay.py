@@ -83,3 +83,27 @@ def test_an_added_unit_error_moves_every_load_of_a_unit_by_one_factor():
         assert len(ratios) == 1 and ratios != {1.0}
     assert replay.with_unit_error([w], scale=1.0, seed=3)[0].predicted == moved.predicted  # seeded
     assert replay.with_unit_error([w], scale=0.0, seed=3)[0].predicted == w.predicted
+
+
+def test_a_search_starting_from_earlier_runs_counts_only_the_runs_it_measures():
+    w = _landscape()
+    first = replay.search(w, 1000, 100, stop=0.05, min_units=2, budget=1.0)
+    again = replay.search(w, 1000, 100, stop=0.05, min_units=2, budget=1.0, known=first.known)
+    # the same SLA again: what the first search measured already answers it
+    assert first.runs >= 1 and again.runs == 0 and again.known == first.known
+    assert (again.best, again.regret, again.searching) == (first.best, first.regret, 0)
+    # a tighter SLA measures on from there; the known runs are not counted again
+    tight = w.measured[("c", 4)].ttft_ms * 1.05
+    on = replay.search(w, tight, 100, stop=0.05, min_units=2, budget=1.0, known=first.known)
+    assert on.known[:len(first.known)] == first.known and on.runs == len(on.known) - len(first.known)
+
+
+def test_reuse_measures_each_run_of_a_workload_once_across_its_slas():
+    w = _landscape()
+    alone = replay.replay([w], stop=0.05, min_units=2, budget=1.0)
+    shared = replay.replay([w], stop=0.05, min_units=2, budget=1.0, reuse=True)
+    assert len(alone) == len(shared) and sum(o.runs for o in shared) < sum(o.runs for o in alone)
+    distinct, sweep = replay.distinct_runs([w], shared)
+    assert sweep == 9 and distinct == sum(o.runs for o in shared) == len(shared[-1].known)
+    # without reuse, the runs searches share are measured again but counted once as distinct runs
+    assert replay.distinct_runs([w], alone)[0] <= sum(o.runs for o in alone)
