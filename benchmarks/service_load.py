@@ -266,7 +266,9 @@ async def paged_lists(stack: Stack, template: dict, ns: str, args) -> None:
     print(f"list of {args.list_objects} in pages of {args.page}, {args.list_clients} clients × {args.list_rounds} "
           f"lists: {len(ms)} pages, {summary(ms)}; errors {errors}; target p99 ≤ 100 ms (load {load_average()})",
           flush=True)
-    print(cpu_line(stack, wall, service_cpu, client_cpu), flush=True)
+    print(cpu_line(stack, wall, service_cpu, client_cpu)
+          + f"; per page: service {service_cpu / len(ms) * 1e3:.1f} ms, clients {client_cpu / len(ms) * 1e3:.1f} ms",
+          flush=True)
 
 
 async def burst(stack: Stack, template: dict, ns: str, args) -> None:

@@ -51,11 +51,13 @@ def make_session_factory(engine: Engine) -> SessionFactory:
 def statement_sessions(factory: SessionFactory) -> SessionFactory:
     """Sessions from ``factory``'s engine in which each statement commits by itself, for work that
     only reads or writes in one statement (a create, a status write: ``infra.events.write_versioned``
-    takes the version, writes the row and records the change in one statement on PostgreSQL).
+    takes the version, writes the row and records the change in one statement on PostgreSQL; a
+    lease, a receipt or a dispatcher's claim, each one UPDATE).
 
     On PostgreSQL (autocommit): no BEGIN and COMMIT round trips, and no connection idle in a
     transaction while its process does other work, holding the version counter's row lock that
-    every writer waits for (a niced worker off the CPU, a thread waiting for the interpreter). A
+    every writer waits for, or a resource's row lock that a versioned write of that row waits for
+    while holding the counter (a niced worker off the CPU, a thread waiting for the interpreter). A
     read sees what it would in a transaction (READ COMMITTED takes a snapshot per statement). A
     write that changes no row (a lost race) still uses up a version there: versions may skip,
     never repeat or go back. Work of several writes that stand or fall together does not belong

@@ -23,13 +23,15 @@ from __future__ import annotations
 
 import hashlib
 from datetime import datetime, timedelta
+from functools import cache
 from typing import Any, NamedTuple
 
-from sqlalchemy import select, update
+from sqlalchemy import bindparam, select, update
 from sqlalchemy.orm import Session
 
 from infra.tables import CounterRow, ResourceRow
 
+RESOURCES = ResourceRow.__table__
 BROKER_COUNTER = "broker_identity"  # a hash of the broker process the dispatchers saw last (0: none yet)
 
 
@@ -49,22 +51,40 @@ def mark_due(session: Session, uid: str, at: datetime) -> None:
                     .execution_options(synchronize_session=False))
 
 
+@cache
+def _due_ids():
+    """SELECT of the ids due at ``now``, oldest first, at most ``limit`` (built once, in Core: a
+    dispatcher runs it every round, and building an ORM statement cost more than running it)."""
+    return (select(RESOURCES.c.id).where(RESOURCES.c.publish_due_at <= bindparam("now"))
+            .order_by(RESOURCES.c.publish_due_at).limit(bindparam("limit")))
+
+
+@cache
+def _claim():
+    """UPDATE claiming the rows ``ids`` still due at ``now`` until ``until``, returning what routes them."""
+    return (update(RESOURCES)
+            .where(RESOURCES.c.id.in_(bindparam("ids", expanding=True)), RESOURCES.c.publish_due_at <= bindparam("now"))
+            .values(publish_due_at=bindparam("until"), published_at=None)
+            .returning(RESOURCES.c.uid, RESOURCES.c.group, RESOURCES.c.plural, RESOURCES.c.spec, RESOURCES.c.status))
+
+
+@cache
+def _settle_claim():
+    """UPDATE of the next publish time of those rows ``uids`` still under the claim ``claimed``."""
+    return (update(RESOURCES)
+            .where(RESOURCES.c.uid.in_(bindparam("uids", expanding=True)),
+                   RESOURCES.c.publish_due_at == bindparam("claimed"))
+            .values(publish_due_at=bindparam("at"), published_at=bindparam("published")))
+
+
 def take_due(session: Session, now: datetime, *, limit: int, claim: timedelta) -> list[Due]:
     """Up to ``limit`` requests due at ``now``, oldest first, each claimed: due again at
     ``now + claim`` (so a concurrent dispatcher skips them until then). The caller commits, publishes
-    them, then settles them (``settle_claimed``)."""
-    ids = session.scalars(
-        select(ResourceRow.id).where(ResourceRow.publish_due_at <= now)
-        .order_by(ResourceRow.publish_due_at).limit(limit)
-    ).all()
+    them, then settles them (``settle_claimed``). Nothing due: one read, no write."""
+    ids = session.scalars(_due_ids(), {"now": now, "limit": limit}).all()
     if not ids:
         return []
-    rows = session.execute(
-        update(ResourceRow).where(ResourceRow.id.in_(ids), ResourceRow.publish_due_at <= now)
-        .values(publish_due_at=now + claim, published_at=None)
-        .returning(ResourceRow.uid, ResourceRow.group, ResourceRow.plural, ResourceRow.spec, ResourceRow.status)
-        .execution_options(synchronize_session=False)
-    ).all()
+    rows = session.execute(_claim(), {"ids": list(ids), "now": now, "until": now + claim}).all()
     return [Due(uid, group, plural, dict(spec or {}), dict(status or {})) for uid, group, plural, spec, status in rows]
 
 
@@ -82,10 +102,7 @@ def settle_claimed(session: Session, uids: list[str], claimed_until: datetime, a
     others are left alone: a worker took the request (its lease cleared the time), a lease ran
     out or the broker changed (due now), or another dispatcher claimed it after this claim ran out."""
     if uids:
-        session.execute(update(ResourceRow)
-                        .where(ResourceRow.uid.in_(uids), ResourceRow.publish_due_at == claimed_until)
-                        .values(publish_due_at=at, published_at=published_at)
-                        .execution_options(synchronize_session=False))
+        session.execute(_settle_claim(), {"uids": uids, "claimed": claimed_until, "at": at, "published": published_at})
 
 
 def undelivered(session: Session, now: datetime, published_before: datetime, *, limit: int) -> list[str]:

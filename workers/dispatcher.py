@@ -4,20 +4,24 @@ through the database (a due request is taken by one dispatcher) and any of them 
 
 Each round (every ``DISPATCH_EVERY_S``, or when woken by a create, ``COALESCE_S`` after the
 previous round began at the earliest, so that a burst of creates is published by a few rounds
-rather than one round each):
+rather than one round each) publishes what is due; the upkeep (steps 1–3) runs in at most one
+round every ``DISPATCH_EVERY_S``, so the rounds a stream of creates wakes cost their publishes only:
 1. expire leases that were not renewed (their workers are gone): those requests are due now;
 2. look at the broker with a short timeout. When it is down, publish nothing (requests stay due)
-   and say so (``broker_problem``, which readiness reports). When it is a different broker
-   process than the dispatchers saw last (a Redis restart, whose queues may be empty; a new
-   ``slaplan serve`` with its in-process queue), every request waiting for a worker is made due
-   now, by the one dispatcher that notices first;
+   and say so (``broker_problem``, which readiness reports) until a later look finds it up. When
+   it is a different broker process than the dispatchers saw last (a Redis restart, whose queues
+   may be empty; a new ``slaplan serve`` with its in-process queue), every request waiting for a
+   worker is made due now, by the one dispatcher that notices first;
 3. every ``LOST_CHECK_EVERY``: a request published over ``DELIVERY_GRACE`` ago that no worker
    holds (a worker holds each delivered message from delivery, ``workers.receipts``) and whose
    message is in no queue (``queued_uids``; Redis only) was handed to a worker that never read it
    (Redis pops the next message into the socket of a frozen or lost worker): it is due now;
-4. take what is due (a claim of ``CLAIM_FOR``, committed), publish it, routed by kind and state
-   (``route``), and settle it: published, due again ``REPUBLISH_AFTER`` later unless a worker
-   took it meanwhile; not published (the broker failed), due now.
+4. take what is due (a claim of ``CLAIM_FOR``), publish it in one batch (``publish``: one
+   connection, one pipeline on Redis), routed by kind and state (``route``), and settle it:
+   published, due again ``REPUBLISH_AFTER`` later unless a worker took it meanwhile; not
+   published (the broker failed), due now.
+On PostgreSQL each of these statements commits by itself (``infra.db.statement_sessions``): each
+stands alone (a claim or a settle re-checks its rows), so a round holds no transaction open.
 A request's task is published again if no worker took it ``REPUBLISH_AFTER`` after it was
 published: the last resort for a message lost some other way. Tasks are idempotent and leased,
 so a duplicate costs one database read.
@@ -40,10 +44,10 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from infra import leases, outbox
-from infra.db import SessionFactory, session_scope
+from infra.db import SessionFactory, session_scope, statement_sessions
 from planner import status as dgdr_states
 from workers import lifecycle
-from workers.celery_app import broker_identity, enqueue, queued_uids, reads_queues
+from workers.celery_app import broker_identity, publish, queued_uids, reads_queues
 from workers.deploy import TRACK_TASK, TRACKED_STATES
 from workers.tasks import BENCH_TASK, ONLINE_TASK, PLAN_TASK
 
@@ -95,9 +99,10 @@ class Dispatcher:
 
     def __init__(self, celery: Any, sessions: SessionFactory, *, clock: Clock = _utcnow):
         self.celery = celery
-        self.sessions = sessions
+        self.sessions = statement_sessions(sessions)
         self.clock = clock
         self.broker_problem: str | None = NOT_CHECKED  # what readiness reports; None when it answered
+        self._next_upkeep: datetime | None = None
         self._next_lost_check: datetime | None = None
         self._wake = threading.Event()
         self._stop = threading.Event()
@@ -131,22 +136,11 @@ class Dispatcher:
     def run_once(self) -> int:
         """One round; returns how many tasks were published."""
         now = self.clock()
-        with session_scope(self.sessions) as session:
-            expired = leases.expire(session, now)
-        if expired:
-            log.info("%d lease(s) ran out; their requests are queued again", expired)
-        identity = self._probe()
-        if identity is None:
+        if self._next_upkeep is None or now >= self._next_upkeep:
+            self._next_upkeep = now + timedelta(seconds=DISPATCH_EVERY_S)
+            self._upkeep(now)
+        if self.broker_problem is not None:  # down when last looked at (or a publish failed): wait for the next look
             return 0
-        with session_scope(self.sessions) as session:
-            waiting = outbox.republish_waiting(session, now) if outbox.broker_changed(session, identity) else 0
-        if waiting:
-            log.info("a new broker process: publishing %d waiting request(s) again", waiting)
-        if self._next_lost_check is None or now >= self._next_lost_check:
-            self._next_lost_check = now + LOST_CHECK_EVERY
-            lost = self._find_lost(now)
-            if lost:
-                log.warning("%d published request(s) in no queue and held by no worker: publishing them again", lost)
         published = 0
         while True:
             taken = self.clock()  # each batch's claim runs from when it is taken, not from the round's start
@@ -156,6 +150,25 @@ class Dispatcher:
             published += sent
             if stopped or len(batch) < BATCH:
                 return published
+
+    def _upkeep(self, now: datetime) -> None:
+        """Steps 1–3 of a round (the module's docstring)."""
+        with session_scope(self.sessions) as session:
+            expired = leases.expire(session, now)
+        if expired:
+            log.info("%d lease(s) ran out; their requests are queued again", expired)
+        identity = self._probe()
+        if identity is None:
+            return
+        with session_scope(self.sessions) as session:
+            waiting = outbox.republish_waiting(session, now) if outbox.broker_changed(session, identity) else 0
+        if waiting:
+            log.info("a new broker process: publishing %d waiting request(s) again", waiting)
+        if self._next_lost_check is None or now >= self._next_lost_check:
+            self._next_lost_check = now + LOST_CHECK_EVERY
+            lost = self._find_lost(now)
+            if lost:
+                log.warning("%d published request(s) in no queue and held by no worker: publishing them again", lost)
 
     def _find_lost(self, now: datetime) -> int:
         """Make due the requests published over ``DELIVERY_GRACE`` ago, untaken, whose message is
@@ -180,20 +193,19 @@ class Dispatcher:
 
     def _publish(self, batch: list[outbox.Due], taken: datetime) -> tuple[int, bool]:
         """Publish ``batch``, taken at ``taken``; (how many were published, whether the broker failed)."""
-        idle, unsent, sent = [], [], []
+        idle, tasks = [], []
         for due in batch:
             target = route(due)
             if target is None:
                 idle.append(due.uid)
-            elif unsent:  # the broker failed on this batch: do not wait on it for every request
-                unsent.append(due.uid)
             else:
-                try:
-                    enqueue(self.celery, target[0], due.uid, target[1])
-                    sent.append(due.uid)
-                except Exception as exc:
-                    unsent.append(due.uid)
-                    self._down(f"broker unreachable: {type(exc).__name__}")
+                tasks.append((target[0], due.uid, target[1]))
+        try:
+            publish(self.celery, tasks)
+            sent, unsent = [uid for _task, uid, _queue in tasks], []
+        except Exception as exc:  # which of them reached the broker is unknown: all are due again
+            sent, unsent = [], [uid for _task, uid, _queue in tasks]
+            self._down(f"broker unreachable: {type(exc).__name__}")
         claimed_until = taken + CLAIM_FOR
         with session_scope(self.sessions) as session:
             outbox.settle_claimed(session, idle, claimed_until, None)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from infra import leases
-from infra.db import SessionFactory, session_scope
+from infra.db import SessionFactory, session_scope, statement_sessions
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +49,7 @@ def leased(sessions: SessionFactory, uid: str, ttl: timedelta, *, owner: str | N
     because its process is stopping (``SystemExit``, ``KeyboardInterrupt``) leaves it due at once,
     for another worker to resume."""
     owner = owner or owner_name()
+    sessions = statement_sessions(sessions)  # each lease write one statement: no row lock held across round trips
     with session_scope(sessions) as session:
         if not leases.take(session, uid, owner, clock(), ttl):
             yield None

@@ -22,7 +22,7 @@ import threading
 from datetime import UTC, datetime, timedelta
 
 from infra import leases
-from infra.db import SessionFactory, session_scope
+from infra.db import SessionFactory, session_scope, statement_sessions
 from workers.heartbeat import Clock, owner_name
 from workers.tasks import BENCH_TASK, ONLINE_TASK, PLAN_TASK
 
@@ -41,7 +41,7 @@ class Receipts:
     how long a receipt lasts unless renewed."""
 
     def __init__(self, sessions: SessionFactory, ttl: timedelta, *, clock: Clock = _utcnow):
-        self.sessions = sessions
+        self.sessions = statement_sessions(sessions)  # each write one statement (``infra.db.statement_sessions``)
         self.ttl = ttl
         self.clock = clock
         self.owner = leases.RECEIPT + owner_name()

@@ -164,7 +164,8 @@ def _list(request: Request, session: Session, kind: ServedKind, version: str, na
         raise ApiError(400, str(exc)) from None
     as_table = table_version(request.headers.get("accept"))
     columns = published(kind, version).columns if as_table else ()
-    _check_not_ahead(session, query.resource_version)
+    latest = events.latest_version(session)
+    _check_not_ahead(latest, query.resource_version)
     if query.watch:
         session.close()  # the stream opens its own sessions, one per poll
         watch = _watch_request(kind, version, namespace, requirements, fields, query)
@@ -173,7 +174,8 @@ def _list(request: Request, session: Session, kind: ServedKind, version: str, na
             present = _table_events(columns, as_table, query.include_object, present)
         return watch_response(request.app.state.sessions, watch, present)
     settings: Settings = request.app.state.settings
-    page, metadata = _page(session, kind, namespace, query, _keep(requirements, fields), settings.list_page_items)
+    page, metadata = _page(session, latest, kind, namespace, query, _keep(requirements, fields),
+                           settings.list_page_items)
     if as_table:
         objects = [kind.convert(from_json(item.text), version) for item in page.items]
         return plain(table(columns, objects, version=as_table, include_object=query.include_object, metadata=metadata))
@@ -204,11 +206,10 @@ def plain(obj: dict[str, Any]) -> Any:
     return JsonResponse(obj)
 
 
-def _check_not_ahead(session: Session, version: int | None) -> None:
+def _check_not_ahead(latest: int, version: int | None) -> None:
     """504 ``Timeout`` with the cause ``ResourceVersionTooLarge`` (what client-go's reflectors
-    recognise) for a version this server has not reached: versions come from one counter, so no
-    client saw it, and waiting for it would wait forever."""
-    latest = events.latest_version(session)
+    recognise) for a version this server has not reached (``latest``): versions come from one
+    counter, so no client saw it, and waiting for it would wait forever."""
     if version is not None and version > latest:
         message = f"Too large resource version: {version}, current: {latest}"
         raise ApiError(504, message, reason="Timeout", details={
@@ -224,11 +225,10 @@ def _keep(requirements, fields) -> repo.Keep | None:
         fields, {"metadata": {"namespace": ns, "name": name}})
 
 
-def _page(session: Session, kind: ServedKind, namespace: str | None, query: ListQuery, keep, cap: int):
+def _page(session: Session, latest: int, kind: ServedKind, namespace: str | None, query: ListQuery, keep, cap: int):
     """The page a list asks for (at most ``cap`` objects, as stored JSON) and the list metadata to send with it
     (resourceVersion; continue when more follow, and remainingItemCount when no selector was
-    given, as kube-apiserver answers); see ``api.paging``."""
-    latest = events.latest_version(session)
+    given, as kube-apiserver answers), ``latest`` the last version committed; see ``api.paging``."""
     token = paging.decode(query.continue_, namespace) if query.continue_ else None
     if token is not None:
         if token.resource_version > latest:

@@ -66,7 +66,12 @@ def _world(sessions, monkeypatch) -> SimpleNamespace:
             raise ConnectionError("refused")
         return app.run_id
 
+    def publish(app, tasks):
+        for task, uid, queue in tasks:
+            app.send_task(task, [uid], queue)
+
     monkeypatch.setattr(dispatch, "broker_identity", identity)
+    monkeypatch.setattr(dispatch, "publish", publish)
     monkeypatch.setattr(dispatch, "queued_uids", lambda app, timeout_s: app.queued())
     clock = {"now": T0}
     return SimpleNamespace(sessions=sessions, broker=broker, clock=clock,
@@ -355,15 +360,15 @@ def test_requests_a_dispatcher_took_and_died_before_publishing_are_published_by_
     its first round 20 s later (the issue's 30 s to back in progress, less a worker's pickup)."""
     world = request.getfixturevalue(database)
     uids = [_store(world, f"in-flight-{i}") for i in range(3)]
-    publish = dispatch.enqueue
+    publish = dispatch.publish
 
     def killed_while_publishing(*_args) -> None:
         raise Killed
 
-    monkeypatch.setattr(dispatch, "enqueue", killed_while_publishing)
+    monkeypatch.setattr(dispatch, "publish", killed_while_publishing)
     with pytest.raises(Killed):
         world.dispatcher().run_once()
-    monkeypatch.setattr(dispatch, "enqueue", publish)
+    monkeypatch.setattr(dispatch, "publish", publish)
     survivor = world.dispatcher()
     assert survivor.run_once() == 0 and world.broker.sent == []
     world.clock["now"] = T0 + timedelta(seconds=20)
@@ -379,14 +384,45 @@ def test_a_published_request_a_worker_took_at_once_is_not_published_again(databa
     uid = _store(world, "fast")
     d = world.dispatcher()
 
-    def taken_at_once(app, task: str, uid: str, queue: str) -> None:
-        with session_scope(world.sessions) as session:
-            assert leases.take(session, uid, "w", T0, TTL)
-            leases.release(session, uid, "w", None)  # planned and finished
-        world.broker.sent.append((task, uid, queue))
+    def taken_at_once(app, tasks: list[tuple[str, str, str]]) -> None:
+        for task, uid, queue in tasks:
+            with session_scope(world.sessions) as session:
+                assert leases.take(session, uid, "w", T0, TTL)
+                leases.release(session, uid, "w", None)  # planned and finished
+            world.broker.sent.append((task, uid, queue))
 
-    monkeypatch.setattr(dispatch, "enqueue", taken_at_once)
+    monkeypatch.setattr(dispatch, "publish", taken_at_once)
     assert d.run_once() == 1
     assert _row(world, uid).due is None
     world.clock["now"] = T0 + dispatch.REPUBLISH_AFTER + timedelta(seconds=1)
     assert d.run_once() == 0
+
+
+def test_woken_rounds_between_upkeeps_only_publish(world, monkeypatch):
+    """Rounds a stream of creates wakes within ``DISPATCH_EVERY_S`` of the last upkeep publish what
+    is due without looking at the broker or the leases again; a broker seen down is not published
+    to until the next look finds it up."""
+    looks: list[datetime] = []
+    identity = dispatch.broker_identity
+
+    def looked(app, timeout_s):
+        looks.append(world.clock["now"])
+        return identity(app, timeout_s)
+
+    monkeypatch.setattr(dispatch, "broker_identity", looked)
+    d = world.dispatcher()
+    first = _store(world, "first")
+    assert d.run_once() == 1 and looks == [T0]
+    world.clock["now"] = T0 + timedelta(seconds=dispatch.DISPATCH_EVERY_S / 2)
+    second = _store(world, "second")
+    assert d.run_once() == 1 and looks == [T0]  # published, no second look
+    world.clock["now"] = T0 + timedelta(seconds=dispatch.DISPATCH_EVERY_S)
+    world.broker.down = True
+    assert d.run_once() == 0 and d.broker_problem.startswith("broker unreachable")
+    third = _store(world, "third")
+    world.broker.down = False  # back, but not looked at yet: the woken round publishes nothing
+    world.clock["now"] = T0 + timedelta(seconds=dispatch.DISPATCH_EVERY_S * 1.5)
+    assert d.run_once() == 0 and _row(world, third).due is not None
+    world.clock["now"] = T0 + timedelta(seconds=dispatch.DISPATCH_EVERY_S * 2)
+    assert d.run_once() == 1 and d.broker_problem is None
+    assert [uid for _t, uid, _q in world.broker.sent] == [first, second, third]

@@ -26,7 +26,7 @@ from infra.resources import get_resource_by_uid
 from infra.settings import load_settings
 from planner import status as dgdr_states
 from workers import lifecycle
-from workers.celery_app import enqueue, make_celery
+from workers.celery_app import make_celery, publish
 from procs import SLAPLAN, free_port, start_redis, start_serve
 from procs import stop as stop_proc
 from paths import ROOT
@@ -202,7 +202,7 @@ def test_worker_killed_mid_task_another_takes_it_over_once(stack):
     _one_result(done)
     assert done.status["generatedDeployment"]["kind"] == "DynamoGraphDeployment"
     # a redelivery changes nothing
-    enqueue(stack["celery"], "slaplan.plan_dgdr", uid, "plan")
+    publish(stack["celery"], [("slaplan.plan_dgdr", uid, "plan")])
     time.sleep(2)
     again = _state(stack, uid)
     assert again.resource_version == done.resource_version and again.status == done.status
@@ -217,11 +217,11 @@ from infra.settings import load_settings
 from workers import dispatcher
 from workers.celery_app import make_celery
 
-def publishing(app, task, uid, queue):
-    print(uid, flush=True)
+def publishing(app, tasks):
+    print(*(uid for _task, uid, _queue in tasks), flush=True)
     threading.Event().wait()
 
-dispatcher.enqueue = publishing
+dispatcher.publish = publishing
 settings = load_settings()
 dispatcher.Dispatcher(make_celery(settings), make_session_factory(make_engine(settings))).run_once()
 """
