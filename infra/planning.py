@@ -7,7 +7,6 @@ so a command with no database to read never loads SQLAlchemy.
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from planner import plan
@@ -25,4 +24,4 @@ def plan_with_calibration(request: PlanRequest, calibration: Calibration | None,
     if calibration is None:
         return plan(request, model=model)
     result = plan(request, model=model, params=calibration.params)
-    return replace(result, assumptions=(*result.assumptions, calibration.summary()))
+    return result._replace(assumptions=(*result.assumptions, calibration.summary()))

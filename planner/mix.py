@@ -18,7 +18,7 @@ that is not a sum of engine sizes leaves.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from planner.types import Engine, Plan
 from profiler.model import ItlParts, Prediction, TtftParts
@@ -26,8 +26,7 @@ from profiler.model import ItlParts, Prediction, TtftParts
 __all__ = ["Unit", "best_mix", "mixed_plan"]
 
 
-@dataclass(frozen=True)
-class Unit:
+class Unit(NamedTuple):
     """One aggregated engine of a shape that meets the SLA: its GPUs and the output tokens/s it
     serves within the SLA (``key`` is the caller's name for the shape)."""
 

@@ -20,7 +20,7 @@ stops, the best run's unit is calibrated on all of its runs and planned (``plan_
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from planner import online as search
@@ -248,7 +248,7 @@ def plan_measured(request: PlanRequest, unit_plans: dict[str, Plan], *, ledger: 
                           predicted=search.predict(swept, request, budget.concurrency, params, engine_model),
                           calibrated=search.predict(swept, request, budget.concurrency, calibration.params,
                                                     engine_model))
-    return replace(result, online=doc, assumptions=(*result.assumptions, note)), calibration
+    return result._replace(online=doc, assumptions=(*result.assumptions, note)), calibration
 
 
 def online_document(trials: list[LedgerTrial], *, study_name: str, target: str, budget: Budget, stopped: str,

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Collection
-from dataclasses import replace
 
 from planner.choice import margin, margin_text, preference, shortfall
 from planner.mix import Unit, best_mix, mixed_plan
@@ -51,7 +50,7 @@ def _measured_by(prep: Prepared, req: PlanRequest) -> Prepared:
     """``prep`` as the request's measuring client sees it: its ``harness_ttft_ms`` in every TTFT."""
     if not req.harness_ttft_ms:
         return prep
-    return replace(prep, load={**prep.load, "harness_ms": req.harness_ttft_ms})
+    return prep._replace(load={**prep.load, "harness_ms": req.harness_ttft_ms})
 
 
 def _disagg_prepared(pre: Prepared, dec: Prepared, n_p: int, n_d: int, t: Target, offered: float) -> Prepared:

@@ -12,7 +12,7 @@ rate. Every sized deployment is then evaluated whole, and pools that still miss 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from typing import NamedTuple
 
 import numpy as np
 
@@ -37,8 +37,7 @@ def _distinct(values: np.ndarray) -> np.ndarray:
     return ordered[keep]
 
 
-@dataclass(frozen=True)
-class Candidate:
+class Candidate(NamedTuple):
     """A point of the search space (hashable): one engine shape, or a prefill/decode pair."""
 
     mode: str
@@ -47,8 +46,7 @@ class Candidate:
     decode: Parallel | None = None
 
 
-@dataclass(frozen=True)
-class Target:
+class Target(NamedTuple):
     """The SLA (ms) and load; ``load`` None means: size a unit for the best goodput per GPU and
     deploy as many whole units as ``gpus`` (the GPU budget) holds, or one without a budget."""
 
@@ -62,8 +60,7 @@ class Target:
     gpus: int | None = None
 
 
-@dataclass(frozen=True)
-class Sized:
+class Sized(NamedTuple):
     """A candidate sized for the load, with the full model's prediction for the whole deployment."""
 
     candidate: Candidate
@@ -84,7 +81,7 @@ def _meets(out: dict[str, np.ndarray], t: Target) -> np.ndarray:
 
 
 def _with_load(prep: Prepared, **load) -> Prepared:
-    return replace(prep, load={**prep.load, **load})
+    return prep._replace(load={**prep.load, **load})
 
 
 def _pick(out: dict[str, np.ndarray], i: int, t: Target) -> Prediction:
@@ -179,9 +176,8 @@ def _verify_aggregated(items: list[tuple[Candidate, Prepared, int, float]], t: T
 
 def _agg_rows(prep: Prepared, replicas: int, load: float, closed: bool) -> Prepared:
     dp = prep.decode["dp"]
-    return replace(_with_load(prep, decode_engines=replicas, prefill_servers=replicas * dp, load=load,
-                              closed=1.0 if closed else 0.0),
-                   total_gpus=prep.total_gpus * replicas)
+    return _with_load(prep, decode_engines=replicas, prefill_servers=replicas * dp, load=load,
+                      closed=1.0 if closed else 0.0)._replace(total_gpus=prep.total_gpus * replicas)
 
 
 def decode_capacity(prep: Prepared, t: Target, p: dict) -> tuple[float, float]:

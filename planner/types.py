@@ -7,8 +7,7 @@ first output token; ITL (= TPOT) is the mean gap between output tokens after the
 
 
 import math
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field, computed_field
 
@@ -185,8 +184,7 @@ class Margin(Stored):
         return min(self.ttft_pct, self.itl_pct)
 
 
-@dataclass(frozen=True)
-class PlanResult:
+class PlanResult(NamedTuple):
     """The planner's answer: the chosen plan (or why none), and everything it evaluated.
 
     ``candidates`` holds every evaluated configuration (feasible or not) for the Pareto
@@ -196,7 +194,8 @@ class PlanResult:
     stands in the way, else the one nearest to the SLA. ``online`` is the online search
     (``OnlineSearch``), when candidates were measured.
 
-    A plain frozen dataclass: the planner makes it of values already validated, and what is stored
+    A plain NamedTuple (immutable, no validation; a frozen dataclass would compile its generated
+    methods at every start-up): the planner makes it of values already validated, and what is stored
     of it is ``planner.results.ProfilingResults``, which validates what it reads back.
     """
 

@@ -5,8 +5,7 @@ there is a database to read."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 if TYPE_CHECKING:
     import argparse
@@ -16,8 +15,7 @@ if TYPE_CHECKING:
 Key = tuple[str, str, str]  # (model, gpu, backend) as a request names them
 
 
-@dataclass(frozen=True)
-class Calibrations:
+class Calibrations(NamedTuple):
     """What a planning command found in the database: the calibrations by request key, where it
     looked, and why nothing could be read (None: read, or no database there)."""
 

@@ -16,7 +16,6 @@ the stored aggregated alternative of one shape instead, and a note says so in on
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from planner.manifests.common import UnsupportedPlan, scales
@@ -31,16 +30,14 @@ from planner.types import Plan, PlanRequest
 __all__ = ["REGISTRY", "TARGETS", "TARGET_KINDS", "Rendered", "Target", "render_plan", "render_target", "scaling_text"]
 
 
-@dataclass(frozen=True)
-class Options:
+class Options(NamedTuple):
     """API versions to render for: Dynamo's DGD version and Kthena's API group."""
 
     dynamo_version: str = "v1alpha1"
     kthena_group: str = LEGACY_GROUP
 
 
-@dataclass(frozen=True)
-class Target:
+class Target(NamedTuple):
     """A deployment system: how it is named and served, and its renderer."""
 
     label: str

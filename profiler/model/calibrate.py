@@ -59,8 +59,8 @@ def family(model_id: str) -> str:
         model = resolve_model(model_id)[0]
     except ModelError:
         return model_id
-    shape = replace(model, hf_id="", aliases=())
-    same = [m.hf_id for m in MODELS if replace(m, hf_id="", aliases=()) == shape]
+    shape = model._replace(hf_id="", aliases=())
+    same = [m.hf_id for m in MODELS if m._replace(hf_id="", aliases=()) == shape]
     return min(same) if same else model.hf_id
 
 

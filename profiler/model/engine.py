@@ -5,11 +5,9 @@ computed once per configuration and then reused by the timing model for any batc
 Units: FLOPs, bytes, GB/s; memory reported in GiB.
 """
 
-from __future__ import annotations
-
 import math
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from profiler.model.config import Memory, Parallel
 from profiler.model.errors import Infeasible, ModelError
@@ -34,9 +32,13 @@ ACT_BYTES = 2.0  # activations travel in bf16
 STATE_BYTES = 4.0  # linear-attention recurrent state: engines keep it in fp32 by default
 
 
-@dataclass(frozen=True, eq=False)  # never compared: no generated __eq__ and __hash__ over its fields
-class EngineShape:
-    """Per-GPU quantities of one engine role; per token means per token on one attention rank."""
+class EngineShape(NamedTuple):
+    """Per-GPU quantities of one engine role; per token means per token on one attention rank.
+
+    A NamedTuple (immutable, read by name) with its types evaluated (this module has no postponed
+    annotations): a frozen dataclass of these 54 fields would compile its generated methods at every
+    start-up, and a type named in a string would be compiled as a forward reference (each about 5 M
+    instructions more)."""
 
     gpus: int
     tp: int

@@ -3,9 +3,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from functools import lru_cache
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
@@ -22,8 +21,7 @@ if TYPE_CHECKING:
     from profiler.model.estimate_result import Estimate
 
 
-@dataclass(frozen=True)
-class Prepared:
+class Prepared(NamedTuple):
     """One configuration reduced to numbers: decode/prefill features and its load."""
 
     decode: dict[str, float]
@@ -107,8 +105,7 @@ def prepare(config: ServingConfig, model: Model | None = None) -> Prepared:
                     features(pre, config.backend, chunk), load, total, memory)
 
 
-@dataclass(frozen=True)
-class Batch:
+class Batch(NamedTuple):
     """Many prepared configurations stacked into arrays."""
 
     decode: dict[str, np.ndarray]

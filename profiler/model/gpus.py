@@ -5,17 +5,14 @@ Figures are dense (non-sparse) peaks per GPU. Memory is what the driver reports 
 vendors quote it, so one direction moves half of it.
 """
 
-from __future__ import annotations
-
 import re
-from dataclasses import dataclass, field
 from functools import cache
+from typing import NamedTuple
 
 from profiler.model.errors import UnknownName
 
 
-@dataclass(frozen=True)
-class Gpu:
+class Gpu(NamedTuple):
     """One accelerator type.
 
     ``tflops`` maps a compute dtype (bf16, fp8, fp4, int8) to dense TFLOP/s; a dtype the GPU
@@ -38,7 +35,7 @@ class Gpu:
     nvlink_domain: int
     gpus_per_node: int
     internode_gb_s: float
-    aliases: tuple[str, ...] = field(default=())
+    aliases: tuple[str, ...] = ()
     attention_speedup: float = 1.0
     switch_allreduce_eff: float = 0.0
 

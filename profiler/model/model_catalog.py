@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import re
 from functools import cache
-from dataclasses import replace
 from typing import Any
 
 from profiler.model.errors import ModelError, UnknownName
@@ -23,7 +22,7 @@ from profiler.model.models import Model
 
 def _variant(base: Model, hf_id: str, *aliases: str, **changes: Any) -> Model:
     """Another release with the same architecture (e.g. DeepSeek-R1 on DeepSeek-V3)."""
-    return replace(base, hf_id=hf_id, aliases=tuple(aliases), **changes)
+    return base._replace(hf_id=hf_id, aliases=tuple(aliases), **changes)
 
 
 # --- Llama 3.1 / 3.3 (GQA with 8 KV heads, untied embeddings, vocab 128256) ----------------

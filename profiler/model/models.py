@@ -4,13 +4,10 @@ Counts are per model (not per GPU). Parameter counts are in parameters, sizes in
 bytes come from multiplying by a dtype's width (``profiler.model.precision``).
 """
 
-from __future__ import annotations
-
-from dataclasses import dataclass, field
+from typing import NamedTuple
 
 
-@dataclass(frozen=True)
-class Model:
+class Model(NamedTuple):
     """A transformer decoder's shape.
 
     Attention is ``gqa`` (MHA and MQA are GQA with kv_heads = heads or 1) or ``mla``
@@ -57,7 +54,7 @@ class Model:
     kv_layers: int | None = None
     sliding_window: int = 0
     tie_embeddings: bool = False
-    aliases: tuple[str, ...] = field(default=())
+    aliases: tuple[str, ...] = ()
     attn_output_gate: bool = False
     linear_num_key_heads: int = 0
     linear_num_value_heads: int = 0

@@ -29,8 +29,8 @@ would, and the clients (or arrivals) beyond it wait for prefill.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, fields
 from functools import lru_cache
+from typing import NamedTuple
 
 import numpy as np
 
@@ -58,9 +58,8 @@ DISAGG_BURST_MEDIAN_SHARE = 1.0
 
 @lru_cache(maxsize=1)
 def _numeric_fields() -> tuple[str, ...]:
-    """EngineShape's numeric fields (what the step-time model reads), found once from their declared
-    types (names, as ``engine`` declares them: evaluating them would compile each)."""
-    return tuple(f.name for f in fields(EngineShape) if f.type in ("int", "float", int, float))
+    """EngineShape's numeric fields (what the step-time model reads), found once from their declared types."""
+    return tuple(name for name, kind in EngineShape.__annotations__.items() if kind in (int, float))
 
 
 def features(shape: EngineShape, backend: str, max_num_tokens: int, spec_tokens: int = 0,
@@ -83,8 +82,7 @@ def stack(rows: list[dict[str, float]]) -> dict[str, np.ndarray]:
     return {k: np.array([r[k] for r in rows], dtype=float) for k in rows[0]}
 
 
-@dataclass(frozen=True)
-class Load:
+class Load(NamedTuple):
     """Element-wise serving inputs: pools, lengths and the load (all arrays or floats).
 
     ``decode_engines`` decode (or aggregated) engines; ``prefill_servers`` attention ranks
@@ -325,7 +323,7 @@ def _rows(values, pick):
     if isinstance(values, dict):
         return {k: cut(v) for k, v in values.items()}
     if isinstance(values, Load):
-        return Load(**{f.name: cut(getattr(values, f.name)) for f in fields(Load)})
+        return Load._make(cut(v) for v in values)
     return tuple(cut(v) for v in values)
 
 

@@ -4,7 +4,6 @@ config.json parsing and the offline failure path of the Hub loader."""
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 
 import pytest
 
@@ -163,7 +162,7 @@ def test_unknown_names_list_the_known_ones(name):
 
 def _arch(model: Model) -> Model:
     """The model without its catalog aliases (a parsed config has none)."""
-    return replace(model, aliases=())
+    return model._replace(aliases=())
 
 
 def _config_of(model: Model) -> dict:
