@@ -107,18 +107,21 @@ class Load(NamedTuple):
 
 def prefill_batching(fp, p, isl):
     """How prompts share prefill passes: (one prompt's prefill s, added s per further prompt,
-    most per pass, pipeline stages).
+    most per pass, pipeline stages, one prompt's prefill s while every attention-DP rank of the
+    engine prefills one).
 
     A pass takes up to ``max_num_tokens`` tokens, so up to that many ISL-token prompts; the
     time of a k-prompt pass is taken as linear between one prompt and a full pass. With pp
     pipeline stages a pass takes its time through all of them, but the first stage is free for
-    the next pass after 1/pp of it.
+    the next pass after 1/pp of it. The last is what a pass takes when the ranks prefill together
+    (the experts they share run every rank's tokens): at least the first, equal to it for an
+    engine of one attention rank.
     """
     k_max = vmax(np.floor(fp["max_num_tokens"] / vmax(isl, 1.0)), 1.0)
     t1 = prefill_s(fp, p, isl)
     full = prefill_s(fp, p, isl, k_max)
     added = choose(k_max > 1, (full - t1) / vmax(k_max - 1.0, 1.0), t1)
-    return t1, added, k_max, fp["pp"]
+    return t1, added, k_max, fp["pp"], prefill_s(fp, p, isl, ranks=fp["dp"])
 
 
 def batched_prefill(pf, rate, servers):
@@ -129,7 +132,7 @@ def batched_prefill(pf, rate, servers):
     the weights are streamed and the kernels launched once for all of them. A pipelined server
     is held for one stage's share of the pass (the work per prompt is that share).
     """
-    t1, added, k_max, stages = pf
+    t1, added, k_max, stages, _ = pf
     k = vmin(1.0 + rate * t1 / (stages * servers), k_max)
     t_pass = t1 + added * (k - 1.0)
     return t_pass, t_pass / (k * stages)
@@ -143,7 +146,7 @@ def prefill_capacity(pf, servers):
     past a full pass (1 + u > most per pass) the capacity is full passes back to back (a
     pipeline of pp stages starts one every 1/pp of a pass).
     """
-    t1, added, k_max, stages = pf
+    t1, added, k_max, stages, _ = pf
     u = np.sqrt(t1 / vmax(added, 1e-300))
     return choose(1.0 + u <= k_max, stages * servers * u / t1,
                   stages * servers * k_max / (t1 + added * (k_max - 1.0)))
@@ -233,7 +236,10 @@ def first_token(fp, p, isl, pf, t_first, rate, servers, clients, disagg, harness
     is the closed-loop concurrency (0 for a Poisson load): closed loops with similar
     request lengths stay partly in step, so clients tend to return together and queue
     behind each other's prompts; that wait grows with the clients per prefill rank (the
-    fitted fraction ``*_burst``) and replaces the M/D/c wait of Poisson arrivals. ``harness_ms``:
+    fitted fraction ``*_burst``) and replaces the M/D/c wait of Poisson arrivals. Disaggregated,
+    the returning wave holds prompts on every attention-DP rank of a prefill engine at once, so it
+    drains at the pace of passes in which the shared experts run every rank's tokens
+    (``prefill_batching``'s last value over its first, 1 with one rank). ``harness_ms``:
     what a measurement's harness adds (``Load.harness_ms``).
     """
     fixed, t_pass, transfer, per_prompt = first_token_pieces(fp, p, isl, pf, rate, servers, disagg, harness_ms)
@@ -242,7 +248,8 @@ def first_token(fp, p, isl, pf, t_first, rate, servers, clients, disagg, harness
     else:
         mean_w, p_wait, rho = mdc_wait(rate, per_prompt, servers, poisson=clients <= 0)
     dis = disagg > 0
-    burst = choose(dis, p["disagg_burst"], by_backend(fp, p, "agg_burst")) * vmax(clients / servers - 1.0, 0.0) * per_prompt
+    wave = choose(dis, p["disagg_burst"] * pf[4] / pf[0], by_backend(fp, p, "agg_burst"))
+    burst = wave * vmax(clients / servers - 1.0, 0.0) * per_prompt
     # Poisson arrivals wait as M/D/c says; a closed loop's synchronised returns are counted
     # by the burst term instead (fitted freely, an M/D/c share went to its lower bound).
     wait = choose(clients > 0, 0.0, mean_w)

@@ -289,10 +289,12 @@ def mixed_prefill_s(f, p, batch_rank, isl, requests, gemms=None):
     return chunks * added + _prefill_attention_s(f, p, isl, requests) + chunks * _launches_s(f, p) / f["pp"]
 
 
-def prefill_s(f, p, isl, requests=1.0):
-    """Time (s) to prefill ``requests`` prompts of ``isl`` tokens together on one attention rank."""
+def prefill_s(f, p, isl, requests=1.0, ranks=1.0):
+    """Time (s) to prefill ``requests`` prompts of ``isl`` tokens together on one attention rank,
+    while ``ranks`` of the engine's attention-DP ranks (this one included) prefill as many: the
+    experts the ranks share run every such rank's tokens (1: this rank alone)."""
     tokens = requests * isl
-    linear = _linear_time(f, p, tokens, tokens, requests)
+    linear = _linear_time(f, p, tokens, tokens * ranks, requests)
     chunks = np.ceil(tokens / f["max_num_tokens"])
     # Prefill runs without CUDA graphs: every layer pays its kernel launches (MoE layers more).
     # Pipelined, chunks follow each other through the stages: the last finishes pp - 1 chunk

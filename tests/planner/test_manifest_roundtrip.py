@@ -97,7 +97,8 @@ CASES: dict[str, Case] = {
     "vllm-agg-range": Case(_req(LLAMA_70B, "h200_sxm", "vllm", total_gpus=16, **_RANGE)),
     "sglang-agg-range": Case(_req(LLAMA_70B, "h200_sxm", "sglang", total_gpus=16, **_RANGE), only=_agg(tp=4)),
     "vllm-agg-pp-multinode-range": Case(_req(LLAMA_405B, "h100_sxm", "vllm", total_gpus=32, isl_tokens=2000,
-                                             osl_tokens=300, ttft_ms=1500, itl_ms=60, max_gpus_per_engine=16)),
+                                             osl_tokens=300, ttft_ms=1500, itl_ms=60, max_gpus_per_engine=16),
+                                        only=(Candidate("agg", engine=Parallel(tp=8, pp=2)),)),
 }
 MIXED = "vllm-agg-mix-budget"
 RANGED = ("vllm-agg-range", "sglang-agg-range", "vllm-agg-pp-multinode-range")
@@ -129,7 +130,7 @@ EXPECTED_REFUSALS: dict[tuple[str, str], str] = {
     ("vllm-disagg-pp-multinode", "kubeai"): _KUBEAI_ONE_POD,
     ("vllm-disagg-moe-ep-multinode", "kubeai"): _KUBEAI_NO_DISAGG,  # only the pair is planned: no alternative
     ("sglang-agg-dense", "kubeai"): _KUBEAI_VLLM_ONLY,
-    ("sglang-disagg-moe-ep-multinode", "kubeai"): _KUBEAI_ONE_POD,
+    ("sglang-disagg-moe-ep-multinode", "kubeai"): _KUBEAI_VLLM_ONLY,  # its aggregated alternative fits one node
     ("sglang-disagg-moe-fp8", "kubeai"): _KUBEAI_VLLM_ONLY,
     ("sglang-agg-moe-dp-ep-multinode", "kubeai"): _KUBEAI_ONE_POD,
     ("trtllm-agg-dense", "kubeai"): _KUBEAI_VLLM_ONLY,

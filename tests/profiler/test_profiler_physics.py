@@ -374,9 +374,9 @@ def test_disaggregated_serving_serves_no_more_than_its_prefill_pool_prefills(par
     cfg = dict(model="meta-llama/Llama-3.1-8B", engine=None, prefill=Parallel(tp=1), decode=Parallel(tp=1),
                prefill_workers=1, decode_workers=8, isl_tokens=8000, osl_tokens=200)
     prep = prepare(config(mode="disagg", concurrency=1, **cfg))
-    one, added, most, stages = (float(v) for v in prefill_batching(prep.prefill, params, 8000.0))
-    assert most == 1 and stages == 1
-    capacity = float(prefill_capacity((one, added, most, stages), 1.0))
+    one, added, most, stages, together = (float(v) for v in prefill_batching(prep.prefill, params, 8000.0))
+    assert most == 1 and stages == 1 and together == one  # one attention rank: nothing shared
+    capacity = float(prefill_capacity((one, added, most, stages, together), 1.0))
     assert capacity == pytest.approx(1.0 / one, rel=1e-12)
     rates = []
     for clients in (64, 256):
@@ -390,10 +390,38 @@ def test_disaggregated_serving_serves_no_more_than_its_prefill_pool_prefills(par
     assert beyond.saturated and beyond.ttft_ms == float("inf") and beyond.ttft_parts.queueing_ms == float("inf")
     # Where prompts share passes (each further prompt adding half a prompt's time), the capacity
     # is the rate at which batched_prefill's work per prompt keeps the server exactly busy: √2/t1.
-    shared = (one, 0.5 * one, 8.0, 1.0)
+    shared = (one, 0.5 * one, 8.0, 1.0, one)
     batched = float(prefill_capacity(shared, 1.0))
     assert batched == pytest.approx(2**0.5 / one, rel=1e-12)
     assert batched * float(batched_prefill(shared, batched, 1.0)[1]) == pytest.approx(1.0, rel=1e-12)
+
+
+def test_a_closed_loops_wave_drains_an_attention_dp_prefill_engine_at_the_pace_of_shared_passes(params):
+    # Disaggregated, clients returning together hold prompts on every attention rank of a prefill
+    # engine at once, and the ranks' passes run every rank's tokens through the experts they share:
+    # the burst wait is the one-rank figure times (pass with every rank prefilling) / (pass alone).
+    from profiler.model.serving import batched_prefill, prefill_batching
+
+    def deployment(prefill: Parallel, concurrency: int = 256) -> ServingConfig:
+        return ServingConfig(model="deepseek-ai/DeepSeek-V3", gpu="b200_sxm", precision="fp8", mode="disagg",
+                             prefill=prefill, decode=Parallel(tp=8, moe_ep=8), prefill_workers=1, decode_workers=2,
+                             isl_tokens=1024, osl_tokens=1024, concurrency=concurrency)
+
+    wide = deployment(Parallel(tp=1, dp=8, moe_ep=8))
+    one_rank = prepare(deployment(Parallel(tp=8, moe_ep=8))).prefill
+    t1, *_, together = (float(v) for v in prefill_batching(one_rank, params, 1024.0))
+    assert together == t1  # one attention rank shares nothing
+    prep = prepare(wide)
+    pf = prefill_batching(prep.prefill, params, 1024.0)
+    t1, together = float(pf[0]), float(pf[4])
+    assert together > 1.2 * t1  # eight ranks' tokens through the experts: a longer pass
+    r = estimate(wide, params=params)
+    servers = 8.0  # one engine's attention ranks
+    per_prompt = float(batched_prefill(pf, r.requests_per_s, servers)[1])
+    expected_ms = params["disagg_burst"] * (256 / servers - 1) * per_prompt * together / t1 * 1e3
+    assert r.ttft_parts.burst_ms == pytest.approx(expected_ms, rel=1e-6)
+    # no wave when the clients are no more than the ranks
+    assert estimate(deployment(Parallel(tp=1, dp=8, moe_ep=8), concurrency=8), params=params).ttft_parts.burst_ms == 0
 
 
 def test_prompts_arriving_together_share_prefill_passes(params):
@@ -404,7 +432,7 @@ def test_prompts_arriving_together_share_prefill_passes(params):
 
     prep = prepare(config(model="Qwen/Qwen3-30B-A3B", engine=Parallel(tp=1), isl_tokens=1000, osl_tokens=200))
     pf = prefill_batching(prep.prefill, params, 1000.0)
-    one, added, most, stages = (float(v) for v in pf)
+    one, added, most, stages, _ = (float(v) for v in pf)
     assert most == 8 and stages == 1  # 8192-token passes hold eight 1000-token prompts
     assert 0 < added < one
     slow, fast = 0.05 / one, 20.0 / one  # prompts/s: a twentieth of one-at-a-time capacity, and 20× it
@@ -630,9 +658,10 @@ def test_pipeline_runs_micro_batches_and_overlaps_prefill_chunks(params):
     from profiler.model.serving import batched_prefill, prefill_batching, prefill_capacity
 
     pf = prefill_batching(f, params, 1024.0)
-    t1, added, most, stages = (float(v) for v in pf)
+    t1, added, most, stages, together = (float(v) for v in pf)
     assert stages == 2
-    assert float(prefill_capacity(pf, 1.0)) == pytest.approx(2 * float(prefill_capacity((t1, added, most, 1.0), 1.0)))
+    assert float(prefill_capacity(pf, 1.0)) == pytest.approx(
+        2 * float(prefill_capacity((t1, added, most, 1.0, together), 1.0)))
     t_pass, work = (float(v) for v in batched_prefill(pf, 1e-9, 1.0))
     assert t_pass == pytest.approx(t1) and work == pytest.approx(t1 / 2)
 
