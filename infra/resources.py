@@ -273,9 +273,9 @@ def list_page(
     ``keep`` the page and the count of the rest are read by the database alone; with it, keys
     and labels are scanned, in order, until one more selected resource than the page holds is
     found."""
+    params = {"group": group, "plural": plural, "namespace": namespace, "after_ns": after[0] if after else None,
+              "after_name": after[1] if after else None}
     if keep is None:
-        params = {"group": group, "plural": plural, "namespace": namespace, "after_ns": after[0] if after else None,
-                  "after_name": after[1] if after else None}
         page, count = _page_statements(namespace is not None, after is not None)
         rows = session.execute(page, {**params, "limit": limit}).all()
         remaining = session.scalar(count, params) - limit if len(rows) == limit else 0
@@ -283,9 +283,7 @@ def list_page(
     where = _page_where(namespace is not None, after is not None)
     keys = session.execute(
         select(RESOURCES.c.id, RESOURCES.c.namespace, RESOURCES.c.name, RESOURCES.c.labels)
-        .where(*where).order_by(RESOURCES.c.namespace, RESOURCES.c.name).execution_options(yield_per=1000),
-        {"group": group, "plural": plural, "namespace": namespace, "after_ns": after[0] if after else None,
-         "after_name": after[1] if after else None},
+        .where(*where).order_by(RESOURCES.c.namespace, RESOURCES.c.name).execution_options(yield_per=1000), params,
     )
     ids: list[int] = []
     for key in keys:
