@@ -11,10 +11,11 @@ from fastapi import FastAPI
 from api.errors import install_error_handlers
 from api.guards import guarded
 from api.metrics import make_metrics
+from api.plain_reads import plain_reads
 from api import openapi_doc
 from api.routes import bench_results, dashboard, discovery, docs, health, openapi, resources
 from api.routes import manifests as manifest_routes
-from infra.db import make_engine, make_session_factory
+from infra.db import make_engine, make_read_engine, make_session_factory
 from infra.settings import Settings, load_settings
 
 
@@ -28,6 +29,7 @@ def create_app(settings: Settings | None = None, *, celery: Any = None, listen_h
 
     settings = settings or load_settings()
     engine = make_engine(settings)
+    read_engine = make_read_engine(engine)
     if celery is None:
         from workers.celery_app import make_celery
 
@@ -42,6 +44,8 @@ def create_app(settings: Settings | None = None, *, celery: Any = None, listen_h
             yield
         finally:
             dispatcher.stop()
+            if read_engine is not engine:
+                read_engine.dispose()
 
     app = FastAPI(
         lifespan=lifespan,
@@ -54,6 +58,7 @@ def create_app(settings: Settings | None = None, *, celery: Any = None, listen_h
     )
     app.state.settings = settings
     app.state.engine = engine
+    app.state.read_engine = read_engine
     app.state.sessions = sessions
     app.state.celery = celery
     app.state.dispatcher = dispatcher
@@ -69,6 +74,7 @@ def create_app(settings: Settings | None = None, *, celery: Any = None, listen_h
     app.include_router(dashboard.router)
     app.include_router(docs.router)
     openapi_doc.install(app)
+    app.add_middleware(plain_reads, state=app.state)  # inside the guards: added before them
     app.add_middleware(guarded, settings=settings, metrics=app.state.metrics, listen_host=listen_host)
     return app
 

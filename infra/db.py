@@ -6,12 +6,14 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import cache
 
-from sqlalchemy import Engine, create_engine, event, text
+from sqlalchemy import Connection, Engine, create_engine, event, text
 from sqlalchemy.orm import Session, sessionmaker
 
 from infra.settings import Settings
 
 SessionFactory = sessionmaker[Session]
+# What a read runs on: a session, or a connection (reads of Core statements only).
+Reader = Session | Connection
 
 
 def make_engine(settings: Settings) -> Engine:
@@ -32,7 +34,26 @@ def make_engine(settings: Settings) -> Engine:
         engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30}, json_deserializer=from_json)
         event.listen(engine, "connect", _sqlite_pragmas)
         return engine
-    return create_engine(url, pool_pre_ping=True, pool_size=5, max_overflow=10, json_deserializer=from_json)
+    return create_engine(url, pool_pre_ping=True, pool_size=POOL_SIZE, max_overflow=POOL_OVERFLOW,
+                         json_deserializer=from_json)
+
+
+POOL_SIZE = 5  # PostgreSQL connections an engine keeps open
+POOL_OVERFLOW = 10  # and opens beyond those while all are in use
+
+
+def make_read_engine(engine: Engine) -> Engine:
+    """An engine on ``engine``'s database for reads whose caller answers another way when they
+    fail (``api.plain_reads``). On PostgreSQL: a pool of its own whose connections are not pinged
+    at each checkout (a round trip per read: ``engine``'s are), each statement committing by
+    itself. A connection the server has dropped fails its read; SQLAlchemy then replaces every
+    connection of the pool, and the caller reads again on ``engine``. Elsewhere ``engine`` itself."""
+    from pydantic_core import from_json
+
+    if engine.dialect.name != "postgresql":
+        return engine
+    return create_engine(engine.url, pool_size=POOL_SIZE, max_overflow=POOL_OVERFLOW, json_deserializer=from_json,
+                         isolation_level="AUTOCOMMIT")
 
 
 def _sqlite_pragmas(dbapi_connection, _record) -> None:

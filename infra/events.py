@@ -28,6 +28,7 @@ from pydantic import BaseModel, ConfigDict
 from sqlalchemy import JSON, BigInteger, Text, bindparam, cast, delete, exists, func, insert, select, type_coerce, update
 from sqlalchemy.orm import Session
 
+from infra.db import Reader
 from infra.tables import CounterRow, ResourceEventRow, ResourceRow
 
 EventType = Literal["ADDED", "MODIFIED", "DELETED"]
@@ -55,7 +56,7 @@ def _read_counter():
     return select(counters.c.value).where(counters.c.name == bindparam("name"))
 
 
-def _counter(session: Session, name: str) -> int | None:
+def _counter(session: Reader, name: str) -> int | None:
     return session.scalar(_read_counter(), {"name": name})
 
 
@@ -137,12 +138,12 @@ def _change_values(columns: tuple[str, ...]):
     return [bindparam(f"change_{name}", type_=events.c[name].type) for name in columns]
 
 
-def latest_version(session: Session) -> int:
+def latest_version(session: Reader) -> int:
     """The last resource version committed (0 before any write)."""
     return _counter(session, VERSION) or 0
 
 
-def compacted_through(session: Session) -> int:
+def compacted_through(session: Reader) -> int:
     """Changes up to this version were pruned from the history (0: none)."""
     return _counter(session, COMPACTED) or 0
 

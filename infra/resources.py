@@ -26,6 +26,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from infra import events
+from infra.db import Reader
 from infra.labels import Requirement, matches
 from infra.tables import ResourceRow
 
@@ -249,17 +250,25 @@ class Page(_Frozen):
 _PAGE_COLUMNS = (ResourceRow.id, ResourceRow.namespace, ResourceRow.name, ResourceRow.version, ResourceRow.object_json)
 
 
-def _stored(session: Session, row) -> StoredObject:
+class TextNotKept(LookupError):
+    """A row stored before objects' JSON texts were kept, read on a connection: only a session
+    renders it from its columns."""
+
+
+def _stored(session: Reader, row) -> StoredObject:
     """The object of a row read with ``_PAGE_COLUMNS``; rendered from the full row when it was
-    stored before the text was kept (it is kept from its next write on)."""
+    stored before the text was kept (it is kept from its next write on), on a session
+    (``TextNotKept`` on a connection)."""
     text = row.object_json
     if text is None:
+        if not isinstance(session, Session):
+            raise TextNotKept(f"{row.namespace}/{row.name}")
         text = _json_text(to_object(_to_domain(session.get(ResourceRow, row.id))))
     return StoredObject(namespace=row.namespace, name=row.name, version=row.version, text=text)
 
 
 def list_page(
-    session: Session,
+    session: Reader,
     group: str,
     plural: str,
     namespace: str | None = None,
@@ -331,7 +340,7 @@ def _stored_by_key():
         *(RESOURCES.c[part] == bindparam(part) for part in ResourceKey.model_fields))
 
 
-def get_stored(session: Session, key: ResourceKey) -> StoredObject | None:
+def get_stored(session: Reader, key: ResourceKey) -> StoredObject | None:
     """The stored object of ``key`` as its JSON text (None when absent)."""
     row = session.execute(_stored_by_key(), key.model_dump()).one_or_none()
     return _stored(session, row) if row else None

@@ -90,6 +90,7 @@ def run(args: argparse.Namespace) -> int:
 
     from api.app import create_app
     from api.commands.database import command_settings, export_database
+    from api.commands.serving_heap import prepare_to_serve
     from infra import migrate
     from workers.celery_app import make_celery
     from workers.embedded import start_embedded_worker, stop_embedded_worker
@@ -121,6 +122,7 @@ def run(args: argparse.Namespace) -> int:
     # Requests are published by the app's dispatcher while it runs (workers.dispatcher).
     stop = _start_compaction(app.state.sessions)
     _raise_on_sigterm()
+    prepare_to_serve()
     try:
         uvicorn.run(app, **_uvicorn_options(args))
     except _Terminated:

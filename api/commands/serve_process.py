@@ -21,8 +21,11 @@ def create():
     """One API process's app: the API and its dispatcher, no worker (several dispatchers share
     the outbox through the database; see ``workers.dispatcher``)."""
     from api.app import create_app
+    from api.commands.serving_heap import prepare_to_serve
     from infra.settings import load_settings
 
     given = json.loads(os.environ[OPTIONS_ENV])
     logging.basicConfig(level=given["log_level"], format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    return create_app(load_settings(), listen_host=given["listen_host"])
+    app = create_app(load_settings(), listen_host=given["listen_host"])
+    prepare_to_serve()
+    return app

@@ -19,6 +19,7 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse, Response
 from pydantic_core import from_json, to_json
 from sqlalchemy.orm import Session
+from starlette.datastructures import State
 
 from api import errors
 from api.deps import (JSON_PATCH_TYPE, BodyDep, EnqueueDep, OptionalBodyDep, PatchBodyDep, SessionDep, SettingsDep,
@@ -34,6 +35,7 @@ from api.tables import check_include_object, table, table_version
 from api.watch import DEFAULT_TIMEOUT_S, MAX_TIMEOUT_S, WatchRequest, watch_response
 from infra import events, outbox
 from infra import resources as repo
+from infra.db import Reader
 from infra.resources import ManagedFieldsEntry
 from infra.labels import SelectorError, matches, parse_selector
 from infra.settings import Settings
@@ -41,6 +43,8 @@ from infra.settings import Settings
 router = APIRouter(tags=["resources"])
 
 NS = "/apis/{group}/{version}/namespaces/{namespace}/{plural}"
+ONE = NS + "/{name}"
+ALL_NAMESPACES = "/apis/{group}/{version}/{plural}"
 MERGE_TYPES = ("application/merge-patch+json", "application/strategic-merge-patch+json", "application/json")
 APPLY_TYPE = "application/apply-patch+yaml"  # server-side apply
 
@@ -174,11 +178,28 @@ def _list(request: Request, session: Session, kind: ServedKind, version: str, na
             present = _table_events(columns, as_table, query.include_object, present)
         return watch_response(request.app.state.sessions, watch, present)
     settings: Settings = request.app.state.settings
-    page, metadata = _page(session, latest, kind, namespace, query, _keep(requirements, fields),
-                           settings.list_page_items)
-    if as_table:
-        objects = [kind.convert(from_json(item.text), version) for item in page.items]
-        return plain(table(columns, objects, version=as_table, include_object=query.include_object, metadata=metadata))
+    keep = _keep(requirements, fields)
+    if not as_table:
+        return json_bytes(_list_body(session, latest, kind, version, namespace, query, keep, settings.list_page_items))
+    page, metadata = _page(session, latest, kind, namespace, query, keep, settings.list_page_items)
+    objects = [kind.convert(from_json(item.text), version) for item in page.items]
+    return plain(table(columns, objects, version=as_table, include_object=query.include_object, metadata=metadata))
+
+
+def list_page_body(session: Reader, kind: ServedKind, version: str, namespace: str | None, query: ListQuery,
+                   cap: int) -> bytes:
+    """The JSON body of the page of a list without selectors, as a list answers it (not as a Table
+    or a watch); ApiError as it would answer one."""
+    latest = events.latest_version(session)
+    _check_not_ahead(latest, query.resource_version)
+    return _list_body(session, latest, kind, version, namespace, query, None, cap)
+
+
+def _list_body(session: Reader, latest: int, kind: ServedKind, version: str, namespace: str | None,
+               query: ListQuery, keep, cap: int) -> bytes:
+    """The page's list as JSON: the stored texts of its items joined (nothing decoded unless an
+    item is at another API version), the page's megabytes copied twice."""
+    page, metadata = _page(session, latest, kind, namespace, query, keep, cap)
     head = to_json({"apiVersion": f"{kind.group}/{version}", "kind": kind.list_kind, "metadata": metadata}).decode()
     parts = [head[:-1], ',"items":[']
     for item in page.items:
@@ -186,7 +207,18 @@ def _list(request: Request, session: Session, kind: ServedKind, version: str, na
     if page.items:
         parts.pop()  # the last comma
     parts.append("]}")
-    return Response("".join(parts).encode(), media_type="application/json")  # the page's megabytes copied twice
+    return "".join(parts).encode()
+
+
+def object_body(session: Reader, kind: ServedKind, version: str, namespace: str, name: str) -> bytes | None:
+    """The stored object's JSON at ``version`` as a get answers it (None when there is none)."""
+    stored = repo.get_stored(session, _key(kind, namespace, name))
+    return None if stored is None else _object_text(kind, version, stored).encode()
+
+
+def json_bytes(body: bytes) -> Response:
+    """A 200 answer of the JSON text ``body``."""
+    return Response(body, media_type="application/json")
 
 
 def _object_text(kind: ServedKind, version: str, stored: repo.StoredObject) -> str:
@@ -225,7 +257,7 @@ def _keep(requirements, fields) -> repo.Keep | None:
         fields, {"metadata": {"namespace": ns, "name": name}})
 
 
-def _page(session: Session, latest: int, kind: ServedKind, namespace: str | None, query: ListQuery, keep, cap: int):
+def _page(session: Reader, latest: int, kind: ServedKind, namespace: str | None, query: ListQuery, keep, cap: int):
     """The page a list asks for (at most ``cap`` objects, as stored JSON) and the list metadata to send with it
     (resourceVersion; continue when more follow, and remainingItemCount when no selector was
     given, as kube-apiserver answers), ``latest`` the last version committed; see ``api.paging``."""
@@ -282,31 +314,31 @@ def _watch_request(kind: ServedKind, version: str, namespace: str | None, select
 LIST_TURNS = 1  # lists of one API process that read and join their pages at a time
 
 
-def _list_turns(request: Request) -> anyio.CapacityLimiter:
-    """The limiter lists take turns by, one per app and event loop (a limiter is bound to the
-    loop that first waits on it). Lists read and join up to megabytes in a thread: run together,
-    the GIL interleaves them and every page ends as late as the last; in turns, each waits only
-    for those before it, and the event loop, gets and creates keep running meanwhile
-    (docs/performance.md has the figures)."""
+def list_turns(state: State) -> anyio.CapacityLimiter:
+    """The limiter lists take turns by, one per app (its ``state``) and event loop (a limiter is
+    bound to the loop that first waits on it). Lists read and join up to megabytes in a thread:
+    run together, the GIL interleaves them and every page ends as late as the last; in turns,
+    each waits only for those before it, and the event loop, gets and creates keep running
+    meanwhile (docs/performance.md has the figures)."""
     loop = asyncio.get_running_loop()
-    turns = getattr(request.app.state, "list_turns", None)
+    turns = getattr(state, "list_turns", None)
     if turns is None or turns[0] is not loop:
-        turns = request.app.state.list_turns = (loop, anyio.CapacityLimiter(LIST_TURNS))
+        turns = state.list_turns = (loop, anyio.CapacityLimiter(LIST_TURNS))
     return turns[1]
 
 
-@router.get("/apis/{group}/{version}/{plural}", summary="List (or watch) a kind in all namespaces")
+@router.get(ALL_NAMESPACES, summary="List (or watch) a kind in all namespaces")
 async def list_all(request: Request, group: str, version: str, plural: str, session: StatementSessionDep,
                    query: ListQueryDep):
     return await anyio.to_thread.run_sync(_list, request, session, _kind(group, version, plural), version, None,
-                                          query, limiter=_list_turns(request))
+                                          query, limiter=list_turns(request.app.state))
 
 
 @router.get(NS, summary="List (or watch) a kind in one namespace")
 async def list_namespaced(request: Request, group: str, version: str, namespace: str, plural: str,
                           session: StatementSessionDep, query: ListQueryDep):
     return await anyio.to_thread.run_sync(_list, request, session, _kind(group, version, plural), version, namespace,
-                                          query, limiter=_list_turns(request))
+                                          query, limiter=list_turns(request.app.state))
 
 
 @router.post(NS, status_code=201, summary="Create (JSON or YAML body)", dependencies=WRITE)
@@ -383,7 +415,7 @@ def create_object(
     return JsonResponse(_present(kind, version, stored), status_code=201)
 
 
-@router.get(NS + "/{name}", summary="Get (a Table when the Accept header asks for one)")
+@router.get(ONE, summary="Get (a Table when the Accept header asks for one)")
 def get(
     request: Request,
     group: str,
@@ -397,15 +429,18 @@ def get(
     kind = _kind(group, version, plural)
     include_object = check_include_object(includeObject)
     as_table = table_version(request.headers.get("accept"))
+    if not as_table:
+        body = object_body(session, kind, version, namespace, name)
+        if body is None:
+            raise errors.not_found(kind.plural, name, kind.group)
+        return json_bytes(body)
     stored = repo.get_stored(session, _key(kind, namespace, name))
     if stored is None:
         raise errors.not_found(kind.plural, name, kind.group)
-    if as_table:
-        obj = kind.convert(from_json(stored.text), version)
-        resource_version = {"resourceVersion": obj["metadata"]["resourceVersion"]}
-        return plain(table(published(kind, version).columns, [obj], version=as_table, include_object=include_object,
-                           metadata=resource_version))
-    return Response(_object_text(kind, version, stored).encode(), media_type="application/json")
+    obj = kind.convert(from_json(stored.text), version)
+    resource_version = {"resourceVersion": obj["metadata"]["resourceVersion"]}
+    return plain(table(published(kind, version).columns, [obj], version=as_table, include_object=include_object,
+                       metadata=resource_version))
 
 
 @router.get(NS + "/{name}/status", summary="Get (status subresource)")
