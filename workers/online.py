@@ -119,7 +119,8 @@ def run_workload(setup: Online, request: PlanRequest) -> RunWorkload:
     else:
         engine = f"{setup.target_name} image={request.image or 'default'}"
     runner = setup.runner
-    harness = (f"genai-bench {runner.genai_bench} tokenizer={runner.tokenizer or 'hub'} "
+    program, tokenizer = (runner.genai_bench, runner.tokenizer) if runner is not None else ("none", None)
+    harness = (f"genai-bench {program} tokenizer={tokenizer or 'hub'} "
                f"maxTimePerIteration={MINUTES_PER_ITERATION}min maxRequestsPerIteration=max(8,2*clients) ignore_eos")
     return RunWorkload(model=request.model, gpu=request.gpu, backend=request.backend,
                        engine=f"{engine} slaplan={version('slaplan')}", isl_tokens=request.isl_tokens,
