@@ -184,6 +184,7 @@ def search(w: Workload, ttft_ms: float, itl_ms: float, stop: float, min_units: i
     if not meets:
         return None
     cap = max(1, math.floor(budget * len(w.measured)))
+    known = tuple(reused_runs(w, known))
     seen: dict = {k: w.measured[k] for k in known}
     while len(seen) - len(known) < cap:
         key = online.next_run(w.predicted, seen, w.gpus, req, stop=stop, min_units=min_units,
@@ -205,6 +206,22 @@ def search(w: Workload, ttft_ms: float, itl_ms: float, stop: float, min_units: i
         return Outcome(best=False, regret=1.0, **common)
     pick = max(found, key=lambda k: goodput[k])
     return Outcome(best=goodput[pick] >= best, regret=1.0 - goodput[pick] / best, **common)
+
+
+def reused_runs(w: Workload, earlier: tuple) -> dict:
+    """The runs of ``earlier`` (measured by earlier searches of ``w``) that the service's reuse rule
+    (``planner.run_reuse.reusable``) hands a new search of the workload: each stored as the service
+    stores it, under the workload's name, its configuration as the unit's settings and its clients."""
+    from datetime import UTC, datetime, timedelta
+
+    from planner.run_reuse import StoredRun, reusable
+
+    start = datetime(2026, 1, 1, tzinfo=UTC)
+    stored = [StoredRun(workload=w.name, unit=k[0], settings=k[0], concurrency=k[1],
+                        points=(w.measured[k].model_dump(),), source="replay", measured_at=start + timedelta(seconds=i))
+              for i, k in enumerate(earlier)]
+    return reusable(stored, w.name, lambda run: run[0] if run in w.predicted else None,
+                    {c for _, c in w.predicted})
 
 
 def summary(outcomes: list[Outcome]) -> dict[str, float]:

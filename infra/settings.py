@@ -119,6 +119,8 @@ class Settings(BaseModel):
     online_max_trials: int = Field(default=8, gt=0, description="runs measured per online DGDR (a unit at one "
                                                                 "concurrency each), unless it says")
     online_max_minutes: float = Field(default=240.0, ge=1, description="wall time of one online DGDR, unless it says")
+    online_reuse_runs: bool = Field(default=True, description="an online DGDR reuses runs earlier online DGDRs of "
+                                    "the same workload measured, unless it says")
     online_heartbeat_seconds: int = Field(
         default=60, gt=0, description="a running trial's heartbeat; one silent for twice this is failed and retried"
     )
@@ -320,6 +322,7 @@ ENV_FIELDS = {
     "SLAPLAN_ONLINE_MAX_TRIALS": "online_max_trials",
     "SLAPLAN_ONLINE_MAX_MINUTES": "online_max_minutes",
     "SLAPLAN_ONLINE_HEARTBEAT_SECONDS": "online_heartbeat_seconds",
+    "SLAPLAN_ONLINE_REUSE_RUNS": "online_reuse_runs",
     "SLAPLAN_ALLOWED_HOSTS": "allowed_hosts",
     "SLAPLAN_TRUSTED_ORIGINS": "trusted_origins",
     "SLAPLAN_ALLOW_UNAUTHENTICATED_WRITES": "allow_unauthenticated_writes",

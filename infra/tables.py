@@ -111,3 +111,19 @@ class CounterRow(Base):
 
     name: Mapped[str] = mapped_column(String(63), primary_key=True)
     value: Mapped[int] = mapped_column(BigInteger)
+
+
+class MeasuredRunRow(Base):
+    """One run an online search measured (``planner.run_reuse.StoredRun``), kept for later searches
+    of the same workload."""
+
+    __tablename__ = "slaplan_measured_runs"
+    __table_args__ = (Index("ix_slaplan_measured_runs_workload", "workload"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    workload: Mapped[str] = mapped_column(String(64))
+    unit: Mapped[str] = mapped_column(String(253))
+    settings: Mapped[str] = mapped_column(String(64))
+    concurrency: Mapped[int] = mapped_column(Integer)
+    run: Mapped[dict] = mapped_column(JSON)  # the StoredRun as JSON
+    measured_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))

@@ -19,7 +19,7 @@ stops, the best run's unit is calibrated on all of its runs and planned (``plan_
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,10 +28,11 @@ from planner.ledger import Ledger, LedgerTrial
 from planner.online_results import Calibration, MeasuredPoint, OnlineSearch, SearchBudget, Sweep, Trial
 from planner.plan import plan
 from planner.request import profiling_label
+from planner.run_reuse import StoredRun
 from planner.types import Plan, PlanRequest, PlanResult
 
-__all__ = ["Budget", "Fit", "Measure", "Measurement", "SearchError", "budget_for", "plan_measured", "search_runs",
-           "trial_name"]
+__all__ = ["Budget", "Fit", "Measure", "Measurement", "SearchError", "budget_for", "new_runs", "plan_measured",
+           "search_runs", "trial_name"]
 
 
 class SearchError(ValueError):
@@ -79,8 +80,34 @@ def trial_name(request: PlanRequest, number: int) -> str:
 
 
 def _used_budget(t: LedgerTrial) -> bool:
-    """Measured, or failed on its own (not lost with a worker)."""
-    return t.state == "complete" or (t.state == "fail" and "error" in t.attrs)
+    """Measured by this search (not reused), or failed on its own (not lost with a worker)."""
+    return (t.state == "complete" and "reusedFrom" not in t.attrs) or (t.state == "fail" and "error" in t.attrs)
+
+
+def _reused(t: LedgerTrial) -> bool:
+    return t.state == "complete" and "reusedFrom" in t.attrs
+
+
+def new_runs(trials: Iterable[LedgerTrial]) -> list[LedgerTrial]:
+    """The trials this search measured itself (complete, not reused): what later searches may reuse."""
+    return [t for t in trials if t.state == "complete" and "reusedFrom" not in t.attrs]
+
+
+def _seed(ledger: Ledger, reused: Mapping[search.Run, StoredRun], unit_plans: dict[str, Plan],
+          request: PlanRequest, concurrency: tuple[int, ...]) -> None:
+    """Record each of the ``reused`` runs as a complete trial of a new study, scored under this
+    request's SLA; a resumed study (one with trials) already holds them."""
+    if not reused or ledger.trials():
+        return
+    for run, stored in sorted(reused.items()):
+        ledger.enqueue(*run)
+        trial = ledger.ask(sorted(unit_plans), concurrency)  # the waiting trial just enqueued
+        unit = unit_plans[run[0]]
+        points = [search.SweepPoint(**p) for p in stored.points]
+        ledger.set_attrs(trial.number, {"name": trial_name(request, trial.number), "gpus": unit.total_gpus,
+                                        "reusedFrom": stored.source, "points": [p.model_dump() for p in points],
+                                        "iterations": list(stored.iterations)})
+        ledger.tell(trial.number, "complete", search.score(points, unit.total_gpus, request))
 
 
 def _counted(trials: Iterable[LedgerTrial]) -> list[LedgerTrial]:
@@ -159,14 +186,18 @@ def _run_trial(ledger: Ledger, number: int, unit: Plan, clients: int, request: P
 def search_runs(request: PlanRequest, unit_plans: dict[str, Plan], *, deployable: set[str], ledger: Ledger,
                  budget: Budget, params: dict[str, float], measure: Measure, wall: Callable[[], float],
                  sleep: Callable[[float], None], model: Any = None,
-                 progress: Callable[[str], None] = lambda message: None, poll_s: float = 5.0) -> str:
+                 progress: Callable[[str], None] = lambda message: None, poll_s: float = 5.0,
+                 reused: Mapping[search.Run, StoredRun] | None = None) -> str:
     """Measure runs of the ``deployable`` units of ``unit_plans`` until a budget runs out or
     nothing is left worth measuring; ``params`` predict every run; ``progress`` is told how the
     search stands (``progress_message``) before and after each trial. Returns why it stopped.
+    ``reused``: runs earlier searches of the workload measured (``planner.run_reuse.reusable``):
+    the search starts from them, as measured, and they use none of the budget.
 
     A trial's unit is one of every unit's key, sorted, and its clients one of the budget's: the
     same for every worker and restart whatever the target, as a resumed ledger requires."""
     choices = sorted(unit_plans)
+    _seed(ledger, reused or {}, unit_plans, request, budget.concurrency)
     started = ledger.started(wall)
     deadline = started + budget.max_minutes * 60.0
     predicted = search.runs(search.predict({k: unit_plans[k] for k in sorted(deployable)}, request, budget.concurrency,
@@ -235,8 +266,10 @@ def plan_measured(request: PlanRequest, unit_plans: dict[str, Plan], *, ledger: 
                       only={search.candidate(unit_plans[k]) for k in good})
     f = calibration
     measured = _measured(trials)
+    reused = {_run(t) for t in trials if _reused(t)}
+    reused_text = f", {len(reused)} of them reused from earlier DGDRs of the workload" if reused else ""
     note = (f"online: {len(measured)} run(s) of {len({k[0] for k in measured})} candidate(s) measured with "
-            f"genai-bench on the {target} target ({stopped}); the model was calibrated on "
+            f"genai-bench on the {target} target{reused_text} ({stopped}); the model was calibrated on "
             f"{search.unit_key(best_unit)}'s runs "
             f"({f.times}, TTFT MdAPE {f.before.ttft_mdape_pct:.1f}% → {f.after.ttft_mdape_pct:.1f}%, "
             f"TPOT {f.before.tpot_mdape_pct:.1f}% → {f.after.tpot_mdape_pct:.1f}%) and sized the best "
@@ -270,12 +303,13 @@ def online_document(trials: list[LedgerTrial], *, study_name: str, target: str, 
             points=tuple(_point(p) for p in t.attrs.get("points", [])) if done else None,
             predicted=_points_of(predicted, t) if done else None,
             calibrated=_points_of(calibrated, t) if done else None,
-            error=t.attrs.get("error") or None, results_location=t.attrs.get("resultsLocation") or None))
+            error=t.attrs.get("error") or None, results_location=t.attrs.get("resultsLocation") or None,
+            reused_from=t.attrs.get("reusedFrom") if done else None))
     return OnlineSearch(
         profiling=profiling_label(True), study=study_name, target=target,
         budget=SearchBudget(max_trials=budget.max_trials, max_wall_minutes=budget.max_minutes),
         sweep=Sweep(scenario=f"D({request.isl_tokens},{request.osl_tokens})", concurrency=budget.concurrency),
-        trials_done=len(_counted(trials)), stopped=stopped, best=best.unit,
+        trials_done=len(_counted(trials)), trials_reused=sum(map(_reused, trials)), stopped=stopped, best=best.unit,
         calibration=Calibration(unit=best.unit, scale=fit.scale, sides=fit.sides, fitted=fit.fitted, points=fit.points,
                                 harness_ms=fit.harness_ms, before=fit.before.model_dump(),
                                 after=fit.after.model_dump(), held_out=fit.held_out,

@@ -82,6 +82,9 @@ class Trial(Stored):
         default=None, description="the calibrated model's prediction of the same points")
     error: str | None = None
     results_location: str | None = Field(default=None, alias="resultsLocation", description="genai-bench's folder")
+    reused_from: str | None = Field(default=None, alias="reusedFrom",
+                                    description="the DGDR (namespace/name) that measured this run, when it was "
+                                                "reused rather than measured again")
 
 
 class CalibrationErrors(Stored):
@@ -125,6 +128,8 @@ class OnlineSearch(Stored):
     budget: SearchBudget
     sweep: Sweep
     trials_done: int = Field(alias="trialsDone", description="trials (runs) that used the budget")
+    trials_reused: int = Field(default=0, alias="trialsReused",
+                               description="runs reused from earlier DGDRs of the workload (none of the budget)")
     stopped: str = Field(description="why the search ended")
     best: str = Field(description="the unit of the best run")
     score: str = Field(default=SCORE, description="what a trial's score is")

@@ -62,6 +62,8 @@ class PlanRequest(BaseModel):
                                    description="online: runs measured at most (a unit at one concurrency each)")
     max_wall_minutes: float | None = Field(default=None, gt=0, description="online: wall time of the search, minutes")
     sweep_concurrency: tuple[int, ...] | None = Field(default=None, description="online: the clients a run may use")
+    reuse_runs: bool | None = Field(default=None, description="online: reuse runs earlier searches of the workload "
+                                                              "measured (None: the service's setting)")
     auto_apply: bool = False
     deployment_name: str | None = None
     deployment_namespace: str | None = None

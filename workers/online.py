@@ -26,15 +26,17 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from infra import studies
 from infra.deploy_targets import DeploymentTarget, Endpoint, KubeTarget, LocalTarget, TargetError, deployed
 from planner import online as search
 from planner import online_loop
+from planner.run_reuse import RunWorkload, StoredRun, reusable, unit_settings
 from planner.types import Plan, PlanRequest, PlanResult
 from profiler.bench.results import IterationMetrics
 from profiler.bench.runner import RunnerSettings, run_benchmarkjob
@@ -65,6 +67,7 @@ class Online:
     max_trials: int = 8
     max_minutes: float = 240.0
     heartbeat_s: int = 60
+    reuse_runs: bool = True
 
 
 def online_setup(settings: Any, cluster: Callable | None = None) -> Online:
@@ -84,7 +87,7 @@ def online_setup(settings: Any, cluster: Callable | None = None) -> Online:
         name = "local emulator" if target.emulated else "local engine command"
     return Online(database_url=settings.database_url, target=target, target_name=name, runner=runner_settings(),
                   max_trials=settings.online_max_trials, max_minutes=settings.online_max_minutes,
-                  heartbeat_s=settings.online_heartbeat_seconds)
+                  heartbeat_s=settings.online_heartbeat_seconds, reuse_runs=settings.online_reuse_runs)
 
 
 def sweep_job(endpoint: Endpoint, request: PlanRequest, concurrency: tuple[int, ...], folder: str) -> Any:
@@ -101,6 +104,38 @@ def sweep_job(endpoint: Endpoint, request: PlanRequest, concurrency: tuple[int, 
         "additionalRequestParams": {"ignore_eos": "true"},  # every answer OSL tokens long
         "outputLocation": {"storageUri": f"file://{folder}"},
     }})
+
+
+def run_workload(setup: Online, request: PlanRequest) -> RunWorkload:
+    """What every run of ``request``'s search shares that changes its numbers: model, GPU, backend,
+    the engine as the target deploys it (command templates and emulator speed, or image) with
+    slaplan's version (which renders the manifests and the emulator), ISL/OSL and the harness."""
+    from importlib.metadata import version
+
+    target = setup.target
+    if isinstance(target, LocalTarget):
+        engine = (f"local commands={sorted(target.commands.items())} handoff={target.handoff} "
+                  f"emulator speed={target.speed:g}")
+    else:
+        engine = f"{setup.target_name} image={request.image or 'default'}"
+    runner = setup.runner
+    program, tokenizer = (runner.genai_bench, runner.tokenizer) if runner is not None else ("none", None)
+    harness = (f"genai-bench {program} tokenizer={tokenizer or 'hub'} "
+               f"maxTimePerIteration={MINUTES_PER_ITERATION}min maxRequestsPerIteration=max(8,2*clients) ignore_eos")
+    return RunWorkload(model=request.model, gpu=request.gpu, backend=request.backend,
+                       engine=f"{engine} slaplan={version('slaplan')}", isl_tokens=request.isl_tokens,
+                       osl_tokens=request.osl_tokens, distribution=f"D({request.isl_tokens},{request.osl_tokens})",
+                       harness=harness)
+
+
+def stored_runs(trials: list[Any], unit_plans: dict[str, Plan], workload: str, source: str,
+                now: datetime) -> list[StoredRun]:
+    """The runs a search measured itself (``online_loop.new_runs``), as stored for later searches."""
+    return [StoredRun(workload=workload, unit=t.unit, settings=unit_settings(unit_plans[t.unit], p["concurrency"]),
+                      concurrency=p["concurrency"], points=(p,),
+                      iterations=tuple(it for it in t.attrs["iterations"] if it.get("concurrency") == p["concurrency"]),
+                      source=source, measured_at=now)
+            for t in online_loop.new_runs(trials) for p in t.attrs["points"]]
 
 
 def measured_points(iterations: list[IterationMetrics]) -> list[search.SweepPoint]:
@@ -146,12 +181,23 @@ def run_online(sessions: Any, claimed: Any, request: PlanRequest, *, setup: Onli
         with session_scope(sessions) as session:
             current[0] = update_status(session, status, uid=claimed.uid, expected_version=current[0].resource_version)
 
+    from infra.measured_runs import runs_of, save_runs
+
+    workload = run_workload(setup, request).key()
+    reuse = setup.reuse_runs if request.reuse_runs is None else request.reuse_runs
     with session_scope(sessions) as session:
         stored = find_calibration(session, request.model, request.gpu, request.backend)
+        earlier = runs_of(session, workload) if reuse else []
+
+    def keep(runs: list[StoredRun]) -> None:
+        with session_scope(sessions) as session:
+            save_runs(session, runs)
+
     try:
         result, fit, deployment = profile_online(request, uid=claimed.uid, generation=claimed.generation,
                                                  setup=setup, model=model, params=stored.params if stored else None,
-                                                 progress=progress)
+                                                 progress=progress, earlier=earlier, keep=keep,
+                                                 source=f"{claimed.namespace}/{claimed.name}")
     except (Conflict, NotFound):
         raise
     except Exception as exc:
@@ -246,11 +292,16 @@ def trial_fit(request: PlanRequest) -> online_loop.Fit:
 def profile_online(request: PlanRequest, *, uid: str, generation: int, setup: Online,
                    model: tuple[Any, str] | None = None, params: dict[str, float] | None = None,
                    measure: Measure | None = None, progress: Callable[[str], None] = lambda message: None,
-                   wall: Callable[[], float] = time.time) -> tuple[PlanResult, Any, Any]:
+                   wall: Callable[[], float] = time.time, earlier: Sequence[StoredRun] = (),
+                   keep: Callable[[list[StoredRun]], None] = lambda runs: None,
+                   source: str = "") -> tuple[PlanResult, Any, Any]:
     """Search, calibrate and plan ``request`` online (``planner.online_loop``, its trials in the
     DGDR's study). Returns the plan result (with ``online`` set), the calibration fit of the best
     unit and that unit's ``ServingConfig``. ``measure`` stands in for deploying and benchmarking
-    (tests). Raises OnlineError."""
+    (tests). ``earlier``: runs stored by earlier searches; those of this workload and of units
+    with the same settings (``planner.run_reuse.reusable``) are reused, not measured again.
+    ``keep`` is handed the runs this search measured, as measured by ``source`` (the DGDR's
+    ``namespace/name``). Raises OnlineError."""
     from planner import plan
     from profiler.hub import load_model
     from profiler.model.params import shipped_params
@@ -269,11 +320,16 @@ def profile_online(request: PlanRequest, *, uid: str, generation: int, setup: On
     store = studies.storage(setup.database_url, heartbeat_s=setup.heartbeat_s)
     ledger = studies.StudyLedger(store, studies.open_study(store, studies.study_name(uid, generation)))
     fit = trial_fit(request)
+    workload = run_workload(setup, request).key()
+    reused = reusable(earlier, workload,
+                      lambda run: unit_settings(every[run[0]], run[1]) if run[0] in deployable else None,
+                      budget.concurrency)
     with one_unit_up(setup.target) as endpoint:
         runs = as_measurement(measure or genai_bench_measure(setup, endpoint, f"online/{uid}"))
         stopped = online_loop.search_runs(request, every, deployable=deployable, ledger=ledger, budget=budget,
                                            params=base, measure=runs, model=model[0], progress=progress,
-                                           wall=wall, sleep=time.sleep)
+                                           wall=wall, sleep=time.sleep, reused=reused)
+    keep(stored_runs(ledger.trials(), every, workload, source, datetime.now(UTC)))
     try:
         result, calibration = online_loop.plan_measured(request, every, ledger=ledger, stopped=stopped, fit=fit,
                                                         params=base, budget=budget, target=setup.target_name,

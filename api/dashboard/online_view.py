@@ -84,6 +84,8 @@ def online_section(online: OnlineSearch) -> str:
         ("Deployment target", h(online.target)),
         ("Measured", h(f"{num(online.trials_done, 0)} of at most {num(budget.max_trials, 0)} runs; "
                        f"{online.stopped or '—'}")),
+        ("Reused", h(f"{num(online.trials_reused, 0)} run(s) measured by earlier DGDRs of the workload"
+                     if online.trials_reused else "none")),
         ("Runs", h(f"{sweep.scenario or '—'} at one of {', '.join(map(str, sweep.concurrency or ['—']))} clients")),
         ("Offline plan's pick", h(online.offline_pick or "none (no candidate met the SLA offline)")),
         ("Best measured", h(online.best)),
@@ -98,7 +100,8 @@ def online_section(online: OnlineSearch) -> str:
         f"<tr><td>{h(t.number)}</td><td>{h(t.unit)}</td><td>{h(t.concurrency if t.concurrency else 'sweep')}</td>"
         f"<td>{h(t.state)}</td><td>{h(t.gpus)}</td>"
         f"<td>{h(_score(t))}</td><td class=\"wrap\">{_points(t.points or ())}</td>"
-        f"<td class=\"wrap\">{h(t.error or '')}<div class=\"sub\">{h(t.results_location or '')}</div></td></tr>"
+        f"<td class=\"wrap\">{h(f'reused from DGDR {t.reused_from}' if t.reused_from else t.error or '')}"
+        f"<div class=\"sub\">{h(t.results_location or '')}</div></td></tr>"
         for t in online.trials)
     return f"""<section aria-labelledby="online-h"><h2 id="online-h">Online measurements</h2>{facts}
 <div class="table-wrap"><table id="trials"><caption>Runs: candidates deployed and benchmarked with genai-bench</caption>

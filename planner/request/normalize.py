@@ -158,6 +158,7 @@ def from_v1alpha1(spec: SpecV1alpha1, causes: Causes) -> dict[str, Any] | None:
         "max_trials": online.max_trials,
         "max_wall_minutes": online.max_wall_time_minutes,
         "sweep_concurrency": tuple(sorted(set(online.concurrency))) if online.concurrency else None,
+        "reuse_runs": online.reuse_runs,
         "auto_apply": spec.auto_apply,
         "deployment_name": over.name,
         "deployment_namespace": over.namespace,

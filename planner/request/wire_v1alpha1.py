@@ -97,6 +97,8 @@ class ProfileOnline(SpecModel):
                                    description="runs measured at most (a unit at one concurrency each)")
     max_wall_time_minutes: float | None = Field(default=None, gt=0, description="wall time of the search")
     concurrency: list[Annotated[int, Field(gt=0)]] | None = Field(default=None, min_length=1, max_length=16)
+    reuse_runs: bool | None = Field(default=None, description="reuse runs earlier online DGDRs of the same workload "
+                                                              "measured (None: the service's setting)")
 
 
 class ProfileConfig(FreeFormModel):

@@ -182,8 +182,9 @@ def test_a_restarted_worker_resumes_the_study(sessions, database_url, tmp_path):
     assert second[0] == first[0] and second.count(first[0]) == 1  # retried once
     assert [(t["unit"], t["state"]) for t in trials[:2]] == [(first[0], "fail"), (first[0], "complete")]
     assert "error" not in trials[0]  # lost, not failed on its own: it did not use the budget
-    # 2. a worker dies right after its first measurement: the next one keeps it
-    kept = _store(sessions, dgdr("kept"))
+    # 2. a worker dies right after its first measurement: the next one keeps it (the runs of "lost",
+    # the same workload, not reused: this DGDR turns reuse off)
+    kept = _store(sessions, dgdr("kept", reuse_runs=False))
     first, second = [], []
     with pytest.raises(SystemExit):
         tasks.process_dgdr(sessions, kept, clock=_dies_on_call(3),
@@ -195,6 +196,45 @@ def test_a_restarted_worker_resumes_the_study(sessions, database_url, tmp_path):
     assert len(runs) == len(set(runs)) == measured["trialsDone"]  # the completed run was not repeated
     assert (measured["trials"][0]["unit"], measured["trials"][0]["state"]) == (first[0], "complete")
     assert tasks.process_dgdr(sessions, kept) == "done"
+
+
+def _with_itl(name: str, itl_ms: float, **online_config) -> dict:
+    body = dgdr(name, **online_config)
+    body["spec"]["sla"] = {**body["spec"]["sla"], "itl": itl_ms}
+    return body
+
+
+def _runs(trials: list[dict], reused: bool) -> set[tuple[str, int]]:
+    return {(t["unit"], t["concurrency"]) for t in trials if t["state"] == "complete" and bool(t.get("reusedFrom")) == reused}
+
+
+def test_a_second_dgdr_of_the_workload_reuses_the_first_ones_runs(sessions, database_url, tmp_path):
+    budget = {"max_trials": 4, "concurrency": [1, 4]}
+
+    def profile(body: dict, speed: float = SPEED) -> tuple[dict, list[str]]:
+        deployed: list[str] = []
+        target = Recording(deployed)
+        target.speed = speed
+        uid = _store(sessions, body)
+        assert tasks.process_dgdr(sessions, uid, online=lambda: _setup(database_url, tmp_path, target)) == "ready"
+        return _results(stored_status(sessions, uid))["online"], deployed
+
+    first, _ = profile(dgdr("reuse-first", **budget))
+    assert first["trialsReused"] == 0 and first["trialsDone"] >= 1
+    measured_first = _runs(first["trials"], reused=False)
+    # the same workload under a looser ITL: the first DGDR's runs are read, not measured again
+    second, deployed_second = profile(_with_itl("reuse-second", 150, **budget))
+    reused = [t for t in second["trials"] if t.get("reusedFrom")]
+    assert reused and all(t["reusedFrom"] == "default/reuse-first" for t in reused)
+    assert _runs(second["trials"], reused=True) <= measured_first and second["trialsReused"] == len(reused)
+    assert not _runs(second["trials"], reused=False) & _runs(second["trials"], reused=True)
+    # the same DGDR with reuse turned off measures every run itself, and more of them
+    cold, deployed_cold = profile(_with_itl("reuse-off", 150, reuse_runs=False, **budget))
+    assert cold["trialsReused"] == 0 and not any(t.get("reusedFrom") for t in cold["trials"])
+    assert second["trialsDone"] < cold["trialsDone"] and len(deployed_second) < len(deployed_cold)
+    # an engine that runs at another speed is another engine: nothing stored is reused
+    other, _ = profile(_with_itl("reuse-other-engine", 150, **budget), speed=SPEED / 2)
+    assert other["trialsReused"] == 0 and other["trialsDone"] >= 1
 
 
 def test_a_v1beta1_thorough_dgdr_is_profiled_online(sessions, database_url, tmp_path):
