@@ -61,6 +61,26 @@ def test_postgresql_up_and_down(pg_url):
     _round_trip(pg_url)
 
 
+def _object_json_storage(url: str) -> str:
+    engine = create_engine(url)
+    try:
+        with engine.connect() as connection:
+            return connection.exec_driver_sql(
+                "SELECT attstorage FROM pg_attribute WHERE attrelid = 'slaplan_resources'::regclass"
+                " AND attname = 'object_json'").scalar_one()
+    finally:
+        engine.dispose()
+
+
+@pytest.mark.slow
+def test_postgresql_keeps_object_texts_uncompressed_and_down_restores_the_default(pg_url):
+    settings = load_settings({}, database_url=pg_url)
+    migrate.upgrade(settings)
+    assert _object_json_storage(pg_url) == "e"  # external: out of line, never compressed
+    migrate.downgrade(settings, "0008_measured_runs")
+    assert _object_json_storage(pg_url) == "x"  # extended: PostgreSQL's default for text
+
+
 # --- refusals: what cannot be done is said in one line, and the database is left as it was ---------------
 
 HEAD = migrate.revisions()[-1]  # the newest
