@@ -13,13 +13,13 @@ for each of ``SLA_QUANTILES`` (an SLA no measured row meets is skipped). Both to
   fold's fit, ``profiler.model.calibrate.fit_without``, as ``benchmarks/accuracy.py`` makes it).
   The SLA is in measured TTFTs, which include what the source that measured them adds to each
   request, so each request states that term and the plan's TTFT includes it: SLA, plan and
-  measurement are then the same quantity. ``--harness source`` (default): the term is read off
-  the source's OTHER workloads on the backend, as a user measures their client once and states
-  it (``source_term``: median of measured less the engine's predicted TTFT of those rows under
-  the column's parameters; the judged workload's rows never read, the family's neither in the
-  family-held-out column); ``typical``: the per-backend term fitted beside the column's
-  parameters (``harness_ttft_ms``, ``profiler/model/harness.py``); ``none``: the engine's TTFT
-  alone held to the measured SLA. With
+  measurement are then the same quantity. ``--harness typical`` (default): the per-backend term
+  fitted beside the column's parameters (``harness_ttft_ms``, ``profiler/model/harness.py``);
+  ``source``: the term read off the source's OTHER workloads on the backend, as a user measures
+  their client once and states it (``source_term``: median of measured less the engine's
+  predicted TTFT of those rows under the column's parameters; the judged workload's rows never
+  read, the family's neither in the family-held-out column); ``none``: the engine's TTFT alone
+  held to the measured SLA. With
   ``--error-margin`` plans keep the TTFT error margin (``profiler.model.ttft_error_factor``; the
   family-held-out column's fitted without the family too);
 - AIConfigurator (``--compare "CMD"``, e.g. ``"/path/to/venv/bin/aiconfigurator cli default"``)
@@ -42,7 +42,7 @@ clients each tool planned (above 1: load the measurements say the engines could 
 
     .venv/bin/python benchmarks/budget_measured.py [--compare "AIC CLI default"] [--work DIR]
                                                    [--max-evals N] [--data CSV] [--recipes CSV]
-                                                   [--harness source|typical|none] [--error-margin]
+                                                   [--harness typical|source|none] [--error-margin]
 
 Each family held out costs one fit (about a minute on the 2-core machine); AIConfigurator takes
 15–35 s a request: 9–15 min for the 33 requests.
@@ -486,9 +486,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--work", type=Path, help="where AIConfigurator saves its results (default: a temporary directory)")
     ap.add_argument("--data", help="calibration CSV (default: ../shared/data next to the repository)")
     ap.add_argument("--max-evals", type=int, default=200, help="model evaluations of each family-held-out fit")
-    ap.add_argument("--harness", choices=HARNESS_CHOICES, default="source",
-                    help="what each request states its harness adds to TTFT: the measuring source's term read off "
-                         "its other workloads (default), the per-backend typical term fitted, or none")
+    ap.add_argument("--harness", choices=HARNESS_CHOICES, default="typical",
+                    help="what each request states its harness adds to TTFT: the per-backend typical term fitted "
+                         "(default), the measuring source's term read off its other workloads, or none")
     ap.add_argument("--error-margin", action="store_true", help="plan with the TTFT error margin on")
     add_recipes_argument(ap)
     args = ap.parse_args(argv)
