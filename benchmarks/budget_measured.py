@@ -11,11 +11,15 @@ for each of ``SLA_QUANTILES`` (an SLA no measured row meets is skipped). Both to
 - slaplan (``planner.plan``) twice: with the shipped parameters, which were fitted on these very
   rows, and with parameters fitted without the workload's model family (one cross-validation
   fold's fit, ``profiler.model.calibrate.fit_without``, as ``benchmarks/accuracy.py`` makes it).
-  The SLA is in measured TTFTs, which include what the harness that measured them adds to each
-  request, so each request states that harness (``harness_ttft_ms``: the term fitted beside the
-  column's parameters for the workload's rows, ``profiler/model/harness.py``) and the plan's TTFT
-  includes it: SLA, plan and measurement are then the same quantity (``--engine-alone``: the
-  engine's TTFT alone held to the measured SLA, as before the requests could say). With
+  The SLA is in measured TTFTs, which include what the source that measured them adds to each
+  request, so each request states that term and the plan's TTFT includes it: SLA, plan and
+  measurement are then the same quantity. ``--harness typical`` (default): the per-backend term
+  fitted beside the column's parameters (``harness_ttft_ms``, ``profiler/model/harness.py``);
+  ``source``: the term read off the source's OTHER workloads on the backend, as a user measures
+  their client once and states it (``source_term``: median of measured less the engine's
+  predicted TTFT of those rows under the column's parameters; the judged workload's rows never
+  read, the family's neither in the family-held-out column); ``none``: the engine's TTFT alone
+  held to the measured SLA. With
   ``--error-margin`` plans keep the TTFT error margin (``profiler.model.ttft_error_factor``; the
   family-held-out column's fitted without the family too);
 - AIConfigurator (``--compare "CMD"``, e.g. ``"/path/to/venv/bin/aiconfigurator cli default"``)
@@ -38,7 +42,7 @@ clients each tool planned (above 1: load the measurements say the engines could 
 
     .venv/bin/python benchmarks/budget_measured.py [--compare "AIC CLI default"] [--work DIR]
                                                    [--max-evals N] [--data CSV] [--recipes CSV]
-                                                   [--engine-alone] [--error-margin]
+                                                   [--harness typical|source|none] [--error-margin]
 
 Each family held out costs one fit (about a minute on the 2-core machine); AIConfigurator takes
 15–35 s a request: 9–15 min for the 33 requests.
@@ -63,6 +67,13 @@ from benchmarks.accuracy import SLA_QUANTILES, add_recipes_argument, with_recipe
 from benchmarks.budget_use import run, table_rows  # noqa: E402
 
 BUDGET = 8  # GPUs of every request: one node of the GPU types below
+# What a request states its harness adds to TTFT (``--harness``), and how the run says so.
+HARNESS_CHOICES = {
+    "source": "the measuring source's TTFT term, read off the source's other workloads on the backend (the judged "
+              "workload's rows left out; family held out: the family's rows too)",
+    "typical": "the per-backend typical harness term fitted beside the column's parameters",
+    "none": "no harness: plans predict the engine's TTFT alone",
+}
 NOTHING_FEASIBLE = "found no SLA-feasible configuration"  # AIConfigurator's words when nothing meets the SLA
 
 
@@ -125,11 +136,67 @@ def _of(rows: list[dict], w: Workload) -> list[dict]:
 
 
 def harness_ttft_ms(rows: list[dict], w: Workload, params: dict[str, float]) -> float:
-    """What the harnesses that measured ``w`` add to its TTFTs (ms, mean over its rows): the terms
-    fitted beside ``params`` (``profiler/model/harness.py``)."""
+    """What the harnesses that measured ``w`` add to its TTFTs (ms, mean over its rows): the typical
+    terms fitted beside ``params`` per backend (``profiler/model/harness.py``)."""
     from profiler.model.harness import harness_of, term_ms
 
     return statistics.fmean(term_ms(params, harness_of(row), w.backend) for row in _of(rows, w))
+
+
+@dataclass(frozen=True)
+class SourceTerm:
+    """What one measuring source adds to TTFT on one backend, read off its other workloads: the
+    median over their rows of measured TTFT less the engine's predicted TTFT (ms), and the rows
+    and workloads (model, GPU, ISL/OSL, mode) it was read from."""
+
+    source: str
+    ms: float
+    rows: int
+    workloads: int
+
+
+def source_of(rows: list[dict], w: Workload) -> str:
+    """The measuring source of ``w``'s rows (their ``provenance``'s first field; the most common one
+    when several)."""
+    from profiler.model.harness import harness_of
+
+    named = [harness_of(row) for row in _of(rows, w)]
+    return max(set(named), key=named.count)
+
+
+def source_term(data, engine_ttft_ms, rows: list[dict], w: Workload, without_family: str | None = None) -> SourceTerm:
+    """What ``w``'s measuring source adds to TTFT on ``w``'s backend, estimated as a user states their
+    client's cost: from the source's rows of that backend outside ``w`` (any mode, precision or
+    model but ``w``'s model, GPU and ISL/OSL), and outside the family ``without_family`` when
+    given. ``data`` is ``prepare_rows(rows)``, ``engine_ttft_ms`` the engine's predicted TTFT of
+    each of its rows (ms, no harness term). Raises ValueError when the source has no such rows."""
+    import numpy as np
+
+    from profiler.model.calibrate import family
+
+    source = source_of(rows, w)
+    picked = [rows[i] for i in data.index]
+    same = np.array([r.get("model") == w.model and r.get("gpu") == w.gpu and _number(r.get("isl")) == w.isl
+                     and _number(r.get("osl")) == w.osl for r in picked])
+    mask = ((data.harness == source) & (data.labels["backend"] == w.backend) & ~same & ~data.repeats
+            & np.isfinite(data.ttft_ms) & (data.ttft_ms > 0) & np.isfinite(engine_ttft_ms))
+    if without_family is not None:
+        mask &= data.labels["family"] != without_family
+    if not mask.any():
+        raise ValueError(f"source {source!r} has no {w.backend} rows outside {w.name}")
+    workloads = {(r.get("model"), r.get("gpu"), r.get("isl"), r.get("osl"), r.get("mode"))
+                 for r, m in zip(picked, mask) if m}
+    residual = data.ttft_ms[mask] - engine_ttft_ms[mask]
+    return SourceTerm(source, max(0.0, float(np.median(residual))), int(mask.sum()), len(workloads))
+
+
+def engine_ttft_ms(data, params: dict[str, float]):
+    """The engine's predicted TTFT (ms) of each of ``data``'s rows, in the statistic each reports,
+    no harness term: what a deployment's prediction is."""
+    from profiler.model.calibrate import reported_ttft_ms
+    from profiler.model.estimate import evaluate
+
+    return reported_ttft_ms(data, params, evaluate(data.batch, params))
 
 
 def curves(rows: list[dict], w: Workload) -> dict[tuple[int, int], Curve]:
@@ -411,7 +478,7 @@ def tool_line(label: str, plans: list[Engines | None], judged: list[Judged | Non
 def main(argv: list[str] | None = None) -> int:
     from api.commands.calibrate import given_data_path, read_rows
     from profiler.model import shipped_params, ttft_error_factor
-    from profiler.model.calibrate import family
+    from profiler.model.calibrate import family, prepare_rows
     from profiler.model.harness import shipped_terms
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -419,8 +486,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--work", type=Path, help="where AIConfigurator saves its results (default: a temporary directory)")
     ap.add_argument("--data", help="calibration CSV (default: ../shared/data next to the repository)")
     ap.add_argument("--max-evals", type=int, default=200, help="model evaluations of each family-held-out fit")
-    ap.add_argument("--engine-alone", action="store_true",
-                    help="plan the engine's TTFT alone, not told what the harness that measured the SLA adds")
+    ap.add_argument("--harness", choices=HARNESS_CHOICES, default="typical",
+                    help="what each request states its harness adds to TTFT: the per-backend typical term fitted "
+                         "(default), the measuring source's term read off its other workloads, or none")
     ap.add_argument("--error-margin", action="store_true", help="plan with the TTFT error margin on")
     add_recipes_argument(ap)
     args = ap.parse_args(argv)
@@ -430,14 +498,15 @@ def main(argv: list[str] | None = None) -> int:
     work = args.work or Path(tempfile.mkdtemp(prefix="budget-measured-"))
     started = time.perf_counter()
     rows = with_recipes_of(read_rows(path), args)
+    data = prepare_rows(rows)
+    engine: dict[str | None, object] = {}  # per column's held-out family (None: shipped): engine TTFTs of data's rows
     fitted: dict[str, dict[str, float]] = {}
-    stated: dict[str, str] = {}  # per workload: the harness terms and error factors its columns planned with
+    stated: dict[str, list[str]] = {}  # per workload: the harness terms and error factors its columns planned with
     print(f"budget {BUDGET} GPUs, no load stated; SLA: mean TTFT and TPOT at the workload's measured quantiles "
           f"{', '.join(f'{q:g}' for q in SLA_QUANTILES)}; AIConfigurator restricted to aggregated deployments. "
           "Cells: plan (clients per engine planned, measured capacity over them) | measured output tok/s · req/s "
           "of the deployment at the SLA")
-    print("slaplan's requests state " + ("no harness: plans predict the engine's TTFT alone" if args.engine_alone else
-                                         "the harness that measured the SLA: plans include its fitted TTFT term")
+    print("slaplan's requests state " + HARNESS_CHOICES[args.harness]
           + "; TTFT error margin " + ("off" if not args.error_margin else
                                       "on (the shipped factor; family held out: fitted without the family)") + "\n")
     print("| workload | SLA TTFT / TPOT ms | slaplan, shipped | tok/s · req/s | slaplan, family held out | tok/s · req/s "
@@ -449,11 +518,19 @@ def main(argv: list[str] | None = None) -> int:
         key = family(w.model)
         if key not in fitted:
             fitted[key] = held_out_params(rows, path, w.model, args.max_evals)
-        columns = [Planning(params, 0.0 if args.engine_alone else harness_ttft_ms(rows, w, terms),
-                            None if not args.error_margin else ttft_error_factor(without))
-                   for params, terms, without in ((None, shipped_params() | shipped_terms(), None),
-                                                  (fitted[key], fitted[key], key))]
-        stated[w.name] = " / ".join(f"{c.harness_ms:.1f} ms, ×{c.error_factor or 1:.2f}" for c in columns)
+        columns = []
+        for params, terms, without in ((None, shipped_params() | shipped_terms(), None), (fitted[key], fitted[key], key)):
+            if args.harness == "source":
+                if without not in engine:
+                    engine[without] = engine_ttft_ms(data, terms)
+                term = source_term(data, engine[without], rows, w, without)
+                harness, said = term.ms, f"{term.source} {term.ms:.1f} ms ({term.rows} rows, {term.workloads} workloads)"
+            else:
+                harness = harness_ttft_ms(rows, w, terms) if args.harness == "typical" else 0.0
+                said = f"{harness:.1f} ms"
+            error_factor = None if not args.error_margin else ttft_error_factor(without)
+            columns.append(Planning(params, harness, error_factor))
+            stated.setdefault(w.name, []).append(f"{said}, ×{error_factor or 1:.2f}")
         for sla in slas(measured):
             plans = [slaplan_engines(w, sla, columns[0], measured), slaplan_engines(w, sla, columns[1], measured),
                      aic_engines(command, w, sla, work, measured) if command else None]
@@ -471,7 +548,7 @@ def main(argv: list[str] | None = None) -> int:
             print(summary(label, [(j[i], j[2]) for _, j, _ in results if j[i] is not None and j[2] is not None]))
         print(tool_line(label, [e[i] for e, _, _ in results], [j[i] for _, j, _ in results], [b for *_, b in results]))
     print("\nharness term and TTFT error factor planned with (shipped / family held out): "
-          + "; ".join(f"{name}: {text}" for name, text in stated.items()))
+          + "; ".join(f"{name}: {' / '.join(said)}" for name, said in stated.items()))
     print(f"\n{len(results)} requests; {time.perf_counter() - started:.0f} s")
     return 0
 

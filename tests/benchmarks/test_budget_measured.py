@@ -101,3 +101,31 @@ def test_a_workloads_harness_term_is_the_one_fitted_for_its_rows_backend():
     params = {f"harness_ttft_ms_{w.backend}": 30.0}
     assert bench.harness_ttft_ms([row, other], w, params) == 30.0
     assert bench.harness_ttft_ms([row], w, {f"harness_ttft_ms_{w.backend}": 60.0}) == 60.0
+
+
+def test_a_sources_term_is_read_off_its_other_workloads_only():
+    import numpy as np
+    import pytest
+    from types import SimpleNamespace
+
+    bench = load("budget_measured")
+    w = bench.WORKLOADS[0]
+    judged = {"mode": "agg", "model": w.model, "gpu": w.gpu, "backend": w.backend, "precision": w.precision,
+              "isl": str(w.isl), "osl": str(w.osl), "provenance": "bench_a | run 1"}
+    longer = {**judged, "isl": "8192"}  # the same model at another ISL: another workload of the source
+    other_family = {**judged, "model": "org/Other-7B"}
+    elsewhere = {**judged, "provenance": "bench_b"}  # another source: never read
+    rows = [judged, longer, other_family, elsewhere]
+    measured = np.array([500.0, 130.0, 150.0, 90.0])  # TTFT, ms; the engine predicts 100 ms for each
+    data = SimpleNamespace(index=np.arange(4), harness=np.array(["bench_a", "bench_a", "bench_a", "bench_b"]),
+                           labels={"backend": np.full(4, w.backend),
+                                   "family": np.array([w.model, w.model, "org/Other-7B", w.model])},
+                           repeats=np.zeros(4, dtype=bool), ttft_ms=measured)
+    engine = np.full(4, 100.0)
+    term = bench.source_term(data, engine, rows, w)
+    assert (term.source, term.rows, term.workloads) == ("bench_a", 2, 2) and term.ms == 40.0  # median of 30, 50
+    held = bench.source_term(data, engine, rows, w, without_family=w.model)
+    assert (held.rows, held.ms) == (1, 50.0)
+    with pytest.raises(ValueError, match="bench_a"):
+        bench.source_term(SimpleNamespace(**{**vars(data), "ttft_ms": np.array([500.0, np.nan, np.nan, 90.0])}),
+                          engine, rows, w)
