@@ -31,9 +31,18 @@ def _order(value: str) -> tuple[float, str]:
     return (float(match.group(1)) if match else math.inf, value)
 
 
+def speculation(row: dict) -> str:
+    """What a row (as read with its recipes) says of speculative decoding: "drafts N" tokens a step,
+    "none", or "not stated" (e.g. plain and MTP sweeps of one deployment both measure its load)."""
+    said = str(row.get("spec_tokens") or "").strip()
+    if not said:
+        return "not stated"
+    return "none" if int(float(said)) == 0 else f"drafts {int(float(said))}"
+
+
 def labels(rows: list[dict], positions) -> dict[str, np.ndarray]:
     """Each split's label of the rows at ``positions``: backend, GPU, clients (``client_bin``),
-    ISL/OSL, and source (the provenance's first field)."""
+    ISL/OSL, source (the provenance's first field) and speculation (``speculation``)."""
     import numpy as np
 
     picked = [rows[i] for i in positions]
@@ -43,6 +52,7 @@ def labels(rows: list[dict], positions) -> dict[str, np.ndarray]:
         "clients": np.array([client_bin(float(r.get("concurrency") or 0)) for r in picked]),
         "ISL/OSL": np.array([f"{r.get('isl')}/{r.get('osl')}" for r in picked]),
         "source": np.array([str(r.get("provenance") or "").split(" | ")[0] for r in picked]),
+        "spec": np.array([speculation(r) for r in picked]),
     }
 
 

@@ -18,7 +18,9 @@ themselves, and the config's shapes are placeholders). Entries with and without 
 decoding that both match leave the row's speculation unknown:
 only what they agree on is written; a deployment's speculative entries may be listed under a name
 of their own (``dsr1-fp8-b200-dynamo-sglang-mtp``) and are matched as its entries, and one whose
-recipe names no drafted tokens leaves the speculation unknown too. Entries that match but disagree
+recipe names no drafted tokens takes them from ``--speculation`` (``data/recipe_speculation.csv``:
+the drafted tokens the recipe files themselves set, SGLang's EAGLE ``speculative-num-steps``), or
+leaves the speculation unknown too. Entries that match but disagree
 (another worker count, shape or limit), or only speculative ones naming no drafted tokens, leave
 the row out. Only facts are carried over, with the config's commit, URL and licence.
 
@@ -33,7 +35,7 @@ The dated source files record those runs as aggregated rows that spell the deplo
 Context engines are read as Dynamo's own GB200 configs of these sweeps deploy them: attention DP
 over the tray's 4 GPUs with EP 4 (``configs/gb200/*/ctx*_gen*.yaml`` in ai-dynamo/dynamo).
 
-    python benchmarks/recipe_deployments.py INFERENCEX_GIT_DIR [--data CSV] [--out CSV]
+    python benchmarks/recipe_deployments.py INFERENCEX_GIT_DIR [--data CSV] [--out CSV] [--speculation CSV|none]
 
 INFERENCEX_GIT_DIR: a clone of SemiAnalysisAI/InferenceX (its history is read with ``git``).
 """
@@ -106,9 +108,19 @@ def _engine(role: dict) -> Engine:
     return Engine(int(role["num-worker"]), int(role["tp"]), int(role.get("ep") or 1), bool(role.get("dp-attn")))
 
 
-def entries(repo: Path, commit: str) -> dict[tuple, list[Entry]]:
-    """(deployment name, ISL, OSL, clients, prefill GPUs, decode GPUs) -> the entries measuring it."""
+def read_speculation(path: Path) -> dict[str, int]:
+    """Recipe path -> tokens drafted per step, from the recipe files' own speculative settings
+    (``recipe_speculation.csv``: recipes whose names do not say)."""
+    with open(path, newline="", encoding="utf-8") as f:
+        return {row["recipe"]: int(row["spec_tokens"]) for row in csv.DictReader(f)}
+
+
+def entries(repo: Path, commit: str, drafted_by_recipe: dict[str, int] | None = None) -> dict[tuple, list[Entry]]:
+    """(deployment name, ISL, OSL, clients, prefill GPUs, decode GPUs) -> the entries measuring it;
+    a speculative recipe whose name gives no drafted tokens takes them from ``drafted_by_recipe``."""
     import yaml
+
+    drafted_by_recipe = drafted_by_recipe or {}
 
     found: dict[tuple, list[Entry]] = {}
     for name, entry in yaml.safe_load(_git(repo, "show", f"{commit}:{CONFIG}")).items():
@@ -124,8 +136,8 @@ def entries(repo: Path, commit: str) -> dict[tuple, list[Entry]]:
                 recipe = files[0]
                 batch, drafted = BATCH.search(recipe), DRAFTED.search(recipe)
                 spec = space.get("spec-decoding", "none") != "none"
-                item = Entry(prefill, decode, int(batch.group(1)) if batch else None,
-                             (int(drafted.group(1)) if drafted else None) if spec else 0, recipe)
+                named = int(drafted.group(1)) if drafted else drafted_by_recipe.get(recipe)
+                item = Entry(prefill, decode, int(batch.group(1)) if batch else None, named if spec else 0, recipe)
                 for clients in space.get("conc-list") or []:
                     # Some deployments' speculative sweeps are entries of their own ("…-sglang-mtp"):
                     # they measure the same rows.
@@ -208,12 +220,14 @@ SOURCES = ((CONFIG, entries, _key, {}),
             {"mode": "disagg"}))
 
 
-def deployments(repo: Path, rows: list[dict]) -> list[dict]:
-    """One output row per calibration row the config's entries, or the GB200 launch script's, say something of."""
+def deployments(repo: Path, rows: list[dict], drafted_by_recipe: dict[str, int] | None = None) -> list[dict]:
+    """One output row per calibration row the config's entries, or the GB200 launch script's, say something of
+    (``drafted_by_recipe``: drafted tokens of speculative recipes whose names do not say)."""
+    sources = ((CONFIG, lambda repo, commit: entries(repo, commit, drafted_by_recipe), _key, {}), *SOURCES[1:])
     out, cache = [], {}
     for row in rows:
         measured = re.search(r"measured=(\d{4}-\d\d-\d\d)", row.get("provenance", ""))
-        for path, read, key_of, gained in SOURCES:
+        for path, read, key_of, gained in sources:
             key = key_of(row)
             commit = config_at(repo, measured.group(1), path) if key and measured else ""
             if not commit:
@@ -235,12 +249,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("repo", help="a git clone of SemiAnalysisAI/InferenceX")
     parser.add_argument("--data", help="calibration CSV (default: ../shared/data next to the repository)")
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "data" / "recipe_deployments.csv"))
+    parser.add_argument("--speculation", default=str(ROOT / "benchmarks" / "data" / "recipe_speculation.csv"),
+                        help="drafted tokens per step of speculative recipes whose names do not say ('none': unread)")
     args = parser.parse_args(argv)
     path = Path(args.data) if args.data else default_data_path()
     if path is None:
         print("error: --data: calibration data not found", file=sys.stderr)
         return 1
-    written = deployments(Path(args.repo), read_rows(path))
+    drafted = {} if args.speculation == "none" else read_speculation(Path(args.speculation))
+    written = deployments(Path(args.repo), read_rows(path), drafted)
     with open(args.out, "w", newline="", encoding="utf-8") as f:
         writer = csv.DictWriter(f, fieldnames=COLUMNS, lineterminator="\n")
         writer.writeheader()

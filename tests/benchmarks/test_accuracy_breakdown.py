@@ -25,3 +25,9 @@ def test_each_split_is_scored_within_recorded_and_inferred_rows_apart():
     assert "10.0%" in lines[("recorded", "backend", "sglang")]
     assert "75.0%" in lines[("inferred", "backend", "trtllm")]
     assert not any(key[:3] == ("recorded", "backend", "trtllm") for key in lines)
+
+
+def test_rows_are_split_by_what_their_recipes_say_of_speculative_decoding():
+    rows = [{"backend": "sglang", "concurrency": 16, "spec_tokens": s} for s in (2, "0", "", None)]
+    rows[3].pop("spec_tokens")
+    assert breakdown.labels(rows, range(4))["spec"].tolist() == ["drafts 2", "none", "not stated", "not stated"]

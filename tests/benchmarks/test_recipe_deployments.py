@@ -93,6 +93,23 @@ def test_a_deployments_speculative_entries_listed_apart_leave_its_speculation_un
     assert said == [("16", 3, None), ("256", 3, 0)]
 
 
+def test_drafted_tokens_the_recipe_files_state_complete_speculative_entries_named_without_them(tmp_path):
+    plain = [_entry([16], 3, False, "recipes/b200-fp8/8k1k/stp/low-latency-tep8-1p3d.yaml")]
+    speculative = [_entry([16, 8], 3, False, "recipes/b200-fp8/8k1k/mtp/low-latency-tep8-1p3d.yaml", spec="mtp"),
+                   _entry([4], 3, False, "recipes/b200-fp8/8k1k/mtp/other-1p3d.yaml", spec="mtp")]
+    repo = _repo(tmp_path, [], "2026-02-01", named={"dsr1-fp8-b200-dynamo-sglang": plain,
+                                                     "dsr1-fp8-b200-dynamo-sglang-mtp": speculative})
+    table = tmp_path / "speculation.csv"
+    table.write_text("recipe,spec_tokens\nrecipes/b200-fp8/8k1k/mtp/low-latency-tep8-1p3d.yaml,2\n")
+    rows = [_row(c, None, 1) | {"gpu": "b200_sxm", "backend": "sglang", "model": "deepseek-ai/DeepSeek-R1"}
+            for c in (16, 8, 4)]
+    said = [(r["concurrency"], r.get("d_workers"), r.get("spec_tokens")) for r in
+            recipe_deployments.deployments(repo, rows, recipe_deployments.read_speculation(table))]
+    # 16: plain and speculative sweeps both measure it, speculation still unknown; 8: only the
+    # speculative sweep, its recipe file drafts 2 a step; 4: a recipe the table does not hold, nothing.
+    assert said == [("16", 3, None), ("8", 3, 2)]
+
+
 LAUNCHER = '''
 if [ "$isl" = "1024" ] && [ "$osl" = "1024" ]; then
     if [ "$mtp_mode" = "on" ]; then
