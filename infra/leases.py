@@ -80,8 +80,13 @@ def release(session: Session, uid: str, owner: str, next_due: datetime | None) -
 
 def expire(session: Session, now: datetime) -> int:
     """End every lease that expired before ``now``; its request is due now. Returns how many.
-    Most rounds find none: a read says so, and no write (on SQLite: no wait for the one writer)."""
-    if session.scalar(select(ResourceRow.id).where(ResourceRow.lease_expires_at < now).limit(1)) is None:
+    Most rounds find none: a read says so, and no write (on SQLite: no wait for the one writer).
+    The read asks for the earliest expiry, which only the expiry index gives without a sort: asked
+    for any one row, PostgreSQL without statistics on the table (never analysed) chose to scan the
+    whole table, dead row versions included (988 pages, 9.4 ms after the load test's 3,600 DGDRs,
+    every worker and every API process once a second), against 0.05 ms through the index."""
+    earliest = select(ResourceRow.id).where(ResourceRow.lease_expires_at < now).order_by(ResourceRow.lease_expires_at)
+    if session.scalar(earliest.limit(1)) is None:
         return 0
     return session.execute(
         update(ResourceRow).where(ResourceRow.lease_expires_at < now)

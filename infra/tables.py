@@ -32,7 +32,6 @@ class ResourceRow(Base):
     __table_args__ = (
         UniqueConstraint("group", "plural", "namespace", "name", name="uq_slaplan_resources_identity"),
         UniqueConstraint("uid", name="uq_slaplan_resources_uid"),
-        Index("ix_slaplan_resources_kind_ns", "group", "plural", "namespace"),
         Index("ix_slaplan_resources_publish_due", "publish_due_at"),
         Index("ix_slaplan_resources_lease_expiry", "lease_expires_at"),
         Index("ix_slaplan_resources_published", "published_at"),

@@ -81,6 +81,33 @@ def test_postgresql_keeps_object_texts_uncompressed_and_down_restores_the_defaul
     assert _object_json_storage(pg_url) == "x"  # extended: PostgreSQL's default for text
 
 
+
+def _resource_indexes(url: str) -> set[str]:
+    engine = create_engine(url)
+    try:
+        return {index["name"] for index in inspect(engine).get_indexes("slaplan_resources")}
+    finally:
+        engine.dispose()
+
+
+@pytest.mark.slow
+def test_postgresql_reads_by_key_have_only_the_key_index_and_down_restores_the_kind_index(pg_url):
+    settings = load_settings({}, database_url=pg_url)
+    migrate.upgrade(settings)
+    engine = create_engine(pg_url)
+    try:
+        with engine.connect() as connection:  # a new table, never analysed: no statistics to go by
+            plan = "\n".join(connection.exec_driver_sql(
+                "EXPLAIN SELECT id FROM slaplan_resources WHERE \"group\" = 'g' AND plural = 'p'"
+                " AND namespace = 'n' AND name = 'x'").scalars())
+    finally:
+        engine.dispose()
+    assert "uq_slaplan_resources_identity" in plan, plan
+    assert "ix_slaplan_resources_kind_ns" not in _resource_indexes(pg_url)
+    migrate.downgrade(settings, "0009_object_json_uncompressed")
+    assert "ix_slaplan_resources_kind_ns" in _resource_indexes(pg_url)
+
+
 # --- refusals: what cannot be done is said in one line, and the database is left as it was ---------------
 
 HEAD = migrate.revisions()[-1]  # the newest
