@@ -40,6 +40,9 @@ Also reported, by workload size: the runs per search as a count and a share, aga
 any rule needs to certify its pick (``contenders``: the runs a ``--noise`` measurement noise cannot
 tell from the best), and how many runs came before the first one within the SLA and after the best.
 
+Also reported, each ``--hold`` workload's searches: their runs split into the first one within the
+SLA, those before it, those from it up to the true best, and those after the best (where the runs go).
+
 Also reported, a user profiling each workload at all its SLAs in turn: each search starts from the
 runs the earlier ones measured (read, not counted), in two orders of the SLAs; the new runs per
 search against the exhaustive replay (as the main table), and the distinct runs over a workload's
@@ -271,6 +274,13 @@ def distinct_runs(ws: list[Workload], outcomes: list[Outcome]) -> tuple[int, int
         runs.setdefault(o.workload, set()).update(o.known)
     size = {w.name: len(w.measured) for w in ws}
     return sum(len(r) for r in runs.values()), sum(size[name] for name in runs)
+
+
+def by_workload(outcomes: list[Outcome]) -> list[tuple[str, int, dict[str, float]]]:
+    """``summary`` of each workload's searches, with its exhaustive runs: where a part's runs go."""
+    names = dict.fromkeys(o.workload for o in outcomes)
+    return [(name, next(o.space for o in outcomes if o.workload == name),
+             summary([o for o in outcomes if o.workload == name])) for name in names]
 
 
 SIZES = ((10, 19), (20, 39), (40, None))  # exhaustive runs of a workload, for the table by size
@@ -537,6 +547,8 @@ def main(argv: list[str] | None = None) -> int:
                      f"({s['start_within']} of {s['searches']} searches started within it), {s['confirming']} after "
                      f"the true best")
         sized += [(label, size, t) for size, t in by_size(outcomes)]
+        if part and part[0].gpu == args.hold:
+            held = by_workload(outcomes)
     print("\n" + "\n".join(spent))
     print(f"\nby workload size (exhaustive runs); the fewest runs any rule needs: the runs a {args.noise:.0%} "
           f"measurement noise cannot tell from the best (--noise)")
@@ -546,6 +558,17 @@ def main(argv: list[str] | None = None) -> int:
     for label, size, t in sized:
         print(f"| {label} | {size} | {t['searches']} | {t['mean_runs']:.1f} of {t['mean_space']:.1f} | {t['runs_pct']:.1f}% "
               f"| {t['mean_minimum']:.1f}, {t['minimum_pct']:.1f}% | {t['best_pct']:.0f}% | {t['regret_pct']:.1f}% |")
+    if any(w.gpu == args.hold for w in ws):
+        print(f"\n{args.hold} by workload: runs of its searches (the first within the SLA, those before it, after the "
+              f"true best, and from the first within to the best, the best included), each workload's searches by name")
+        print("| workload | exhaustive runs | searches | runs | first within | before it | after the best | up to the best "
+              "| true best | mean regret |")
+        print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+        for name, space, t in held:
+            first = t["searches"] - t["none"]
+            rest = t["runs"] - first - t["searching"] - t["confirming"]
+            print(f"| {name.split('|', 1)[-1]} | {space} | {t['searches']} | {t['runs']} | {first} | {t['searching']} "
+                  f"| {t['confirming']} | {rest} | {t['best_pct']:.0f}% | {t['regret_pct']:.1f}% |")
     print_reuse(ws, args)
     if args.calibration:
         import numpy as np

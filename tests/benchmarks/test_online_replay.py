@@ -60,6 +60,15 @@ def test_outcomes_are_summed_by_workload_size():
     assert sized["20–39"]["searches"] == sized["≥ 40"]["searches"] == 1 and sized["≥ 40"]["minimum_pct"] == 100 / 80
 
 
+def test_outcomes_are_summed_by_workload_in_the_order_they_came():
+    def outcome(workload: str, space: int, runs: int) -> object:
+        return replay.Outcome(runs=runs, space=space, best=True, regret=0.0, minimum=1, searching=0, confirming=0,
+                              workload=workload)
+
+    parts = replay.by_workload([outcome("b", 12, 3), outcome("a", 20, 2), outcome("b", 12, 1)])
+    assert [(name, space, t["searches"], t["runs"]) for name, space, t in parts] == [("b", 12, 2, 4), ("a", 20, 1, 2)]
+
+
 def test_error_spread_parts_the_model_error_between_units_and_within_one():
     w = _landscape(predicted_scale=2.0)  # every TTFT off by the same factor: no spread at all
     assert replay.error_spread([w]) == {"between": {"ttft_ms": 0.0, "itl_ms": 0.0},
