@@ -325,12 +325,14 @@ def fitted_without(data, gpus: set[str], max_evals: int) -> dict:
 def error_spread(ws: list[Workload]) -> dict[str, dict[str, float]]:
     """The model's error (ln measured / predicted) on ``ws``, per quantity: the RMS of the units'
     medians around their workload's median (``between``) and of the runs around their unit's median
-    (``within``), pooled over the workloads (``planner.online.ErrorSpread``)."""
+    (``within``), pooled over the workloads (``planner.online.ErrorSpread``); and ``transfer``: the RMS
+    of each unit's runs around another unit's median of the same workload, the error of a unit not
+    measured yet once the predictions are rescaled by one measured unit (``planner.online.spread``)."""
     from planner.online import QUANTITIES
 
-    out: dict[str, dict[str, float]] = {"between": {}, "within": {}}
+    out: dict[str, dict[str, float]] = {"between": {}, "within": {}, "transfer": {}}
     for name in QUANTITIES:
-        between, within = [], []
+        between, within, transfer = [], [], []
         for w in ws:
             logs: dict[str, list[float]] = {}
             for k, m in w.measured.items():
@@ -339,8 +341,10 @@ def error_spread(ws: list[Workload]) -> dict[str, dict[str, float]]:
             for xs in logs.values():
                 between.append(statistics.median(xs) - mid)
                 within += [x - statistics.median(xs) for x in xs]
-        out["between"][name] = math.sqrt(statistics.fmean(d * d for d in between))
-        out["within"][name] = math.sqrt(statistics.fmean(d * d for d in within))
+            for (i, xs), (j, ys) in itertools.permutations(logs.items(), 2):
+                transfer += [y - statistics.median(xs) for y in ys]
+        for part, ds in (("between", between), ("within", within), ("transfer", transfer)):
+            out[part][name] = math.sqrt(statistics.fmean(d * d for d in ds))
     return out
 
 
