@@ -40,6 +40,9 @@ Also reported, by workload size: the runs per search as a count and a share, aga
 any rule needs to certify its pick (``contenders``: the runs a ``--noise`` measurement noise cannot
 tell from the best), and how many runs came before the first one within the SLA and after the best.
 
+Also reported, each ``--hold`` workload's searches: their runs split into the first one within the
+SLA, those before it, those from it up to the true best, and those after the best (where the runs go).
+
 Also reported, a user profiling each workload at all its SLAs in turn: each search starts from the
 runs the earlier ones measured (read, not counted), in two orders of the SLAs; the new runs per
 search against the exhaustive replay (as the main table), and the distinct runs over a workload's
@@ -273,6 +276,13 @@ def distinct_runs(ws: list[Workload], outcomes: list[Outcome]) -> tuple[int, int
     return sum(len(r) for r in runs.values()), sum(size[name] for name in runs)
 
 
+def by_workload(outcomes: list[Outcome]) -> list[tuple[str, int, dict[str, float]]]:
+    """``summary`` of each workload's searches, with its exhaustive runs: where a part's runs go."""
+    names = dict.fromkeys(o.workload for o in outcomes)
+    return [(name, next(o.space for o in outcomes if o.workload == name),
+             summary([o for o in outcomes if o.workload == name])) for name in names]
+
+
 SIZES = ((10, 19), (20, 39), (40, None))  # exhaustive runs of a workload, for the table by size
 
 
@@ -315,12 +325,14 @@ def fitted_without(data, gpus: set[str], max_evals: int) -> dict:
 def error_spread(ws: list[Workload]) -> dict[str, dict[str, float]]:
     """The model's error (ln measured / predicted) on ``ws``, per quantity: the RMS of the units'
     medians around their workload's median (``between``) and of the runs around their unit's median
-    (``within``), pooled over the workloads (``planner.online.ErrorSpread``)."""
+    (``within``), pooled over the workloads (``planner.online.ErrorSpread``); and ``transfer``: the RMS
+    of each unit's runs around another unit's median of the same workload, the error of a unit not
+    measured yet once the predictions are rescaled by one measured unit (``planner.online.spread``)."""
     from planner.online import QUANTITIES
 
-    out: dict[str, dict[str, float]] = {"between": {}, "within": {}}
+    out: dict[str, dict[str, float]] = {"between": {}, "within": {}, "transfer": {}}
     for name in QUANTITIES:
-        between, within = [], []
+        between, within, transfer = [], [], []
         for w in ws:
             logs: dict[str, list[float]] = {}
             for k, m in w.measured.items():
@@ -329,8 +341,10 @@ def error_spread(ws: list[Workload]) -> dict[str, dict[str, float]]:
             for xs in logs.values():
                 between.append(statistics.median(xs) - mid)
                 within += [x - statistics.median(xs) for x in xs]
-        out["between"][name] = math.sqrt(statistics.fmean(d * d for d in between))
-        out["within"][name] = math.sqrt(statistics.fmean(d * d for d in within))
+            for (i, xs), (j, ys) in itertools.permutations(logs.items(), 2):
+                transfer += [y - statistics.median(xs) for y in ys]
+        for part, ds in (("between", between), ("within", within), ("transfer", transfer)):
+            out[part][name] = math.sqrt(statistics.fmean(d * d for d in ds))
     return out
 
 
@@ -537,6 +551,8 @@ def main(argv: list[str] | None = None) -> int:
                      f"({s['start_within']} of {s['searches']} searches started within it), {s['confirming']} after "
                      f"the true best")
         sized += [(label, size, t) for size, t in by_size(outcomes)]
+        if part and part[0].gpu == args.hold:
+            held = by_workload(outcomes)
     print("\n" + "\n".join(spent))
     print(f"\nby workload size (exhaustive runs); the fewest runs any rule needs: the runs a {args.noise:.0%} "
           f"measurement noise cannot tell from the best (--noise)")
@@ -546,6 +562,17 @@ def main(argv: list[str] | None = None) -> int:
     for label, size, t in sized:
         print(f"| {label} | {size} | {t['searches']} | {t['mean_runs']:.1f} of {t['mean_space']:.1f} | {t['runs_pct']:.1f}% "
               f"| {t['mean_minimum']:.1f}, {t['minimum_pct']:.1f}% | {t['best_pct']:.0f}% | {t['regret_pct']:.1f}% |")
+    if any(w.gpu == args.hold for w in ws):
+        print(f"\n{args.hold} by workload: runs of its searches (the first within the SLA, those before it, after the "
+              f"true best, and from the first within to the best, the best included), each workload's searches by name")
+        print("| workload | exhaustive runs | searches | runs | first within | before it | after the best | up to the best "
+              "| true best | mean regret |")
+        print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+        for name, space, t in held:
+            first = t["searches"] - t["none"]
+            rest = t["runs"] - first - t["searching"] - t["confirming"]
+            print(f"| {name.split('|', 1)[-1]} | {space} | {t['searches']} | {t['runs']} | {first} | {t['searching']} "
+                  f"| {t['confirming']} | {rest} | {t['best_pct']:.0f}% | {t['regret_pct']:.1f}% |")
     print_reuse(ws, args)
     if args.calibration:
         import numpy as np

@@ -96,7 +96,11 @@ def new_runs(trials: Iterable[LedgerTrial]) -> list[LedgerTrial]:
 def _seed(ledger: Ledger, reused: Mapping[search.Run, StoredRun], unit_plans: dict[str, Plan],
           request: PlanRequest, concurrency: tuple[int, ...]) -> None:
     """Record each of the ``reused`` runs as a complete trial of a new study, scored under this
-    request's SLA; a resumed study (one with trials) already holds them."""
+    request's SLA; a resumed study (one with trials) already holds them.
+
+    Workers that start a fresh study at once may each find it empty and record the runs: a run
+    another worker already recorded (complete, or running under a lower trial number) is pruned
+    here, and ``_distinct`` reads a run two workers still both recorded once."""
     if not reused or ledger.trials():
         return
     for run, stored in sorted(reused.items()):
@@ -107,7 +111,26 @@ def _seed(ledger: Ledger, reused: Mapping[search.Run, StoredRun], unit_plans: di
         ledger.set_attrs(trial.number, {"name": trial_name(request, trial.number), "gpus": unit.total_gpus,
                                         "reusedFrom": stored.source, "points": [p.model_dump() for p in points],
                                         "iterations": list(stored.iterations)})
+        if any(_run(t) == run and "reusedFrom" in t.attrs
+               and (t.state == "complete" or (t.state == "running" and t.number < trial.number))
+               for t in ledger.trials() if t.number != trial.number):
+            ledger.tell(trial.number, "pruned")  # another worker recorded it
+            continue
         ledger.tell(trial.number, "complete", search.score(points, unit.total_gpus, request))
+
+
+def _distinct(trials: Iterable[LedgerTrial]) -> list[LedgerTrial]:
+    """``trials`` without a reused run recorded again (two workers seeding one study at once): the
+    lowest-numbered record of each reused run stands."""
+    seen: set[search.Run] = set()
+    out = []
+    for t in sorted(trials, key=lambda t: t.number):
+        if _reused(t):
+            if _run(t) in seen:
+                continue
+            seen.add(_run(t))
+        out.append(t)
+    return out
 
 
 def _counted(trials: Iterable[LedgerTrial]) -> list[LedgerTrial]:
@@ -205,11 +228,11 @@ def search_runs(request: PlanRequest, unit_plans: dict[str, Plan], *, deployable
     gpus = {k: u.total_gpus for k, u in unit_plans.items()}
 
     def report(measuring: search.Run | None = None) -> None:
-        progress(progress_message(ledger.trials(), len(deployable), budget, started, wall(), measuring))
+        progress(progress_message(_distinct(ledger.trials()), len(deployable), budget, started, wall(), measuring))
 
     while True:
         ledger.fail_stale()
-        trials = ledger.trials()
+        trials = _distinct(ledger.trials())
         if len(_counted(trials)) >= budget.max_trials:
             return f"trial budget used ({budget.max_trials} runs)"
         if wall() >= deadline:
@@ -230,7 +253,7 @@ def search_runs(request: PlanRequest, unit_plans: dict[str, Plan], *, deployable
                         f"measured goodput")
             ledger.enqueue(*run)
         trial = ledger.ask(choices, budget.concurrency)
-        current = ledger.trials()
+        current = _distinct(ledger.trials())
         others = {_run(t) for t in current if t.state == "running" and t.number != trial.number}
         if _run(trial) in _measured(current) or _run(trial) in others:
             ledger.tell(trial.number, "pruned")  # another worker measured it meanwhile
@@ -252,7 +275,7 @@ def plan_measured(request: PlanRequest, unit_plans: dict[str, Plan], *, ledger: 
 
     Measurements rank what was measured: the best measured unit is sized first; the other units
     measured within the SLA only if the calibrated model finds it cannot meet it."""
-    trials = ledger.trials()
+    trials = _distinct(ledger.trials())
     best = _best(trials)
     if best is None:
         errors = sorted({t.attrs.get("error", "") for t in _counted(trials)} - {""})

@@ -3,6 +3,8 @@ fewest runs any rule needs, and what a search's outcome counts, on a small lands
 
 from __future__ import annotations
 
+import math
+
 from benchmark_scripts import load
 
 from planner.online import SweepPoint, closed_loop_tok_s
@@ -60,15 +62,26 @@ def test_outcomes_are_summed_by_workload_size():
     assert sized["20–39"]["searches"] == sized["≥ 40"]["searches"] == 1 and sized["≥ 40"]["minimum_pct"] == 100 / 80
 
 
+def test_outcomes_are_summed_by_workload_in_the_order_they_came():
+    def outcome(workload: str, space: int, runs: int) -> object:
+        return replay.Outcome(runs=runs, space=space, best=True, regret=0.0, minimum=1, searching=0, confirming=0,
+                              workload=workload)
+
+    parts = replay.by_workload([outcome("b", 12, 3), outcome("a", 20, 2), outcome("b", 12, 1)])
+    assert [(name, space, t["searches"], t["runs"]) for name, space, t in parts] == [("b", 12, 2, 4), ("a", 20, 1, 2)]
+
+
 def test_error_spread_parts_the_model_error_between_units_and_within_one():
     w = _landscape(predicted_scale=2.0)  # every TTFT off by the same factor: no spread at all
-    assert replay.error_spread([w]) == {"between": {"ttft_ms": 0.0, "itl_ms": 0.0},
-                                        "within": {"ttft_ms": 0.0, "itl_ms": 0.0}}
+    zero = {"ttft_ms": 0.0, "itl_ms": 0.0}
+    assert replay.error_spread([w]) == {"between": zero, "within": zero, "transfer": zero}
     for clients in (1, 4, 16):  # one unit off by another factor at every load: spread between units only
         w.predicted[("c", clients)] = w.predicted[("c", clients)].model_copy(
             update={"ttft_ms": w.predicted[("c", clients)].ttft_ms * 3})
     spread = replay.error_spread([w])
     assert spread["between"]["ttft_ms"] > 0 and spread["within"]["ttft_ms"] == 0.0
+    # rescaled by another unit, c's runs are off by ln 3 and the others' by it against c: 4 of 6 pairs
+    assert abs(spread["transfer"]["ttft_ms"] - math.log(3) * math.sqrt(4 / 6)) < 1e-12
     # one load of a unit off: spread within it too
     w.predicted[("a", 16)] = w.predicted[("a", 16)].model_copy(update={"itl_ms": w.predicted[("a", 16)].itl_ms * 2})
     assert replay.error_spread([w])["within"]["itl_ms"] > 0

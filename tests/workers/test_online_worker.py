@@ -5,6 +5,7 @@ calibration has a known answer (times ×4) and the engine's times dwarf HTTP ove
 from __future__ import annotations
 
 import json
+import math
 import os
 import threading
 import time
@@ -102,9 +103,11 @@ def test_an_online_dgdr_through_a_real_worker(pg_url, redis_url, tmp_path):
     best = max(trials, key=lambda t: t["score"])
     assert measured["best"] == best["unit"]
     calibration = measured["calibration"]
-    # one or two runs of the best unit: one time scale, closer on both TTFT and TPOT than the start
+    # one or two runs of the best unit: the calibration fits one time scale to TTFT and TPOT together, so
+    # it lands between their measured/predicted ratios: nearer the measurements in log error summed over
+    # both than the start (a busy machine slows TTFT and TPOT unequally, so not always nearer on each)
     assert calibration["points"] == len([t for t in trials if t["unit"] == best["unit"]])
-    assert calibration["after"]["tpot_mdape_pct"] < calibration["before"]["tpot_mdape_pct"]
+    assert _log_error(best, "calibrated") < _log_error(best, "predicted"), best
     # sized with the calibrated model: within the SLA, at a fraction of what the shipped model promises
     request = parse_dgdr(dgdr("online-real"))
     key = f"{chosen['mode']} " + "+".join(f"tp{e['tp']}" for e in chosen["engines"])
@@ -202,6 +205,12 @@ def _with_itl(name: str, itl_ms: float, **online_config) -> dict:
     body = dgdr(name, **online_config)
     body["spec"]["sla"] = {**body["spec"]["sla"], "itl": itl_ms}
     return body
+
+
+def _log_error(trial: dict, model: str) -> float:
+    """Sum over a trial's points of |ln(``model``'s TTFT / measured)| + |ln(its ITL / measured)|."""
+    return sum(abs(math.log(m[q] / p[q])) for m, p in zip(trial[model], trial["points"], strict=True)
+               for q in ("ttftMs", "itlMs"))
 
 
 def _runs(trials: list[dict], reused: bool) -> set[tuple[str, int]]:
