@@ -26,7 +26,8 @@ without that GPU type (one fit, about a minute); the other workloads use the shi
 Reported apart.
 
 The prior spread (``--spread``, ``planner.online.ERROR_SPREAD``): the model's error between units
-and within a unit on the workloads of every other GPU type, each predicted by parameters fitted
+and within a unit (a run against another run of its unit, as the rule uses it: ``loads``) on the
+workloads of every other GPU type, each predicted by parameters fitted
 without its type and without ``--hold`` (one fit per type, about 2 minutes), and the replay on
 those predictions: the search judged on GPUs it was not fitted on, with no ``--hold`` row in sight.
 
@@ -327,12 +328,14 @@ def error_spread(ws: list[Workload]) -> dict[str, dict[str, float]]:
     medians around their workload's median (``between``) and of the runs around their unit's median
     (``within``), pooled over the workloads (``planner.online.ErrorSpread``); and ``transfer``: the RMS
     of each unit's runs around another unit's median of the same workload, the error of a unit not
-    measured yet once the predictions are rescaled by one measured unit (``planner.online.spread``)."""
+    measured yet once the predictions are rescaled by one measured unit (``planner.online.spread``); and
+    ``loads``: the RMS of each run around another run of its unit over √2, the within-unit spread the rule
+    uses (a unit's other load rescaled by its one measured run: within × √(1 + 1/1)), measured held out."""
     from planner.online import QUANTITIES
 
-    out: dict[str, dict[str, float]] = {"between": {}, "within": {}, "transfer": {}}
+    out: dict[str, dict[str, float]] = {"between": {}, "within": {}, "transfer": {}, "loads": {}}
     for name in QUANTITIES:
-        between, within, transfer = [], [], []
+        between, within, transfer, loads = [], [], [], []
         for w in ws:
             logs: dict[str, list[float]] = {}
             for k, m in w.measured.items():
@@ -341,11 +344,21 @@ def error_spread(ws: list[Workload]) -> dict[str, dict[str, float]]:
             for xs in logs.values():
                 between.append(statistics.median(xs) - mid)
                 within += [x - statistics.median(xs) for x in xs]
+                loads += [(y - x) / math.sqrt(2) for x, y in itertools.permutations(xs, 2)]
             for (i, xs), (j, ys) in itertools.permutations(logs.items(), 2):
                 transfer += [y - statistics.median(xs) for y in ys]
-        for part, ds in (("between", between), ("within", within), ("transfer", transfer)):
-            out[part][name] = math.sqrt(statistics.fmean(d * d for d in ds))
+        for part, ds in (("between", between), ("within", within), ("transfer", transfer), ("loads", loads)):
+            out[part][name] = math.sqrt(statistics.fmean(d * d for d in ds)) if ds else 0.0
     return out
+
+
+def prior_spread(parts: dict[str, dict[str, float]]) -> "object":
+    """The search's prior (``planner.online.ErrorSpread``) from ``error_spread``'s parts: between units
+    their medians' spread, within a unit its runs' spread against another of its runs (``loads``), as
+    the rule uses it."""
+    from planner.online import ErrorSpread
+
+    return ErrorSpread(between=parts["between"], within=parts["loads"])
 
 
 def calibration_check(rows: list[dict], data) -> list[tuple[float, float, float, float]]:
@@ -430,11 +443,9 @@ def print_curve(rows: list[dict], data, args: argparse.Namespace) -> int:
     type but ``args.hold``: as shipped; each type predicted by a fit without it, the search's prior the
     spread of the other types (tune on two, check on the third); and those predictions with a per-unit
     error added (``UNIT_ERRORS``, ``DRAWS`` each)."""
-    from planner.online import ErrorSpread
-
     shipped = [w for w in workloads(rows, data, predictions_for(data, args.hold, args.max_evals)) if w.gpu != args.hold]
     types, ws = held_out_predictions(rows, data, args)
-    priors = {gpu: ErrorSpread(**error_spread([w for w in ws if w.gpu != gpu])) for gpu in types}
+    priors = {gpu: prior_spread(error_spread([w for w in ws if w.gpu != gpu])) for gpu in types}
 
     def held_out(stop: float, units: int, scale: float = 0.0) -> list[Outcome]:
         draws = [with_unit_error(ws, scale, seed) for seed in range(DRAWS)] if scale else [ws]

@@ -74,17 +74,29 @@ def test_outcomes_are_summed_by_workload_in_the_order_they_came():
 def test_error_spread_parts_the_model_error_between_units_and_within_one():
     w = _landscape(predicted_scale=2.0)  # every TTFT off by the same factor: no spread at all
     zero = {"ttft_ms": 0.0, "itl_ms": 0.0}
-    assert replay.error_spread([w]) == {"between": zero, "within": zero, "transfer": zero}
+    assert replay.error_spread([w]) == {"between": zero, "within": zero, "transfer": zero, "loads": zero}
     for clients in (1, 4, 16):  # one unit off by another factor at every load: spread between units only
         w.predicted[("c", clients)] = w.predicted[("c", clients)].model_copy(
             update={"ttft_ms": w.predicted[("c", clients)].ttft_ms * 3})
     spread = replay.error_spread([w])
-    assert spread["between"]["ttft_ms"] > 0 and spread["within"]["ttft_ms"] == 0.0
+    assert spread["between"]["ttft_ms"] > 0 and spread["within"]["ttft_ms"] == spread["loads"]["ttft_ms"] == 0.0
     # rescaled by another unit, c's runs are off by ln 3 and the others' by it against c: 4 of 6 pairs
     assert abs(spread["transfer"]["ttft_ms"] - math.log(3) * math.sqrt(4 / 6)) < 1e-12
     # one load of a unit off: spread within it too
     w.predicted[("a", 16)] = w.predicted[("a", 16)].model_copy(update={"itl_ms": w.predicted[("a", 16)].itl_ms * 2})
-    assert replay.error_spread([w])["within"]["itl_ms"] > 0
+    spread = replay.error_spread([w])
+    assert spread["within"]["itl_ms"] > 0
+    # against another load of its unit, a's 16-client run is off by ln 2 (and they by it against it): 4 of
+    # 18 ordered pairs, over √2 as the rule's within × √(1 + 1/1) for a unit rescaled by one run
+    assert abs(spread["loads"]["itl_ms"] - math.log(2) * math.sqrt(4 / 18) / math.sqrt(2)) < 1e-12
+    # around its own unit's median (which it moved) a run is closer than to another run of the unit
+    assert spread["loads"]["itl_ms"] > spread["within"]["itl_ms"] / math.sqrt(2)
+
+def test_the_prior_takes_the_spread_within_a_unit_as_the_rule_uses_it():
+    parts = {part: {"ttft_ms": sd, "itl_ms": sd / 4} for part, sd in
+             (("between", 0.4), ("within", 0.3), ("transfer", 0.5), ("loads", 0.35))}
+    prior = replay.prior_spread(parts)
+    assert prior.between == parts["between"] and prior.within == parts["loads"]
 
 
 def test_an_added_unit_error_moves_every_load_of_a_unit_by_one_factor():
