@@ -271,11 +271,12 @@ def _page(session: Reader, latest: int, kind: ServedKind, namespace: str | None,
     at = token.resource_version if token else latest
     limit = min(query.limit or cap, cap)
     page = repo.list_page(session, kind.group, kind.plural, namespace, keep=keep,
-                          after=token.key if token else None, limit=limit)
+                          after=token.key if token else None, limit=limit,
+                          remaining=token.remaining if token else None)
     metadata: dict[str, Any] = {"resourceVersion": str(at)}
     if page.more:
         last = page.items[-1]
-        metadata["continue"] = paging.encode(paging.Continue(at, (last.namespace, last.name)))
+        metadata["continue"] = paging.encode(paging.Continue(at, (last.namespace, last.name), page.remaining))
         if page.remaining is not None:
             metadata["remainingItemCount"] = page.remaining
     return page, metadata

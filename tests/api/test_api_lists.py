@@ -103,7 +103,28 @@ def test_objects_created_and_deleted_between_pages(api):
     assert [key for page in rest for key in keys(page)] == [("beta", "item-02"), ("beta", "item-99")]
 
 
-@pytest.mark.parametrize("token", ["garbage!!", "e30", "eyJ2IjoxLCJydiI6MCwibnMiOiIiLCJuYW1lIjoiIn0"])
+def test_later_pages_carry_the_first_pages_count_and_never_count_again(tmp_path_factory):
+    """The count of what remains is taken once, at the first page, and carried in the token less
+    each page's objects: exact while the list does not change; objects created after the first
+    page are listed but not counted, and a count the list has outgrown is omitted."""
+    app = make_app(tmp_path_factory)
+    client = api_client(app)
+    path = NS.format(ns="delta")
+    for i in range(5):
+        assert client.post(path, json=dgdr(f"item-{i:02d}", {})).status_code == 201
+    assert [p["metadata"].get("remainingItemCount") for p in pages(client, path, limit=2)] == [3, 1, None]
+    first = client.get(path, params={"limit": 2}).json()
+    for name in ("item-10", "item-11"):
+        assert client.post(path, json=dgdr(name, {})).status_code == 201
+    rest = pages(client, path, limit=2, **{"continue": first["metadata"]["continue"]})
+    assert [name for page in rest for _, name in keys(page)] == ["item-02", "item-03", "item-04", "item-10",
+                                                                  "item-11"]
+    assert [p["metadata"].get("remainingItemCount") for p in rest] == [1, None, None]
+    app.state.engine.dispose()
+
+
+@pytest.mark.parametrize("token", ["garbage!!", "e30", "eyJ2IjoxLCJydiI6MCwibnMiOiIiLCJuYW1lIjoiIn0",
+                                   "eyJ2IjoxLCJydiI6MSwibnMiOiJhbHBoYSIsIm5hbWUiOiJ4IiwibiI6LTF9"])
 def test_a_garbled_token_is_400_naming_continue(api, token):
     r = api.get(ALL, params={"continue": token})
     assert r.status_code == 400 and r.json()["reason"] == "BadRequest"
