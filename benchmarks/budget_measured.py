@@ -157,11 +157,11 @@ class SourceTerm:
 
 def source_of(rows: list[dict], w: Workload) -> str:
     """The measuring source of ``w``'s rows (their ``provenance``'s first field; the most common one
-    when several)."""
+    when several, the first of the rows among equally common ones)."""
     from profiler.model.harness import harness_of
 
     named = [harness_of(row) for row in _of(rows, w)]
-    return max(set(named), key=named.count)
+    return max(dict.fromkeys(named), key=named.count)
 
 
 def source_term(data, engine_ttft_ms, rows: list[dict], w: Workload, without_family: str | None = None) -> SourceTerm:
