@@ -70,12 +70,16 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.accuracy import (INPUTS, SLA_QUANTILES, add_recipes_argument, with_recipes_of,  # noqa: E402
                                  workload_key)
+
+if TYPE_CHECKING:
+    from planner.online import ErrorSpread
 
 MIN_CONFIGURATIONS = 3  # distinct configurations a workload needs to be searched
 MIN_RUNS = 10  # measured runs a workload needs to be searched
@@ -352,7 +356,7 @@ def error_spread(ws: list[Workload]) -> dict[str, dict[str, float]]:
     return out
 
 
-def prior_spread(parts: dict[str, dict[str, float]]) -> "object":
+def prior_spread(parts: dict[str, dict[str, float]]) -> ErrorSpread:
     """The search's prior (``planner.online.ErrorSpread``) from ``error_spread``'s parts: between units
     their medians' spread, within a unit its runs' spread against another of its runs (``loads``), as
     the rule uses it."""
